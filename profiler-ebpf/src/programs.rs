@@ -1,0 +1,197 @@
+use aya_ebpf::{
+    bindings::BPF_F_USER_STACK,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    macros::{map, tracepoint},
+    maps::{HashMap, PerCpuArray, RingBuf, StackTrace},
+    programs::{TracePointContext, tracing::StackIdContext as _},
+};
+use profiler_ebpf::{ExitEvent, OffCpuEvent, OffCpuStart, ShortOffCpu, counter, kind, task_state};
+
+// Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
+// offsets come from the tracepoints' `format` files, so no kernel layout is hard-coded here.
+#[unsafe(no_mangle)]
+static TARGET_TGID: u32 = 0;
+#[unsafe(no_mangle)]
+static MIN_OFF_CPU_NS: u64 = 0;
+#[unsafe(no_mangle)]
+static SWITCH_PREV_STATE_OFFSET: u32 = 32;
+#[unsafe(no_mangle)]
+static SWITCH_NEXT_PID_OFFSET: u32 = 56;
+#[unsafe(no_mangle)]
+static WAKEUP_PID_OFFSET: u32 = 24;
+#[unsafe(no_mangle)]
+static EXIT_GROUP_DEAD_OFFSET: u32 = 32;
+
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
+#[map]
+static STACKS: StackTrace = StackTrace::with_max_entries(32 * 1024, 0);
+#[map]
+static STARTS: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(64 * 1024, 0);
+#[map]
+static SHORT_OFF_CPU: HashMap<u32, ShortOffCpu> = HashMap::with_max_entries(64 * 1024, 0);
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+#[inline(always)]
+fn setting<T: Copy>(value: &T) -> T {
+    // Volatile, or the compiler folds the defaults in before user space can set them.
+    unsafe { core::ptr::read_volatile(value) }
+}
+
+#[inline(always)]
+fn count(index: u32) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(index) {
+        unsafe { *slot += 1 };
+    }
+}
+
+#[inline(always)]
+fn stack_id(ctx: &TracePointContext, flags: u64) -> i32 {
+    match ctx.get_stackid(&STACKS, flags) {
+        Ok(id) => id as i32,
+        Err(err) => {
+            count(counter::STACK_MISSES);
+            err
+        }
+    }
+}
+
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let target = setting(&TARGET_TGID);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (tgid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
+
+    // The current task is still `prev`: its stacks are the ones that go off CPU.
+    if tgid == target && tid != 0 {
+        let prev_state = unsafe { ctx.read_at::<i64>(setting(&SWITCH_PREV_STATE_OFFSET) as usize) }
+            .unwrap_or(0) as u64;
+        let start = OffCpuStart {
+            start_ns: now,
+            prev_state,
+            kernel_stack_id: stack_id(&ctx, 0),
+            user_stack_id: stack_id(&ctx, BPF_F_USER_STACK as u64),
+            waker_tid: 0,
+            _pad: 0,
+        };
+        if STARTS.insert(tid, start, 0).is_err() {
+            count(counter::START_MAP_FULL);
+        }
+    }
+
+    let Ok(next) = (unsafe { ctx.read_at::<i32>(setting(&SWITCH_NEXT_PID_OFFSET) as usize) })
+    else {
+        return 0;
+    };
+    let next = next as u32;
+    if next == 0 {
+        return 0;
+    }
+    // Only the target's threads are ever stamped, so a hit means `next` is ours.
+    let Some(start) = STARTS.get_ptr(next) else {
+        return 0;
+    };
+    let start = unsafe { *start };
+    let _ = STARTS.remove(next);
+    let duration = now.saturating_sub(start.start_ns);
+
+    if duration < setting(&MIN_OFF_CPU_NS) {
+        add_short(next, duration, start.prev_state);
+        return 0;
+    }
+    match EVENTS.reserve::<OffCpuEvent>(0) {
+        Some(mut slot) => {
+            slot.write(OffCpuEvent {
+                kind: kind::OFF_CPU,
+                tid: next,
+                start_ns: start.start_ns,
+                end_ns: now,
+                prev_state: start.prev_state,
+                kernel_stack_id: start.kernel_stack_id,
+                user_stack_id: start.user_stack_id,
+                waker_tid: start.waker_tid,
+                cpu: unsafe { bpf_get_smp_processor_id() },
+            });
+            slot.submit(0);
+        }
+        None => count(counter::LOST_EVENTS),
+    }
+    0
+}
+
+#[inline(always)]
+fn add_short(tid: u32, duration: u64, prev_state: u64) {
+    count(counter::SHORT_INTERVALS);
+    let preempted = if prev_state == task_state::RUNNING {
+        duration
+    } else {
+        0
+    };
+    match SHORT_OFF_CPU.get_ptr_mut(tid) {
+        Some(sum) => unsafe {
+            (*sum).count += 1;
+            (*sum).total_ns += duration;
+            (*sum).preempted_ns += preempted;
+        },
+        None => {
+            let first = ShortOffCpu {
+                count: 1,
+                total_ns: duration,
+                preempted_ns: preempted,
+            };
+            if SHORT_OFF_CPU.insert(tid, first, 0).is_err() {
+                count(counter::LOST_EVENTS);
+            }
+        }
+    }
+}
+
+#[tracepoint]
+pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
+    // Runs in the waker's context: the current thread is the one that made `pid` runnable.
+    let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&WAKEUP_PID_OFFSET) as usize) }) else {
+        return 0;
+    };
+    if let Some(start) = STARTS.get_ptr_mut(pid as u32) {
+        unsafe { (*start).waker_tid = bpf_get_current_pid_tgid() as u32 };
+    }
+    0
+}
+
+#[tracepoint]
+pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (tgid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
+    if tgid != setting(&TARGET_TGID) {
+        return 0;
+    }
+    let _ = STARTS.remove(tid);
+    let group_dead =
+        unsafe { ctx.read_at::<u8>(setting(&EXIT_GROUP_DEAD_OFFSET) as usize) }.unwrap_or(0);
+    if group_dead != 0 {
+        match EVENTS.reserve::<ExitEvent>(0) {
+            Some(mut slot) => {
+                slot.write(ExitEvent {
+                    kind: kind::EXIT,
+                    tid,
+                    time_ns: unsafe { bpf_ktime_get_ns() },
+                });
+                slot.submit(0);
+            }
+            None => count(counter::LOST_EVENTS),
+        }
+    }
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,0 +1,226 @@
+//! Kernel side of pinprof, seen from user space: loads the programs, attaches them, and turns
+//! what they send into raw records. It knows nothing of files or reports.
+
+mod tracefs;
+
+use std::{
+    os::fd::{AsFd as _, AsRawFd as _},
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap},
+    programs::TracePoint,
+};
+use profiler_ebpf::{ExitEvent, OffCpuEvent, counter, kind};
+
+use crate::events::{Counters, ShortOffCpu};
+
+/// The kernel object built by `build.rs` (empty when the build had to skip it).
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pinprof-ebpf"));
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub pid: u32,
+    /// Off-CPU intervals shorter than this are summed in the kernel instead of sent one by one.
+    pub min_off_cpu_ns: u64,
+    /// Size of the ring buffer; a power of two, multiple of the page size.
+    pub ring_buffer_bytes: u32,
+}
+
+/// A record as the kernel sent it.
+#[derive(Clone, Copy, Debug)]
+pub enum Raw {
+    OffCpu(OffCpuEvent),
+    Exit(ExitEvent),
+}
+
+/// Loaded and attached programs. Dropping it detaches and unloads everything.
+pub struct Capture {
+    events: RingBuf<MapData>,
+    stacks: StackTraceMap<MapData>,
+    counters: PerCpuArray<MapData, u64>,
+    short: HashMap<MapData, u32, profiler_ebpf::ShortOffCpu>,
+    starts: HashMap<MapData, u32, profiler_ebpf::OffCpuStart>,
+    /// Records the ring buffer held that were too short for their kind.
+    malformed: u64,
+    // Keeps the programs loaded and attached; dropped last.
+    _ebpf: Ebpf,
+}
+
+impl Capture {
+    pub fn start(options: &Options) -> Result<Self> {
+        if EBPF_OBJECT.is_empty() {
+            bail!(
+                "this pinprof was built without its kernel programs (the nightly toolchain or \
+                 bpf-linker was missing, or AYA_BUILD_SKIP was set); run `cargo xtask setup` and rebuild"
+            );
+        }
+        let tracefs = tracefs::ensure_mounted()?;
+        let offset = |cat, name, field| tracefs::field_offset(&tracefs, cat, name, field);
+        let prev_state = offset("sched", "sched_switch", "prev_state")?;
+        let next_pid = offset("sched", "sched_switch", "next_pid")?;
+        let wakeup_pid = offset("sched", "sched_wakeup", "pid")?;
+        let group_dead = offset("sched", "sched_process_exit", "group_dead")?;
+
+        let mut ebpf = EbpfLoader::new()
+            .override_global("TARGET_TGID", &options.pid, true)
+            .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
+            .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
+            .override_global("SWITCH_NEXT_PID_OFFSET", &next_pid, true)
+            .override_global("WAKEUP_PID_OFFSET", &wakeup_pid, true)
+            .override_global("EXIT_GROUP_DEAD_OFFSET", &group_dead, true)
+            .map_max_entries("EVENTS", options.ring_buffer_bytes)
+            .load(EBPF_OBJECT)
+            .map_err(|e| explain_bpf_error(anyhow!(e), "load the kernel programs"))?;
+
+        // Wake-ups first, so no switch-in misses its waker; exits before switches so nothing
+        // of a dying thread lingers.
+        for (program, category, name) in [
+            ("sched_wakeup", "sched", "sched_wakeup"),
+            ("sched_process_exit", "sched", "sched_process_exit"),
+            ("sched_switch", "sched", "sched_switch"),
+        ] {
+            let tp: &mut TracePoint = ebpf
+                .program_mut(program)
+                .with_context(|| format!("kernel object has no program {program}"))?
+                .try_into()?;
+            tp.load()
+                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("load {program}")))?;
+            tp.attach(category, name)
+                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("attach {category}:{name}")))?;
+        }
+
+        let take = |ebpf: &mut Ebpf, name: &str| {
+            ebpf.take_map(name)
+                .with_context(|| format!("kernel object has no map {name}"))
+        };
+        let events = RingBuf::try_from(take(&mut ebpf, "EVENTS")?)?;
+        let stacks = StackTraceMap::try_from(take(&mut ebpf, "STACKS")?)?;
+        let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
+        let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
+        let starts = HashMap::try_from(take(&mut ebpf, "STARTS")?)?;
+        Ok(Self {
+            events,
+            stacks,
+            counters,
+            short,
+            starts,
+            malformed: 0,
+            _ebpf: ebpf,
+        })
+    }
+
+    /// Waits up to `timeout` for records, then drains all that are ready into `out`.
+    pub fn poll(&mut self, timeout: Duration, out: &mut Vec<Raw>) -> Result<()> {
+        let mut fd = libc::pollfd {
+            fd: self.events.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut fd, 1, ms) };
+        if rc < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err).context("poll on the ring buffer failed");
+            }
+        }
+        while let Some(item) = self.events.next() {
+            match decode(&item) {
+                Some(raw) => out.push(raw),
+                None => self.malformed += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// The addresses of stack `id`, innermost first.
+    pub fn stack(&self, id: u32) -> Option<Vec<u64>> {
+        let trace = self.stacks.get(&id, 0).ok()?;
+        Some(trace.frames().iter().map(|f| f.ip).collect())
+    }
+
+    /// Kernel counters summed over CPUs, plus what user space itself could not decode.
+    pub fn counters(&self) -> Counters {
+        let read = |index: u32| -> u64 {
+            self.counters
+                .get(&index, 0)
+                .map(|per_cpu| per_cpu.iter().sum())
+                .unwrap_or(0)
+        };
+        Counters {
+            lost_events: read(counter::LOST_EVENTS) + self.malformed,
+            stack_misses: read(counter::STACK_MISSES),
+            start_map_full: read(counter::START_MAP_FULL),
+            short_intervals: read(counter::SHORT_INTERVALS),
+        }
+    }
+
+    /// Threads that are off CPU right now, with where and since when.
+    pub fn open_intervals(&self) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
+        self.starts.iter().flatten().collect()
+    }
+
+    /// Per-thread sums of the intervals below the threshold.
+    pub fn short_off_cpu(&self) -> Vec<ShortOffCpu> {
+        self.short
+            .iter()
+            .flatten()
+            .map(|(tid, s)| ShortOffCpu {
+                tid,
+                count: s.count,
+                total_ns: s.total_ns,
+                preempted_ns: s.preempted_ns,
+            })
+            .collect()
+    }
+}
+
+fn decode(bytes: &[u8]) -> Option<Raw> {
+    fn read<T: Copy>(bytes: &[u8]) -> Option<T> {
+        (bytes.len() >= size_of::<T>())
+            // SAFETY: length checked; T is a plain `#[repr(C)]` integer struct.
+            .then(|| unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+    }
+    match read::<u32>(bytes)? {
+        kind::OFF_CPU => read(bytes).map(Raw::OffCpu),
+        kind::EXIT => read(bytes).map(Raw::Exit),
+        _ => None,
+    }
+}
+
+/// Turns the kernel's terse refusals into something a user can act on.
+fn explain_bpf_error(err: anyhow::Error, what: &str) -> anyhow::Error {
+    let text = format!("{err:#}");
+    let io = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .and_then(|e| e.raw_os_error());
+    if io == Some(libc::EPERM)
+        || io == Some(libc::EACCES)
+        || text.contains("Operation not permitted")
+    {
+        return anyhow!(
+            "cannot {what}: permission denied. pinprof needs root, or CAP_BPF and CAP_PERFMON \
+             (and CAP_SYS_ADMIN on kernels before 5.8): {text}"
+        );
+    }
+    anyhow!(
+        "cannot {what}: {text}. pinprof needs Linux >= 5.8 with BTF, BPF ring buffers and tracepoints"
+    )
+}
+
+/// `CLOCK_MONOTONIC` now, in ns: the clock of `bpf_ktime_get_ns` and of Java's `System.nanoTime`.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,187 @@
+//! The event stream: what capture produces, what a recording stores and what the model reads.
+//!
+//! Live capture and replay meet here: after this point nothing knows whether events come from
+//! the kernel or from a file. Stacks arrive already named (see `symbolize`), so a recording can
+//! be read on any machine after the target is gone.
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies a stack within one recording (the kernel's stack-map id).
+pub type StackId = u32;
+
+/// Static facts about the profiled process, taken when recording starts.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TargetInfo {
+    pub pid: u32,
+    /// `comm` of the main thread.
+    pub command: String,
+    pub cmdline: Vec<String>,
+    pub runtime: Option<RuntimeInfo>,
+}
+
+/// A managed runtime found in the target.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RuntimeInfo {
+    /// "hotspot" for now.
+    pub kind: String,
+    pub version: Option<String>,
+    /// The virtual-thread scheduler's parallelism (carriers it aims to keep busy).
+    pub parallelism: Option<u32>,
+    pub libjvm: Option<String>,
+}
+
+/// Where a stack frame lives.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    Kernel,
+    Native,
+    /// Code generated at run time (a JIT), named from the runtime's perf map.
+    Jit,
+}
+
+/// One named (or not) frame. `name` is `None` when no symbol covers the address.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub kind: FrameKind,
+    pub addr: u64,
+    pub name: Option<String>,
+    /// File the address belongs to (library or executable), if any.
+    pub module: Option<String>,
+}
+
+impl Frame {
+    /// The name to show: the symbol, else `[module]`, else the address.
+    pub fn label(&self) -> String {
+        match (&self.name, &self.module) {
+            (Some(name), _) => name.clone(),
+            (None, Some(module)) => {
+                let base = module.rsplit('/').next().unwrap_or(module);
+                format!("[{base}]")
+            }
+            (None, None) => format!("[unknown {:#x}]", self.addr),
+        }
+    }
+}
+
+/// Frames of one stack, innermost first.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Stack {
+    pub id: StackId,
+    pub frames: Vec<Frame>,
+}
+
+/// Why a thread left the CPU, from `sched_switch`'s `prev_state`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum OffCpuState {
+    /// Still runnable: preempted, waiting for a CPU.
+    Preempted,
+    /// Sleeping interruptibly (futex, sleep, poll, socket read...).
+    Sleeping,
+    /// Uninterruptible (disk I/O, some kernel locks).
+    Uninterruptible,
+    Other,
+}
+
+impl OffCpuState {
+    pub fn from_prev_state(state: u64) -> Self {
+        use profiler_ebpf::task_state::*;
+        match state & 0xff {
+            RUNNING => Self::Preempted,
+            INTERRUPTIBLE => Self::Sleeping,
+            UNINTERRUPTIBLE => Self::Uninterruptible,
+            _ => Self::Other,
+        }
+    }
+
+    /// Waiting on something (as opposed to waiting for a CPU).
+    pub fn is_blocked(self) -> bool {
+        self != Self::Preempted
+    }
+
+    pub fn letter(self) -> &'static str {
+        match self {
+            Self::Preempted => "R",
+            Self::Sleeping => "S",
+            Self::Uninterruptible => "D",
+            Self::Other => "?",
+        }
+    }
+}
+
+/// One interval a target thread spent off CPU. Times are `CLOCK_MONOTONIC` ns.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OffCpu {
+    pub tid: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub state: OffCpuState,
+    pub kernel_stack: Option<StackId>,
+    pub user_stack: Option<StackId>,
+    /// The thread whose `sched_wakeup` made this one runnable, if one did.
+    pub waker_tid: Option<u32>,
+    pub cpu: u32,
+}
+
+impl OffCpu {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Off-CPU intervals below the per-event threshold, summed per thread in the kernel.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ShortOffCpu {
+    pub tid: u32,
+    pub count: u64,
+    pub total_ns: u64,
+    pub preempted_ns: u64,
+}
+
+/// Kernel-side counters, cumulative since attach.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counters {
+    /// Records the ring buffer had no room for.
+    pub lost_events: u64,
+    /// Events whose stack could not be captured.
+    pub stack_misses: u64,
+    /// Intervals not timed because the per-thread map was full.
+    pub start_map_full: u64,
+    /// Intervals below the threshold (summed, not sent).
+    pub short_intervals: u64,
+}
+
+impl Counters {
+    /// Everything that was dropped rather than recorded.
+    pub fn lost(&self) -> u64 {
+        self.lost_events + self.start_map_full
+    }
+}
+
+/// A thread of the target and its name (`comm`), as first seen or renamed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ThreadName {
+    pub tid: u32,
+    pub name: String,
+}
+
+/// Everything that flows from capture (or a recording) to the model.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum Event {
+    Thread(ThreadName),
+    Stack(Stack),
+    OffCpu(OffCpu),
+    /// Cumulative snapshot; the last one wins. `time_ns` is when it was read.
+    Counters {
+        time_ns: u64,
+        counters: Counters,
+    },
+    /// Cumulative snapshot of the short intervals of every thread; the last one wins.
+    ShortOffCpu {
+        time_ns: u64,
+        threads: Vec<ShortOffCpu>,
+    },
+    /// The target process exited.
+    TargetExit {
+        time_ns: u64,
+    },
+}

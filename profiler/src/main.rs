@@ -1,0 +1,186 @@
+//! pinprof: finds what blocks and pins the carrier threads of a live JVM, from the kernel.
+//!
+//! Data flows one way: `capture` (kernel programs) -> `events` -> `recording` (file) ->
+//! `model` -> views (`report`, `flamegraph`). Live and replay share everything after events.
+
+mod capture;
+mod events;
+mod flamegraph;
+mod model;
+mod perfmap;
+mod record;
+mod recording;
+mod report;
+mod symbolize;
+mod target;
+
+use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "pinprof",
+    version,
+    about = "Off-CPU, blocking and pinning profiler for live JVMs, from eBPF"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Attach to a live process and record what its threads wait on, until the duration ends,
+    /// Ctrl-C, or the process exits.
+    Record {
+        /// Process to attach to (no restart, no flags, nothing loaded into it).
+        #[arg(long, short)]
+        pid: u32,
+        /// Seconds to record; without it, until Ctrl-C or the target exits.
+        #[arg(long, short)]
+        duration: Option<f64>,
+        /// Recording to write (default: pinprof-<pid>.pinrec).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Off-CPU intervals shorter than this (microseconds) are summed per thread in the
+        /// kernel instead of recorded one by one with their stacks.
+        #[arg(long, default_value_t = 0)]
+        min_off_cpu_us: u64,
+        /// Ring buffer size in MiB (a power of two); raise it if events are lost.
+        #[arg(long, default_value_t = 8)]
+        ring_buffer_mib: u32,
+        /// No progress line.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Summarize a recording: per-thread time, top blocked stacks.
+    Report {
+        file: PathBuf,
+        #[arg(long, short, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// How many stacks to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
+    /// Render a recording's blocked time as a flamegraph SVG (time-weighted, microseconds).
+    Flamegraph {
+        file: PathBuf,
+        #[arg(long, short)]
+        output: PathBuf,
+        /// One tower per thread, named at the root.
+        #[arg(long)]
+        per_thread: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pinprof: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Record {
+            pid,
+            duration,
+            output,
+            min_off_cpu_us,
+            ring_buffer_mib,
+            quiet,
+        } => {
+            let duration = duration
+                .map(|d| {
+                    Duration::try_from_secs_f64(d)
+                        .ok()
+                        .filter(|d| !d.is_zero())
+                        .with_context(|| {
+                            format!("--duration must be a positive number of seconds, not {d}")
+                        })
+                })
+                .transpose()?;
+            let ring_buffer_bytes = ring_buffer_mib
+                .checked_mul(1 << 20)
+                .filter(|b| b.is_power_of_two())
+                .context("--ring-buffer-mib must be a power of two, at most 2048")?;
+            let options = record::Options {
+                pid,
+                duration,
+                output: output.unwrap_or_else(|| PathBuf::from(format!("pinprof-{pid}.pinrec"))),
+                min_off_cpu: Duration::from_micros(min_off_cpu_us),
+                ring_buffer_bytes,
+                progress: !quiet,
+            };
+            let summary = record::run(&options)?;
+            eprintln!(
+                "pinprof: recorded {} events in {:.1}s ({} lost) to {}; stopped: {}",
+                summary.events,
+                summary.seconds,
+                summary.lost,
+                summary.output.display(),
+                summary.reason
+            );
+            Ok(())
+        }
+        Command::Report { file, format, top } => {
+            let model = load(&file)?;
+            let options = report::Options {
+                top,
+                ..Default::default()
+            };
+            let text = match format {
+                Format::Text => report::to_text(&model, &options),
+                Format::Json => {
+                    serde_json::to_string_pretty(&report::to_json(&model, &options))? + "\n"
+                }
+            };
+            print_stdout(&text)
+        }
+        Command::Flamegraph {
+            file,
+            output,
+            per_thread,
+        } => {
+            let model = load(&file)?;
+            let svg = std::fs::File::create(&output)
+                .with_context(|| format!("cannot create {}", output.display()))?;
+            flamegraph::write_svg(
+                &model,
+                &flamegraph::Options { per_thread },
+                std::io::BufWriter::new(svg),
+            )?;
+            eprintln!("pinprof: wrote {}", output.display());
+            Ok(())
+        }
+    }
+}
+
+fn load(file: &std::path::Path) -> Result<model::Model> {
+    let recording = recording::Recording::open(file)?;
+    let model = model::Model::from_recording(&recording);
+    for warning in &model.warnings {
+        eprintln!("pinprof: warning: {warning}");
+    }
+    Ok(model)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn print_stdout(text: &str) -> Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
+    }
+}

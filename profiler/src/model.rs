@@ -1,0 +1,233 @@
+//! The model: what the event stream means. Per-thread time accounts and aggregated stacks,
+//! built the same way from a live capture or a recording. Views (reports, flamegraphs) read it
+//! and never look at raw events.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::{
+    events::{Counters, Event, Frame, OffCpu, ShortOffCpu, StackId, TargetInfo},
+    recording::{Header, Recording},
+};
+
+#[derive(Debug, Default)]
+pub struct Model {
+    pub target: TargetInfo,
+    pub start_mono_ns: u64,
+    pub start_unix_ns: u64,
+    pub end_mono_ns: u64,
+    pub min_off_cpu_ns: u64,
+    pub names: HashMap<u32, String>,
+    pub stacks: HashMap<StackId, Vec<Frame>>,
+    pub off_cpu: Vec<OffCpu>,
+    pub counters: Counters,
+    pub short: HashMap<u32, ShortOffCpu>,
+    pub target_exit_ns: Option<u64>,
+    /// What went wrong reading the source, said to the user with the results.
+    pub warnings: Vec<String>,
+}
+
+/// One thread's time over the window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadRow {
+    pub tid: u32,
+    pub name: String,
+    /// "carrier" or "other".
+    pub role: &'static str,
+    pub running_ns: u64,
+    /// Parked with nothing to do (carriers only).
+    pub idle_ns: u64,
+    /// Off CPU waiting for something (sleep, lock, I/O).
+    pub blocked_ns: u64,
+    pub pinned_ns: u64,
+    /// Runnable but waiting for a CPU.
+    pub preempted_ns: u64,
+    /// Off-CPU intervals, recorded one by one or summed in the kernel.
+    pub intervals: u64,
+}
+
+/// Blocked time charged to one (kernel, user) stack pair.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackRow {
+    /// Innermost first: kernel frames, then user frames.
+    pub frames: Vec<String>,
+    pub events: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Threads that blocked here, by name, most time first.
+    pub threads: Vec<String>,
+}
+
+impl Model {
+    pub fn new(header: &Header) -> Self {
+        Self {
+            target: header.target.clone(),
+            start_mono_ns: header.start_mono_ns,
+            start_unix_ns: header.start_unix_ns,
+            end_mono_ns: header.start_mono_ns,
+            min_off_cpu_ns: header.min_off_cpu_ns,
+            ..Default::default()
+        }
+    }
+
+    pub fn from_recording(recording: &Recording) -> Self {
+        let mut model = Self::new(&recording.header);
+        for event in &recording.events {
+            model.apply(event);
+        }
+        model.end_mono_ns = recording.end_mono_ns();
+        model.warnings = recording.damage.iter().map(ToString::to_string).collect();
+        if recording.end.is_none() && recording.damage.is_empty() {
+            model
+                .warnings
+                .push("recording has no end marker: the capture did not finish".into());
+        }
+        if let Some(end) = &recording.end
+            && let crate::recording::StopReason::Error(e) = &end.reason
+        {
+            model
+                .warnings
+                .push(format!("capture stopped on an error: {e}"));
+        }
+        model
+    }
+
+    pub fn apply(&mut self, event: &Event) {
+        match event {
+            Event::Thread(t) => {
+                self.names.insert(t.tid, t.name.clone());
+            }
+            Event::Stack(s) => {
+                self.stacks.insert(s.id, s.frames.clone());
+            }
+            Event::OffCpu(o) => {
+                self.end_mono_ns = self.end_mono_ns.max(o.end_ns);
+                self.off_cpu.push(o.clone());
+            }
+            Event::Counters { time_ns, counters } => {
+                self.end_mono_ns = self.end_mono_ns.max(*time_ns);
+                self.counters = *counters;
+            }
+            Event::ShortOffCpu { threads, .. } => {
+                self.short = threads.iter().map(|s| (s.tid, s.clone())).collect();
+            }
+            Event::TargetExit { time_ns } => self.target_exit_ns = Some(*time_ns),
+        }
+    }
+
+    pub fn duration_ns(&self) -> u64 {
+        self.end_mono_ns.saturating_sub(self.start_mono_ns)
+    }
+
+    pub fn thread_name(&self, tid: u32) -> String {
+        self.names
+            .get(&tid)
+            .cloned()
+            .unwrap_or_else(|| format!("tid-{tid}"))
+    }
+
+    /// Every thread seen, most blocked first.
+    pub fn threads(&self) -> Vec<ThreadRow> {
+        let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
+        for o in &self.off_cpu {
+            let r = self.row(&mut rows, o.tid);
+            r.intervals += 1;
+            if o.state.is_blocked() {
+                r.blocked_ns += o.duration_ns();
+            } else {
+                r.preempted_ns += o.duration_ns();
+            }
+        }
+        for s in self.short.values() {
+            let r = self.row(&mut rows, s.tid);
+            r.intervals += s.count;
+            r.preempted_ns += s.preempted_ns;
+            r.blocked_ns += s.total_ns.saturating_sub(s.preempted_ns);
+        }
+        for &tid in self.names.keys() {
+            self.row(&mut rows, tid);
+        }
+        let window = self.duration_ns();
+        let mut rows: Vec<ThreadRow> = rows
+            .into_values()
+            .map(|mut r| {
+                r.running_ns = window.saturating_sub(r.blocked_ns + r.preempted_ns + r.idle_ns);
+                r
+            })
+            .collect();
+        rows.sort_by(|a, b| b.blocked_ns.cmp(&a.blocked_ns).then(a.tid.cmp(&b.tid)));
+        rows
+    }
+
+    fn row<'a>(&self, rows: &'a mut BTreeMap<u32, ThreadRow>, tid: u32) -> &'a mut ThreadRow {
+        rows.entry(tid).or_insert_with(|| ThreadRow {
+            tid,
+            name: self.thread_name(tid),
+            role: "other",
+            ..Default::default()
+        })
+    }
+
+    /// The frames of an interval, innermost first: kernel, then user.
+    pub fn frames(&self, o: &OffCpu) -> Vec<&Frame> {
+        let kernel = o.kernel_stack.and_then(|id| self.stacks.get(&id));
+        let user = o.user_stack.and_then(|id| self.stacks.get(&id));
+        kernel.into_iter().chain(user).flatten().collect()
+    }
+
+    /// Blocked time by stack, most time first.
+    pub fn blocked_stacks(&self) -> Vec<StackRow> {
+        let mut by_stack: HashMap<
+            (Option<StackId>, Option<StackId>),
+            (u64, u64, u64, HashMap<u32, u64>),
+        > = HashMap::new();
+        for o in self.off_cpu.iter().filter(|o| o.state.is_blocked()) {
+            let entry = by_stack.entry((o.kernel_stack, o.user_stack)).or_default();
+            let d = o.duration_ns();
+            entry.0 += 1;
+            entry.1 += d;
+            entry.2 = entry.2.max(d);
+            *entry.3.entry(o.tid).or_default() += d;
+        }
+        let mut rows: Vec<StackRow> = by_stack
+            .into_iter()
+            .map(|((k, u), (events, total_ns, max_ns, threads))| {
+                let probe = OffCpu {
+                    kernel_stack: k,
+                    user_stack: u,
+                    ..blank()
+                };
+                let mut threads: Vec<(u32, u64)> = threads.into_iter().collect();
+                threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                StackRow {
+                    frames: self.frames(&probe).iter().map(|f| f.label()).collect(),
+                    events,
+                    total_ns,
+                    max_ns,
+                    threads: threads
+                        .into_iter()
+                        .map(|(tid, _)| self.thread_name(tid))
+                        .collect(),
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.frames.cmp(&b.frames)));
+        rows
+    }
+
+    pub fn blocked_total_ns(&self) -> u64 {
+        self.threads().iter().map(|t| t.blocked_ns).sum()
+    }
+}
+
+fn blank() -> OffCpu {
+    OffCpu {
+        tid: 0,
+        start_ns: 0,
+        end_ns: 0,
+        state: crate::events::OffCpuState::Sleeping,
+        kernel_stack: None,
+        user_stack: None,
+        waker_tid: None,
+        cpu: 0,
+    }
+}

@@ -1,0 +1,305 @@
+//! `pinprof record`: capture a live process into a recording until the duration ends, the user
+//! interrupts, or the target exits. Whatever stops it, the file is left readable and every
+//! program is detached (dropping `Capture` does that).
+
+use std::{
+    collections::HashSet,
+    io::IsTerminal as _,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    capture::{self, Capture, Raw},
+    events::{Event, OffCpu, OffCpuState, Stack, ThreadName},
+    recording::{End, Header, RecordingWriter, StopReason},
+    symbolize::Symbolizer,
+    target::Target,
+};
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub pid: u32,
+    pub duration: Option<Duration>,
+    pub output: PathBuf,
+    pub min_off_cpu: Duration,
+    pub ring_buffer_bytes: u32,
+    /// Print the progress line on stderr.
+    pub progress: bool,
+}
+
+#[derive(Debug)]
+pub struct Summary {
+    pub output: PathBuf,
+    pub events: u64,
+    pub lost: u64,
+    pub reason: StopReason,
+    pub seconds: f64,
+}
+
+/// How often counters are snapshot into the file and the file is flushed.
+const CHECKPOINT: Duration = Duration::from_secs(1);
+
+pub fn run(options: &Options) -> Result<Summary> {
+    let target = Target::open(options.pid)?;
+    let capture = Capture::start(&capture::Options {
+        pid: options.pid,
+        min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
+        ring_buffer_bytes: options.ring_buffer_bytes,
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
+    }
+
+    let header = Header {
+        pinprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        target: target.info(),
+        start_mono_ns: capture::monotonic_ns(),
+        start_unix_ns: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        hostname: read_trimmed("/proc/sys/kernel/hostname"),
+        kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
+        min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
+    };
+    let writer = RecordingWriter::create(&options.output, &header)?;
+    let mut session = Session {
+        symbolizer: Symbolizer::new(&target),
+        target,
+        capture,
+        writer,
+        known_threads: HashSet::new(),
+        known_stacks: HashSet::new(),
+        events: 0,
+    };
+    let result = session.run(options, &stop);
+    let reason = match &result {
+        Ok(reason) => reason.clone(),
+        Err(e) => StopReason::Error(format!("{e:#}")),
+    };
+    let Session {
+        writer,
+        capture,
+        events,
+        ..
+    } = session;
+    let lost = capture.counters().lost();
+    // The end marker goes in even after an error, so the file says how it ended.
+    let end_mono_ns = capture::monotonic_ns();
+    drop(capture);
+    writer.finish(End {
+        end_mono_ns,
+        reason: reason.clone(),
+    })?;
+    result?;
+    Ok(Summary {
+        output: options.output.clone(),
+        events,
+        lost,
+        reason,
+        seconds: (end_mono_ns - header.start_mono_ns) as f64 / 1e9,
+    })
+}
+
+struct Session {
+    target: Target,
+    capture: Capture,
+    writer: RecordingWriter,
+    symbolizer: Symbolizer,
+    known_threads: HashSet<u32>,
+    known_stacks: HashSet<u32>,
+    events: u64,
+}
+
+impl Session {
+    fn run(&mut self, options: &Options, stop: &AtomicBool) -> Result<StopReason> {
+        for thread in self.target.threads() {
+            self.known_threads.insert(thread.tid);
+            self.writer.write_event(&Event::Thread(thread))?;
+        }
+        let started = Instant::now();
+        let mut last_checkpoint = Instant::now();
+        let mut raws = Vec::new();
+        let progress = Progress::new(options.progress);
+        let reason = loop {
+            if stop.load(Ordering::Relaxed) {
+                break StopReason::Interrupted;
+            }
+            if options.duration.is_some_and(|d| started.elapsed() >= d) {
+                break StopReason::Duration;
+            }
+            raws.clear();
+            self.capture.poll(Duration::from_millis(100), &mut raws)?;
+            if self.handle(&raws)? {
+                break StopReason::TargetExited;
+            }
+            if last_checkpoint.elapsed() >= CHECKPOINT {
+                last_checkpoint = Instant::now();
+                self.checkpoint()?;
+                if !self.target.is_alive() {
+                    break StopReason::TargetExited;
+                }
+                progress.show(
+                    started.elapsed(),
+                    self.events,
+                    self.capture.counters().lost(),
+                );
+            }
+        };
+        // Drain what is already in the ring buffer, then close the intervals still open.
+        raws.clear();
+        self.capture.poll(Duration::ZERO, &mut raws)?;
+        self.handle(&raws)?;
+        self.close_open_intervals()?;
+        self.checkpoint()?;
+        progress.finish(
+            started.elapsed(),
+            self.events,
+            self.capture.counters().lost(),
+        );
+        Ok(reason)
+    }
+
+    /// Records raw kernel records; true once the target has exited.
+    fn handle(&mut self, raws: &[Raw]) -> Result<bool> {
+        let mut exited = false;
+        for raw in raws {
+            match raw {
+                Raw::OffCpu(e) => {
+                    let event = OffCpu {
+                        tid: e.tid,
+                        start_ns: e.start_ns,
+                        end_ns: e.end_ns,
+                        state: OffCpuState::from_prev_state(e.prev_state),
+                        kernel_stack: self.stack(e.kernel_stack_id, true)?,
+                        user_stack: self.stack(e.user_stack_id, false)?,
+                        waker_tid: (e.waker_tid != 0).then_some(e.waker_tid),
+                        cpu: e.cpu,
+                    };
+                    self.thread(e.tid)?;
+                    self.writer.write_event(&Event::OffCpu(event))?;
+                    self.events += 1;
+                }
+                Raw::Exit(e) => {
+                    self.writer
+                        .write_event(&Event::TargetExit { time_ns: e.time_ns })?;
+                    exited = true;
+                }
+            }
+        }
+        Ok(exited)
+    }
+
+    /// Intervals still open when capture stops end at the window's end.
+    fn close_open_intervals(&mut self) -> Result<()> {
+        let now = capture::monotonic_ns();
+        for (tid, start) in self.capture.open_intervals() {
+            let event = OffCpu {
+                tid,
+                start_ns: start.start_ns,
+                end_ns: now,
+                state: OffCpuState::from_prev_state(start.prev_state),
+                kernel_stack: self.stack(start.kernel_stack_id, true)?,
+                user_stack: self.stack(start.user_stack_id, false)?,
+                waker_tid: None,
+                cpu: 0,
+            };
+            self.thread(tid)?;
+            self.writer.write_event(&Event::OffCpu(event))?;
+            self.events += 1;
+        }
+        Ok(())
+    }
+
+    /// Names a stack the first time its id is seen, and writes it before any event uses it.
+    fn stack(&mut self, id: i32, kernel: bool) -> Result<Option<u32>> {
+        let Ok(id) = u32::try_from(id) else {
+            return Ok(None);
+        };
+        if self.known_stacks.insert(id) {
+            let addrs = self.capture.stack(id).unwrap_or_default();
+            let frames = if kernel {
+                self.symbolizer.kernel(&addrs)
+            } else {
+                self.symbolizer.user(&addrs)
+            };
+            self.writer
+                .write_event(&Event::Stack(Stack { id, frames }))?;
+        }
+        Ok(Some(id))
+    }
+
+    fn thread(&mut self, tid: u32) -> Result<()> {
+        if self.known_threads.insert(tid) {
+            let name = self
+                .target
+                .thread_name(tid)
+                .unwrap_or_else(|| format!("tid-{tid}"));
+            self.writer
+                .write_event(&Event::Thread(ThreadName { tid, name }))?;
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&mut self) -> Result<()> {
+        let time_ns = capture::monotonic_ns();
+        let counters = self.capture.counters();
+        self.writer
+            .write_event(&Event::Counters { time_ns, counters })?;
+        let threads = self.capture.short_off_cpu();
+        if !threads.is_empty() {
+            self.writer
+                .write_event(&Event::ShortOffCpu { time_ns, threads })?;
+        }
+        self.writer.flush()
+    }
+}
+
+struct Progress {
+    enabled: bool,
+    tty: bool,
+}
+
+impl Progress {
+    fn new(enabled: bool) -> Self {
+        Self {
+            enabled,
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&self, elapsed: Duration, events: u64, lost: u64) {
+        if !self.enabled {
+            return;
+        }
+        let line = format!(
+            "recording: {:5.1}s, {events} events, {lost} lost",
+            elapsed.as_secs_f64()
+        );
+        if self.tty {
+            eprint!("\r{line}   ");
+        } else if elapsed.as_secs() % 5 == 0 {
+            eprintln!("{line}");
+        }
+    }
+
+    fn finish(&self, elapsed: Duration, events: u64, lost: u64) {
+        if self.enabled && self.tty {
+            self.show(elapsed, events, lost);
+            eprintln!();
+        }
+    }
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,76 @@
+//! The JSON report. Its shape is a contract with users' scripts (schema 1): sections are only
+//! ever added, and a section whose capability has not landed is present and empty.
+
+use serde_json::{Value, json};
+
+use super::Options;
+use crate::model::Model;
+
+pub fn to_json(model: &Model, options: &Options) -> Value {
+    let runtime = model
+        .target
+        .runtime
+        .as_ref()
+        .map(|r| json!({ "kind": r.kind, "version": r.version, "parallelism": r.parallelism }));
+    let threads: Vec<Value> = model
+        .threads()
+        .iter()
+        .map(|t| {
+            json!({
+                "tid": t.tid,
+                "name": t.name,
+                "role": t.role,
+                "running_ns": t.running_ns,
+                "idle_ns": t.idle_ns,
+                "blocked_ns": t.blocked_ns,
+                "pinned_ns": t.pinned_ns,
+                "preempted_ns": t.preempted_ns,
+                "intervals": t.intervals,
+            })
+        })
+        .collect();
+    let stacks: Vec<Value> = model
+        .blocked_stacks()
+        .into_iter()
+        .take(options.top)
+        .map(|s| {
+            json!({
+                "frames": s.frames,
+                "events": s.events,
+                "total_ns": s.total_ns,
+                "max_ns": s.max_ns,
+                "threads": s.threads,
+            })
+        })
+        .collect();
+    json!({
+        "schema": 1,
+        "target": {
+            "pid": model.target.pid,
+            "command": model.target.command,
+            "runtime": runtime,
+        },
+        "window": {
+            "start_unix_ns": model.start_unix_ns,
+            "duration_ns": model.duration_ns(),
+        },
+        "lost_events": model.counters.lost(),
+        "threads": threads,
+        "pinned": { "events": 0, "total_ns": 0, "sites": [] },
+        "starvation": { "total_ns": 0, "episodes": [] },
+        "locks": [],
+        "syscalls": [],
+        "off_cpu": {
+            "events": model.off_cpu.len(),
+            "blocked_ns": model.blocked_total_ns(),
+            "stacks": stacks,
+        },
+        "capture": {
+            "stack_misses": model.counters.stack_misses,
+            "short_intervals": model.counters.short_intervals,
+            "min_off_cpu_ns": model.min_off_cpu_ns,
+            "target_exited": model.target_exit_ns.is_some(),
+            "warnings": model.warnings,
+        },
+    })
+}

@@ -1,0 +1,22 @@
+//! `pinprof report`: the model said in words (text) or as the fixed JSON contract.
+
+mod json;
+mod text;
+
+pub use json::to_json;
+pub use text::{headline, to_text};
+
+/// How much of each list the reports show.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Stacks listed.
+    pub top: usize,
+    /// Frames shown per stack in the text report (JSON always has them all).
+    pub depth: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { top: 10, depth: 16 }
+    }
+}

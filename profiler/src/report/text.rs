@@ -1,0 +1,130 @@
+//! The report for people: headline first, then where time went, most important first.
+
+use std::fmt::Write as _;
+
+use super::Options;
+use crate::model::Model;
+
+pub fn to_text(model: &Model, options: &Options) -> String {
+    let mut out = String::new();
+    let _ = write_report(&mut out, model, options);
+    out
+}
+
+/// One line that says what was profiled and how well.
+pub fn headline(model: &Model) -> String {
+    let runtime = match &model.target.runtime {
+        Some(r) => format!(
+            ", {} {}",
+            if r.kind == "hotspot" {
+                "HotSpot"
+            } else {
+                &r.kind
+            },
+            r.version.as_deref().unwrap_or("(version unknown)")
+        ),
+        None => String::new(),
+    };
+    format!(
+        "pid {} ({}{runtime}): {} window, {} off-CPU intervals, {} blocked, {} lost events",
+        model.target.pid,
+        model.target.command,
+        secs(model.duration_ns()),
+        model.off_cpu.len(),
+        secs(model.blocked_total_ns()),
+        model.counters.lost(),
+    )
+}
+
+fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
+    writeln!(out, "{}", headline(model))?;
+    for warning in &model.warnings {
+        writeln!(out, "warning: {warning}")?;
+    }
+    if model.counters.lost() > 0 {
+        writeln!(
+            out,
+            "warning: {} events were lost in the kernel (ring buffer full or too many threads); totals are low",
+            model.counters.lost()
+        )?;
+    }
+    if model.counters.stack_misses > 0 {
+        writeln!(
+            out,
+            "note: {} stacks could not be captured",
+            model.counters.stack_misses
+        )?;
+    }
+
+    writeln!(out, "\nThreads (most blocked first):")?;
+    writeln!(
+        out,
+        "  {:>8}  {:<18} {:>10} {:>10} {:>10} {:>9}",
+        "tid", "name", "blocked", "running", "preempted", "intervals"
+    )?;
+    for t in model.threads().iter().filter(|t| t.intervals > 0).take(20) {
+        writeln!(
+            out,
+            "  {:>8}  {:<18} {:>10} {:>10} {:>10} {:>9}",
+            t.tid,
+            truncate(&t.name, 18),
+            secs(t.blocked_ns),
+            secs(t.running_ns),
+            secs(t.preempted_ns),
+            t.intervals
+        )?;
+    }
+
+    let stacks = model.blocked_stacks();
+    writeln!(out, "\nTop blocked stacks (innermost frame first):")?;
+    if stacks.is_empty() {
+        writeln!(out, "  none recorded")?;
+    }
+    for (i, s) in stacks.iter().take(options.top).enumerate() {
+        writeln!(
+            out,
+            "  #{} {} in {} intervals (max {}), threads: {}",
+            i + 1,
+            secs(s.total_ns),
+            s.events,
+            secs(s.max_ns),
+            s.threads
+                .iter()
+                .take(4)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+        for frame in s.frames.iter().take(options.depth) {
+            writeln!(out, "      {frame}")?;
+        }
+        if s.frames.len() > options.depth {
+            writeln!(
+                out,
+                "      ... {} more frames",
+                s.frames.len() - options.depth
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A duration in the unit that reads best.
+pub fn secs(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    if s >= 1.0 {
+        format!("{s:.2}s")
+    } else if ns >= 1_000_000 {
+        format!("{:.1}ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.0}us", ns as f64 / 1e3)
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n).collect()
+    }
+}
