@@ -97,15 +97,6 @@ impl OffCpuState {
     pub fn is_blocked(self) -> bool {
         self != Self::Preempted
     }
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            Self::Preempted => "R",
-            Self::Sleeping => "S",
-            Self::Uninterruptible => "D",
-            Self::Other => "?",
-        }
-    }
 }
 
 /// One interval a target thread spent off CPU. Times are `CLOCK_MONOTONIC` ns.
@@ -164,6 +155,16 @@ pub struct ThreadName {
     pub name: String,
 }
 
+/// A thread's CPU account from the scheduler (`/proc/<pid>/task/<tid>/schedstat`), cumulative
+/// since the thread started: exact running and run-queue time, whatever happened before attach.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadCpu {
+    pub tid: u32,
+    pub run_ns: u64,
+    /// Runnable, waiting for a CPU.
+    pub wait_ns: u64,
+}
+
 /// Everything that flows from capture (or a recording) to the model.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub enum Event {
@@ -179,6 +180,11 @@ pub enum Event {
     ShortOffCpu {
         time_ns: u64,
         threads: Vec<ShortOffCpu>,
+    },
+    /// Snapshot of every thread's CPU account at `time_ns` (window start, checkpoints, end).
+    ThreadCpu {
+        time_ns: u64,
+        threads: Vec<ThreadCpu>,
     },
     /// The target process exited.
     TargetExit {

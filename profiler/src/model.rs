@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{
-    events::{Counters, Event, Frame, OffCpu, ShortOffCpu, StackId, TargetInfo},
+    events::{Counters, Event, Frame, OffCpu, ShortOffCpu, StackId, TargetInfo, ThreadCpu},
     recording::{Header, Recording},
 };
 
@@ -22,6 +22,9 @@ pub struct Model {
     pub counters: Counters,
     pub short: HashMap<u32, ShortOffCpu>,
     pub target_exit_ns: Option<u64>,
+    /// Each thread's first and latest scheduler account: (time, account).
+    pub cpu_first: HashMap<u32, (u64, ThreadCpu)>,
+    pub cpu_last: HashMap<u32, (u64, ThreadCpu)>,
     /// What went wrong reading the source, said to the user with the results.
     pub warnings: Vec<String>,
 }
@@ -110,6 +113,12 @@ impl Model {
             Event::ShortOffCpu { threads, .. } => {
                 self.short = threads.iter().map(|s| (s.tid, s.clone())).collect();
             }
+            Event::ThreadCpu { time_ns, threads } => {
+                for t in threads {
+                    self.cpu_first.entry(t.tid).or_insert((*time_ns, *t));
+                    self.cpu_last.insert(t.tid, (*time_ns, *t));
+                }
+            }
             Event::TargetExit { time_ns } => self.target_exit_ns = Some(*time_ns),
         }
     }
@@ -146,16 +155,37 @@ impl Model {
         for &tid in self.names.keys() {
             self.row(&mut rows, tid);
         }
+        for &tid in self.cpu_first.keys() {
+            self.row(&mut rows, tid);
+        }
         let window = self.duration_ns();
         let mut rows: Vec<ThreadRow> = rows
             .into_values()
             .map(|mut r| {
-                r.running_ns = window.saturating_sub(r.blocked_ns + r.preempted_ns + r.idle_ns);
+                self.account(&mut r, window);
                 r
             })
             .collect();
         rows.sort_by(|a, b| b.blocked_ns.cmp(&a.blocked_ns).then(a.tid.cmp(&b.tid)));
         rows
+    }
+
+    /// Running and run-queue time come from the scheduler's own account where the thread was
+    /// seen at two snapshots; blocked time is then the rest of that span, which also counts
+    /// waits that began before attach. Without two snapshots the intervals are all there is.
+    fn account(&self, r: &mut ThreadRow, window: u64) {
+        match (self.cpu_first.get(&r.tid), self.cpu_last.get(&r.tid)) {
+            (Some((t0, first)), Some((t1, last))) if t1 > t0 => {
+                r.running_ns = last.run_ns.saturating_sub(first.run_ns);
+                r.preempted_ns = last.wait_ns.saturating_sub(first.wait_ns);
+                // A thread seen from the window's start to its end was there all along.
+                let span = t1 - t0;
+                r.blocked_ns = span.saturating_sub(r.running_ns + r.preempted_ns + r.idle_ns);
+            }
+            _ => {
+                r.running_ns = window.saturating_sub(r.blocked_ns + r.preempted_ns + r.idle_ns);
+            }
+        }
     }
 
     fn row<'a>(&self, rows: &'a mut BTreeMap<u32, ThreadRow>, tid: u32) -> &'a mut ThreadRow {
@@ -176,27 +206,37 @@ impl Model {
 
     /// Blocked time by stack, most time first.
     pub fn blocked_stacks(&self) -> Vec<StackRow> {
-        let mut by_stack: HashMap<
-            (Option<StackId>, Option<StackId>),
-            (u64, u64, u64, HashMap<u32, u64>),
-        > = HashMap::new();
+        #[derive(Default)]
+        struct Acc {
+            events: u64,
+            total_ns: u64,
+            max_ns: u64,
+            by_thread: HashMap<u32, u64>,
+        }
+        let mut by_stack: HashMap<(Option<StackId>, Option<StackId>), Acc> = HashMap::new();
         for o in self.off_cpu.iter().filter(|o| o.state.is_blocked()) {
             let entry = by_stack.entry((o.kernel_stack, o.user_stack)).or_default();
             let d = o.duration_ns();
-            entry.0 += 1;
-            entry.1 += d;
-            entry.2 = entry.2.max(d);
-            *entry.3.entry(o.tid).or_default() += d;
+            entry.events += 1;
+            entry.total_ns += d;
+            entry.max_ns = entry.max_ns.max(d);
+            *entry.by_thread.entry(o.tid).or_default() += d;
         }
         let mut rows: Vec<StackRow> = by_stack
             .into_iter()
-            .map(|((k, u), (events, total_ns, max_ns, threads))| {
+            .map(|((k, u), acc)| {
+                let Acc {
+                    events,
+                    total_ns,
+                    max_ns,
+                    by_thread,
+                } = acc;
                 let probe = OffCpu {
                     kernel_stack: k,
                     user_stack: u,
                     ..blank()
                 };
-                let mut threads: Vec<(u32, u64)> = threads.into_iter().collect();
+                let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 StackRow {
                     frames: self.frames(&probe).iter().map(|f| f.label()).collect(),

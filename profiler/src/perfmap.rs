@@ -50,10 +50,6 @@ impl PerfMap {
         Self { entries }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     pub fn lookup(&self, addr: u64) -> Option<&str> {
         let i = self
             .entries

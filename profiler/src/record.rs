@@ -124,6 +124,7 @@ impl Session {
             self.known_threads.insert(thread.tid);
             self.writer.write_event(&Event::Thread(thread))?;
         }
+        self.cpu_snapshot()?;
         let started = Instant::now();
         let mut last_checkpoint = Instant::now();
         let mut raws = Vec::new();
@@ -149,6 +150,7 @@ impl Session {
                 progress.show(
                     started.elapsed(),
                     self.events,
+                    self.writer.bytes(),
                     self.capture.counters().lost(),
                 );
             }
@@ -162,6 +164,7 @@ impl Session {
         progress.finish(
             started.elapsed(),
             self.events,
+            self.writer.bytes(),
             self.capture.counters().lost(),
         );
         Ok(reason)
@@ -248,7 +251,18 @@ impl Session {
         Ok(())
     }
 
+    fn cpu_snapshot(&mut self) -> Result<()> {
+        let time_ns = capture::monotonic_ns();
+        let threads = self.target.cpu_times();
+        if threads.is_empty() {
+            return Ok(()); // the target is gone
+        }
+        self.writer
+            .write_event(&Event::ThreadCpu { time_ns, threads })
+    }
+
     fn checkpoint(&mut self) -> Result<()> {
+        self.cpu_snapshot()?;
         let time_ns = capture::monotonic_ns();
         let counters = self.capture.counters();
         self.writer
@@ -275,24 +289,25 @@ impl Progress {
         }
     }
 
-    fn show(&self, elapsed: Duration, events: u64, lost: u64) {
+    fn show(&self, elapsed: Duration, events: u64, bytes: u64, lost: u64) {
         if !self.enabled {
             return;
         }
         let line = format!(
-            "recording: {:5.1}s, {events} events, {lost} lost",
-            elapsed.as_secs_f64()
+            "recording: {:5.1}s, {events} events, {:.1} MiB, {lost} lost",
+            elapsed.as_secs_f64(),
+            bytes as f64 / f64::from(1 << 20)
         );
         if self.tty {
             eprint!("\r{line}   ");
-        } else if elapsed.as_secs() % 5 == 0 {
+        } else if elapsed.as_secs().is_multiple_of(5) {
             eprintln!("{line}");
         }
     }
 
-    fn finish(&self, elapsed: Duration, events: u64, lost: u64) {
+    fn finish(&self, elapsed: Duration, events: u64, bytes: u64, lost: u64) {
         if self.enabled && self.tty {
-            self.show(elapsed, events, lost);
+            self.show(elapsed, events, bytes, lost);
             eprintln!();
         }
     }

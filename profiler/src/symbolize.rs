@@ -43,9 +43,11 @@ impl Symbolizer {
     }
 
     pub fn kernel(&self, addrs: &[u64]) -> Vec<Frame> {
-        let mut kernel = Kernel::default();
-        kernel.vmlinux = blazesym::MaybeDefault::None;
-        kernel.debug_syms = false;
+        let kernel = Kernel {
+            vmlinux: blazesym::MaybeDefault::None,
+            debug_syms: false,
+            ..Default::default()
+        };
         let lookups = call_sites(addrs);
         let named = self
             .blaze
@@ -103,12 +105,13 @@ impl Symbolizer {
         if frames.iter().any(|f| f.name.is_none()) {
             // Outside any symbol: at least say which file and where, e.g. `[libc.so.6+0x8ff16]`.
             for (frame, &lookup) in frames.iter_mut().zip(&lookups) {
-                if frame.name.is_none() && frame.module.is_none() {
-                    if let Some((module, offset)) = self.module_of(lookup) {
-                        frame.module = Some(module);
-                        let base = frame.module.as_deref().and_then(|m| m.rsplit('/').next());
-                        frame.name = base.map(|b| format!("[{b}+{offset:#x}]"));
-                    }
+                if frame.name.is_none()
+                    && frame.module.is_none()
+                    && let Some((module, offset)) = self.module_of(lookup)
+                {
+                    let base = module.rsplit('/').next().unwrap_or(&module).to_string();
+                    frame.name = Some(format!("[{base}+{offset:#x}]"));
+                    frame.module = Some(module);
                 }
             }
             self.refresh_perf_map();

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use crate::events::{RuntimeInfo, TargetInfo, ThreadName};
+use crate::events::{RuntimeInfo, TargetInfo, ThreadCpu, ThreadName};
 
 pub struct Target {
     pub pid: u32,
@@ -81,6 +81,28 @@ impl Target {
     pub fn thread_name(&self, tid: u32) -> Option<String> {
         let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.pid)).ok()?;
         Some(comm.trim_end().to_string())
+    }
+
+    /// Every thread's scheduler account now.
+    pub fn cpu_times(&self) -> Vec<ThreadCpu> {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return Vec::new();
+        };
+        tasks
+            .flatten()
+            .filter_map(|entry| {
+                let tid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                let text = std::fs::read_to_string(entry.path().join("schedstat")).ok()?;
+                let mut fields = text.split_whitespace().map(|f| f.parse::<u64>());
+                let run_ns = fields.next()?.ok()?;
+                let wait_ns = fields.next()?.ok()?;
+                Some(ThreadCpu {
+                    tid,
+                    run_ns,
+                    wait_ns,
+                })
+            })
+            .collect()
     }
 
     /// The user that owns the process (files it writes are trusted only if they are its own).

@@ -70,7 +70,7 @@ impl Recording {
         while pos < bytes.len() {
             match frame_at(bytes, pos) {
                 Frame::Ok(record, next) => {
-                    match record {
+                    match *record {
                         Record::Header(h) if header.is_none() => header = Some(h),
                         Record::Header(_) => {} // a second header means nothing; ignore it
                         Record::Event(e) => events.push(e),
@@ -120,6 +120,7 @@ impl Recording {
             Event::OffCpu(o) => Some(o.end_ns),
             Event::Counters { time_ns, .. }
             | Event::ShortOffCpu { time_ns, .. }
+            | Event::ThreadCpu { time_ns, .. }
             | Event::TargetExit { time_ns } => Some(*time_ns),
             _ => None,
         });
@@ -130,7 +131,7 @@ impl Recording {
 }
 
 enum Frame {
-    Ok(Record, usize),
+    Ok(Box<Record>, usize),
     Truncated,
     Bad,
 }
@@ -151,7 +152,7 @@ fn frame_at(bytes: &[u8], pos: usize) -> Frame {
         return Frame::Bad;
     }
     match postcard::from_bytes::<Record>(payload) {
-        Ok(record) => Frame::Ok(record, pos + 8 + len),
+        Ok(record) => Frame::Ok(Box::new(record), pos + 8 + len),
         Err(_) => Frame::Bad,
     }
 }

@@ -53,6 +53,9 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         "window": {
             "start_unix_ns": model.start_unix_ns,
             "duration_ns": model.duration_ns(),
+            // CLOCK_MONOTONIC at the start (the clock of Java's System.nanoTime on Linux),
+            // to line the window up with the target's own timestamps.
+            "start_mono_ns": model.start_mono_ns,
         },
         "lost_events": model.counters.lost(),
         "threads": threads,

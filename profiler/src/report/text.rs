@@ -62,7 +62,13 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
         "  {:>8}  {:<18} {:>10} {:>10} {:>10} {:>9}",
         "tid", "name", "blocked", "running", "preempted", "intervals"
     )?;
-    for t in model.threads().iter().filter(|t| t.intervals > 0).take(20) {
+    // Threads that never ran in the window (idle all along) are left to the JSON report.
+    for t in model
+        .threads()
+        .iter()
+        .filter(|t| t.intervals > 0 || t.running_ns > 0)
+        .take(20)
+    {
         writeln!(
             out,
             "  {:>8}  {:<18} {:>10} {:>10} {:>10} {:>9}",

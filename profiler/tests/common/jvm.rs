@@ -1,0 +1,69 @@
+//! A workload JVM under test: started from the compiled classes, its stdout read line by line,
+//! killed when dropped. Shared by the integration tests and by xtask (demo, bench).
+
+use std::{
+    io::{BufRead as _, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+/// A running workload JVM; killed when dropped.
+pub struct Jvm {
+    pub child: Child,
+    pub pid: u32,
+    pub lines: mpsc::Receiver<String>,
+}
+
+impl Jvm {
+    pub fn start(java: &Path, classes: &Path, main: &str, args: &[&str]) -> Result<Self> {
+        let mut child = Command::new(java)
+            .arg("-cp")
+            .arg(classes)
+            .arg(main)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start {}", java.display()))?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut jvm = Self {
+            child,
+            pid: 0,
+            lines,
+        };
+        let ready = jvm.wait_for("ready ", Duration::from_secs(30))?;
+        jvm.pid = ready.trim_start_matches("ready ").trim().parse()?;
+        Ok(jvm)
+    }
+
+    pub fn wait_for(&mut self, prefix: &str, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return Ok(line),
+                Ok(_) => {}
+                Err(_) => bail!("the JVM did not print '{prefix}...' within {timeout:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

