@@ -92,3 +92,20 @@ mod user {
     unsafe impl aya::Pod for super::OffCpuStart {}
     unsafe impl aya::Pod for super::ShortOffCpu {}
 }
+
+#[cfg(test)]
+mod tests {
+    use core::mem::size_of;
+
+    use super::*;
+
+    // User space reads these records as raw bytes (`aya::Pod`): padding would leave bytes
+    // uninitialised in the kernel and break that. Each size is the sum of its fields.
+    #[test]
+    fn records_have_no_padding() {
+        assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4);
+        assert_eq!(size_of::<OffCpuEvent>(), 4 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4);
+        assert_eq!(size_of::<ExitEvent>(), 4 + 4 + 8);
+        assert_eq!(size_of::<ShortOffCpu>(), 8 + 8 + 8);
+    }
+}

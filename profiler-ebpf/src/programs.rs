@@ -1,5 +1,5 @@
 use aya_ebpf::{
-    bindings::BPF_F_USER_STACK,
+    bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{map, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf, StackTrace},
@@ -114,7 +114,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
                 waker_tid: start.waker_tid,
                 cpu: unsafe { bpf_get_smp_processor_id() },
             });
-            slot.submit(0);
+            // No wake-up per record: user space drains on a timer, so a busy target does not
+            // cost a context switch of pinprof's per event.
+            slot.submit(BPF_RB_NO_WAKEUP as u64);
         }
         None => count(counter::LOST_EVENTS),
     }

@@ -25,6 +25,8 @@ pub struct Model {
     /// Each thread's first and latest scheduler account: (time, account).
     pub cpu_first: HashMap<u32, (u64, ThreadCpu)>,
     pub cpu_last: HashMap<u32, (u64, ThreadCpu)>,
+    /// Time of the first snapshot: threads in it were there when the window opened.
+    pub cpu_start_ns: Option<u64>,
     /// What went wrong reading the source, said to the user with the results.
     pub warnings: Vec<String>,
 }
@@ -114,6 +116,7 @@ impl Model {
                 self.short = threads.iter().map(|s| (s.tid, s.clone())).collect();
             }
             Event::ThreadCpu { time_ns, threads } => {
+                self.cpu_start_ns.get_or_insert(*time_ns);
                 for t in threads {
                     self.cpu_first.entry(t.tid).or_insert((*time_ns, *t));
                     self.cpu_last.insert(t.tid, (*time_ns, *t));
@@ -170,11 +173,18 @@ impl Model {
         rows
     }
 
-    /// Running and run-queue time come from the scheduler's own account where the thread was
-    /// seen at two snapshots; blocked time is then the rest of that span, which also counts
-    /// waits that began before attach. Without two snapshots the intervals are all there is.
+    /// Running and run-queue time come from the scheduler's own account. For a thread there
+    /// when the window opened, blocked time is the rest of the span between its snapshots,
+    /// which also counts waits that began before attach. A thread born later had every
+    /// switch seen, so its intervals are complete, and its account covers its whole life.
     fn account(&self, r: &mut ThreadRow, window: u64) {
-        match (self.cpu_first.get(&r.tid), self.cpu_last.get(&r.tid)) {
+        let first = self.cpu_first.get(&r.tid);
+        let there_at_start = first.is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns);
+        match (first, self.cpu_last.get(&r.tid)) {
+            (Some(_), Some((_, last))) if !there_at_start => {
+                r.running_ns = last.run_ns;
+                r.preempted_ns = last.wait_ns;
+            }
             (Some((t0, first)), Some((t1, last))) if t1 > t0 => {
                 r.running_ns = last.run_ns.saturating_sub(first.run_ns);
                 r.preempted_ns = last.wait_ns.saturating_sub(first.wait_ns);

@@ -47,6 +47,7 @@ pub struct Summary {
 const CHECKPOINT: Duration = Duration::from_secs(1);
 
 pub fn run(options: &Options) -> Result<Summary> {
+    capture::check_privileges()?;
     let target = Target::open(options.pid)?;
     let capture = Capture::start(&capture::Options {
         pid: options.pid,

@@ -87,6 +87,28 @@ fn sleeper_off_cpu_time_matches_what_it_slept() {
 }
 
 #[test]
+fn threads_born_after_attach_are_captured() {
+    // The sleeper thread starts 1.5 s after the JVM says it is ready, inside the recording.
+    let mut jvm = start(21, "Sleeper", &["0.5", "50", "1500"]);
+    let recording = record(jvm.pid, 4.0, "late-thread.pinrec");
+    let report = report_json(&recording);
+    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    let slept = slept_in_window(&mut jvm, from, to) as f64;
+    let blocked = ns(&thread(&report, "sleeper")["blocked_ns"]);
+    assert!(
+        slept > 0.5e9,
+        "the late thread slept only {slept} ns in the window"
+    );
+    let error = (blocked - slept).abs() / slept;
+    assert!(
+        error <= 0.10,
+        "late thread blocked {blocked} ns, slept {slept} ns: {:.1}% off",
+        error * 100.0
+    );
+}
+
+#[test]
 fn recording_stops_when_the_target_exits() {
     let jvm = start(21, "Sleeper", &["0.5", "50"]);
     let out = scratch("exit.pinrec");
@@ -237,4 +259,35 @@ fn wrong_pid_is_a_clear_error() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
+}
+
+#[test]
+fn missing_privileges_are_a_clear_error() {
+    require_root();
+    // Drop to nobody with no capabilities, as an unprivileged user would run it.
+    let output = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_pinprof"))
+        .args([
+            "record",
+            "--pid",
+            &std::process::id().to_string(),
+            "--duration",
+            "1",
+            "--output",
+            "/dev/null",
+        ])
+        .output()
+        .expect("setpriv (util-linux)");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("needs root, or the capabilities CAP_BPF and CAP_PERFMON"),
+        "{stderr}"
+    );
 }

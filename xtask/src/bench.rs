@@ -21,7 +21,22 @@ struct Phase {
 
 pub fn run(args: &[String]) -> Result<()> {
     let env = setup::run()?;
-    let rounds: usize = args.first().map(|s| s.parse()).transpose()?.unwrap_or(2);
+    let (ours, record_args) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (args, &[][..]),
+    };
+    let mut rounds = 2;
+    let mut jdks: Vec<u32> = setup::JDKS.iter().map(|j| j.0).collect();
+    let mut it = ours.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--rounds" => rounds = it.next().context("--rounds N")?.parse()?,
+            "--jdk" => jdks = vec![it.next().context("--jdk 21|25")?.parse()?],
+            other => bail!(
+                "bench: unknown argument {other} (usage: bench [--rounds N] [--jdk 21|25] [-- record options])"
+            ),
+        }
+    }
     println!("bench: building pinprof (release)");
     run_cmd(cargo().args(["build", "--release", "--package", "profiler"]))?;
     let pinprof = setup::target_dir().join("release/pinprof");
@@ -29,7 +44,7 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&out)?;
 
     let mut results = Vec::new();
-    for &(major, _) in &setup::JDKS {
+    for major in jdks {
         let mut jvm = Jvm::start(env.java(major), &env.workloads, "Throughput", &[])?;
         println!(
             "bench: JDK {major} Throughput (pid {}), warming up {WARMUP:?}",
@@ -50,6 +65,7 @@ pub fn run(args: &[String]) -> Result<()> {
                     "--output",
                 ])
                 .arg(&recording)
+                .args(record_args)
                 .stderr(Stdio::piped())
                 .spawn()?;
             // Attach takes a moment; measure only once programs are in.
@@ -91,6 +107,7 @@ pub fn run(args: &[String]) -> Result<()> {
         results.push(serde_json::json!({
             "jdk": major,
             "rounds": rounds,
+            "record_args": record_args,
             "baseline_ops_per_sec": mean(&base),
             "with_pinprof_ops_per_sec": mean(&with),
             "throughput_ratio": ratio,

@@ -81,5 +81,45 @@ fn test(extra: &[String]) -> Result<()> {
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]).args(extra);
     env.apply(&mut cmd);
-    run_cmd(&mut cmd)
+    let (passed, failed, ok) = run_counting_tests(&mut cmd)?;
+    // One closing line for the whole suite, whatever order cargo ran the binaries in.
+    println!("tests: {passed} passed, {failed} failed");
+    if !ok {
+        bail!("cargo test failed");
+    }
+    if passed == 0 {
+        bail!("no test ran");
+    }
+    Ok(())
+}
+
+/// Runs `cargo test`, passing its output through, and adds up its "test result" lines.
+fn run_counting_tests(cmd: &mut Command) -> Result<(u64, u64, bool)> {
+    use std::io::{BufRead as _, BufReader};
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot start cargo test")?;
+    let (mut passed, mut failed) = (0, 0);
+    for line in BufReader::new(child.stdout.take().context("no stdout")?).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |what: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| {
+                        part.trim()
+                            .trim_start_matches("ok. ")
+                            .trim_start_matches("FAILED. ")
+                            .strip_suffix(what)
+                    })
+                    .and_then(|n| n.trim().parse().ok())
+                    .unwrap_or(0)
+            };
+            passed += count(" passed");
+            failed += count(" failed");
+        }
+    }
+    let status = child.wait()?;
+    Ok((passed, failed, status.success()))
 }

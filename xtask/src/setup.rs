@@ -202,6 +202,7 @@ fn jdk(version: &str) -> Result<PathBuf> {
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
+                "--root-user-action=ignore",
                 "--no-deps",
             ])
             .arg("--target")

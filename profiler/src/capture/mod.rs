@@ -193,6 +193,27 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
     }
 }
 
+/// Fails early, with what to do, when this process may not load BPF programs.
+pub fn check_privileges() -> Result<()> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |cap: u32| effective & (1 << cap) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        return Ok(());
+    }
+    bail!(
+        "pinprof needs root, or the capabilities CAP_BPF and CAP_PERFMON, to load its kernel \
+         programs (try: sudo pinprof ...)"
+    )
+}
+
 /// Turns the kernel's terse refusals into something a user can act on.
 fn explain_bpf_error(err: anyhow::Error, what: &str) -> anyhow::Error {
     let text = format!("{err:#}");
