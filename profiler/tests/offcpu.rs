@@ -111,19 +111,7 @@ fn threads_born_after_attach_are_captured() {
 #[test]
 fn recording_stops_when_the_target_exits() {
     let jvm = start(21, "Sleeper", &["0.5", "50"]);
-    let out = scratch("exit.pinrec");
-    let child = pinprof()
-        .args([
-            "record",
-            "--quiet",
-            "--pid",
-            &jvm.pid.to_string(),
-            "--output",
-        ])
-        .arg(&out)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, out) = spawn_record(jvm.pid, "exit.pinrec");
     std::thread::sleep(Duration::from_millis(1500));
     let killed = Instant::now();
     drop(jvm); // kills the JVM
@@ -150,19 +138,7 @@ fn recording_stops_when_the_target_exits() {
 #[test]
 fn ctrl_c_leaves_a_complete_recording() {
     let jvm = start(21, "Sleeper", &["0.5", "50"]);
-    let out = scratch("sigint.pinrec");
-    let child = pinprof()
-        .args([
-            "record",
-            "--quiet",
-            "--pid",
-            &jvm.pid.to_string(),
-            "--output",
-        ])
-        .arg(&out)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, out) = spawn_record(jvm.pid, "sigint.pinrec");
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };

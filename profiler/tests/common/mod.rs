@@ -94,6 +94,18 @@ pub fn record(pid: u32, seconds: f64, name: &str) -> PathBuf {
     out
 }
 
+/// Starts `pinprof record` with no duration (it runs until stopped), stderr captured.
+pub fn spawn_record(pid: u32, name: &str) -> (std::process::Child, PathBuf) {
+    let out = scratch(name);
+    let child = pinprof()
+        .args(["record", "--quiet", "--pid", &pid.to_string(), "--output"])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start pinprof record");
+    (child, out)
+}
+
 pub fn report_json(recording: &Path) -> Value {
     let result = pinprof()
         .arg("report")
