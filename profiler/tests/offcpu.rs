@@ -42,6 +42,10 @@ fn sleeper_off_cpu_time_matches_what_it_slept() {
         "the sleeper slept only {slept} ns in a 4 s window"
     );
     let error = (blocked - slept).abs() / slept;
+    eprintln!(
+        "sleeper: blocked {blocked:.0} ns, slept {slept:.0} ns, {:.2}% off",
+        error * 100.0
+    );
     assert!(
         error <= 0.10,
         "sleeper blocked {blocked} ns, slept {slept} ns: {:.1}% off",
@@ -101,6 +105,10 @@ fn threads_born_after_attach_are_captured() {
         "the late thread slept only {slept} ns in the window"
     );
     let error = (blocked - slept).abs() / slept;
+    eprintln!(
+        "late thread: blocked {blocked:.0} ns, slept {slept:.0} ns, {:.2}% off",
+        error * 100.0
+    );
     assert!(
         error <= 0.10,
         "late thread blocked {blocked} ns, slept {slept} ns: {:.1}% off",
