@@ -25,6 +25,29 @@ fn slept_in_window(jvm: &mut Jvm, from: u64, to: u64) -> u64 {
     total
 }
 
+/// The sleeper thread's blocked time in the report is within 10% of what the JVM says it slept
+/// in the report's window (and it slept at least `min_slept` ns there).
+fn assert_blocked_as_slept(jvm: &mut Jvm, report: &serde_json::Value, min_slept: f64, what: &str) {
+    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    let slept = slept_in_window(jvm, from, to) as f64;
+    let blocked = ns(&thread(report, "sleeper")["blocked_ns"]);
+    assert!(
+        slept > min_slept,
+        "{what}: slept only {slept} ns in the window"
+    );
+    let error = (blocked - slept).abs() / slept;
+    eprintln!(
+        "{what}: blocked {blocked:.0} ns, slept {slept:.0} ns, {:.2}% off",
+        error * 100.0
+    );
+    assert!(
+        error <= 0.10,
+        "{what}: blocked {blocked} ns, slept {slept} ns: {:.1}% off",
+        error * 100.0
+    );
+}
+
 #[test]
 fn sleeper_off_cpu_time_matches_what_it_slept() {
     let mut jvm = start(21, "Sleeper", &["0.5", "100"]);
@@ -32,25 +55,7 @@ fn sleeper_off_cpu_time_matches_what_it_slept() {
     let recording = record(jvm.pid, 4.0, "sleeper.pinrec");
     let report = report_json(&recording);
 
-    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
-    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
-    let slept = slept_in_window(&mut jvm, from, to) as f64;
-    let sleeper = thread(&report, "sleeper");
-    let blocked = ns(&sleeper["blocked_ns"]);
-    assert!(
-        slept > 1.5e9,
-        "the sleeper slept only {slept} ns in a 4 s window"
-    );
-    let error = (blocked - slept).abs() / slept;
-    eprintln!(
-        "sleeper: blocked {blocked:.0} ns, slept {slept:.0} ns, {:.2}% off",
-        error * 100.0
-    );
-    assert!(
-        error <= 0.10,
-        "sleeper blocked {blocked} ns, slept {slept} ns: {:.1}% off",
-        error * 100.0
-    );
+    assert_blocked_as_slept(&mut jvm, &report, 1.5e9, "sleeper");
     assert_eq!(
         report["lost_events"], 0,
         "no event may be lost at this rate"
@@ -96,24 +101,7 @@ fn threads_born_after_attach_are_captured() {
     let mut jvm = start(21, "Sleeper", &["0.5", "50", "1500"]);
     let recording = record(jvm.pid, 4.0, "late-thread.pinrec");
     let report = report_json(&recording);
-    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
-    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
-    let slept = slept_in_window(&mut jvm, from, to) as f64;
-    let blocked = ns(&thread(&report, "sleeper")["blocked_ns"]);
-    assert!(
-        slept > 0.5e9,
-        "the late thread slept only {slept} ns in the window"
-    );
-    let error = (blocked - slept).abs() / slept;
-    eprintln!(
-        "late thread: blocked {blocked:.0} ns, slept {slept:.0} ns, {:.2}% off",
-        error * 100.0
-    );
-    assert!(
-        error <= 0.10,
-        "late thread blocked {blocked} ns, slept {slept} ns: {:.1}% off",
-        error * 100.0
-    );
+    assert_blocked_as_slept(&mut jvm, &report, 0.5e9, "late sleeper");
 }
 
 #[test]
