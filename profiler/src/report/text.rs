@@ -26,12 +26,13 @@ pub fn headline(model: &Model) -> String {
         None => String::new(),
     };
     format!(
-        "pid {} ({}{runtime}): {} window, {} off-CPU intervals, {} blocked, {} lost events",
+        "pid {} ({}{runtime}): {} window, {} threads blocked {} in all, {} off-CPU intervals, {} lost events",
         model.target.pid,
         model.target.command,
         secs(model.duration_ns()),
-        model.off_cpu.len(),
+        model.threads().len(),
         secs(model.blocked_total_ns()),
+        model.off_cpu.len(),
         model.counters.lost(),
     )
 }
