@@ -50,6 +50,11 @@ pub struct ThreadRow {
     pub intervals: u64,
 }
 
+/// Blocked time summed over threads (thread-seconds, not wall time).
+pub fn blocked_total_ns(threads: &[ThreadRow]) -> u64 {
+    threads.iter().map(|t| t.blocked_ns).sum()
+}
+
 /// Blocked time charged to one (kernel, user) stack pair.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StackRow {
@@ -262,10 +267,6 @@ impl Model {
             .collect();
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.frames.cmp(&b.frames)));
         rows
-    }
-
-    pub fn blocked_total_ns(&self) -> u64 {
-        self.threads().iter().map(|t| t.blocked_ns).sum()
     }
 }
 

