@@ -35,6 +35,61 @@ pub mod task_state {
 /// Largest stack kept by the `STACKS` map (the kernel's `PERF_MAX_STACK_DEPTH`).
 pub const MAX_STACK_DEPTH: usize = 127;
 
+/// Where HotSpot keeps what pinprof reads at a block, as byte offsets. User space finds them by
+/// name in the target's VMStructs and sets them before load; 0 means "not in this JDK".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JvmLayout {
+    /// In `JavaThread`: the `OopHandle`s of the carrier's own `Thread` and of the thread it
+    /// runs now (the same object unless a virtual thread is mounted).
+    pub thread_obj: u32,
+    pub vthread: u32,
+    pub thread_state: u32,
+    /// `ObjectMonitor*` a thread is blocked entering, or waiting on (`Object.wait`).
+    pub pending_monitor: u32,
+    pub waiting_monitor: u32,
+    pub held_monitor_count: u32,
+    /// `ContinuationEntry*` (JDK 24+) and its `_pin_count` (critical sections).
+    pub cont_entry: u32,
+    pub cont_pin_count: u32,
+    /// `JavaFrameAnchor` fields, from the start of `JavaThread`.
+    pub anchor_sp: u32,
+    pub anchor_pc: u32,
+    pub anchor_fp: u32,
+    /// In a `java.lang.Thread` object: its `tid` (`Thread.threadId()`).
+    pub java_tid: u32,
+}
+
+/// Bits of [`JavaState::flags`].
+pub mod java_flags {
+    /// The thread is a Java thread and its `JavaThread` was read.
+    pub const KNOWN: u32 = 1;
+    /// A virtual thread was mounted on it.
+    pub const MOUNTED: u32 = 2;
+}
+
+/// What a Java thread was doing when it went off CPU, read from its `JavaThread` in the kernel
+/// at that moment (later reads from user space would race with the thread).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JavaState {
+    pub flags: u32,
+    /// HotSpot's `JavaThreadState` (in_native, in_vm, blocked...).
+    pub thread_state: u32,
+    /// `Thread.threadId()` of the mounted virtual thread; 0 if none.
+    pub vthread_id: u64,
+    /// `ObjectMonitor*` being entered (contended `synchronized`), else 0.
+    pub pending_monitor: u64,
+    /// `ObjectMonitor*` waited on (`Object.wait`), else 0.
+    pub waiting_monitor: u64,
+    pub held_monitors: u32,
+    /// Critical-section pins of the mounted continuation (JDK 24+).
+    pub pin_count: u32,
+    pub anchor_sp: u64,
+    pub anchor_pc: u64,
+    pub anchor_fp: u64,
+}
+
 /// Where a thread went off CPU, kept per thread id until it runs again.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -46,6 +101,7 @@ pub struct OffCpuStart {
     /// Thread that woke it (`sched_wakeup` in the waker's context); 0 until then.
     pub waker_tid: u32,
     pub _pad: u32,
+    pub java: JavaState,
 }
 
 /// One off-CPU interval of a target thread, sent when the thread is switched back in.
@@ -63,6 +119,7 @@ pub struct OffCpuEvent {
     pub user_stack_id: i32,
     pub waker_tid: u32,
     pub cpu: u32,
+    pub java: JavaState,
 }
 
 /// The target's last thread exited (`sched_process_exit` with `group_dead`).
@@ -91,6 +148,7 @@ mod user {
     // SAFETY: all are `#[repr(C)]`, `Copy`, made of integers, with no implicit padding.
     unsafe impl aya::Pod for super::OffCpuStart {}
     unsafe impl aya::Pod for super::ShortOffCpu {}
+    unsafe impl aya::Pod for super::JvmLayout {}
 }
 
 #[cfg(test)]
@@ -103,8 +161,14 @@ mod tests {
     // uninitialised in the kernel and break that. Each size is the sum of its fields.
     #[test]
     fn records_have_no_padding() {
-        assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4);
-        assert_eq!(size_of::<OffCpuEvent>(), 4 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4);
+        let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8;
+        assert_eq!(size_of::<JavaState>(), java);
+        assert_eq!(size_of::<JvmLayout>(), 12 * 4);
+        assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + java);
+        assert_eq!(
+            size_of::<OffCpuEvent>(),
+            4 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4 + java
+        );
         assert_eq!(size_of::<ExitEvent>(), 4 + 4 + 8);
         assert_eq!(size_of::<ShortOffCpu>(), 8 + 8 + 8);
     }

@@ -1,11 +1,16 @@
 use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_user,
+    },
     macros::{map, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf, StackTrace},
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
-use profiler_ebpf::{ExitEvent, OffCpuEvent, OffCpuStart, ShortOffCpu, counter, kind, task_state};
+use profiler_ebpf::{
+    ExitEvent, JavaState, JvmLayout, OffCpuEvent, OffCpuStart, ShortOffCpu, counter, java_flags,
+    kind, task_state,
+};
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
 // offsets come from the tracepoints' `format` files, so no kernel layout is hard-coded here.
@@ -21,6 +26,22 @@ static SWITCH_NEXT_PID_OFFSET: u32 = 56;
 static WAKEUP_PID_OFFSET: u32 = 24;
 #[unsafe(no_mangle)]
 static EXIT_GROUP_DEAD_OFFSET: u32 = 32;
+/// HotSpot's layout, from the target's VMStructs; all zero for other processes.
+#[unsafe(no_mangle)]
+static JVM_LAYOUT: JvmLayout = JvmLayout {
+    thread_obj: 0,
+    vthread: 0,
+    thread_state: 0,
+    pending_monitor: 0,
+    waiting_monitor: 0,
+    held_monitor_count: 0,
+    cont_entry: 0,
+    cont_pin_count: 0,
+    anchor_sp: 0,
+    anchor_pc: 0,
+    anchor_fp: 0,
+    java_tid: 0,
+};
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
@@ -30,6 +51,9 @@ static STACKS: StackTrace = StackTrace::with_max_entries(32 * 1024, 0);
 static STARTS: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(64 * 1024, 0);
 #[map]
 static SHORT_OFF_CPU: HashMap<u32, ShortOffCpu> = HashMap::with_max_entries(64 * 1024, 0);
+/// The target's Java threads: thread id -> address of its `JavaThread`, kept by user space.
+#[map]
+static JAVA_THREADS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
@@ -75,6 +99,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             user_stack_id: stack_id(&ctx, BPF_F_USER_STACK as u64),
             waker_tid: 0,
             _pad: 0,
+            java: java_state(tid),
         };
         if STARTS.insert(tid, start, 0).is_err() {
             count(counter::START_MAP_FULL);
@@ -113,6 +138,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
                 user_stack_id: start.user_stack_id,
                 waker_tid: start.waker_tid,
                 cpu: unsafe { bpf_get_smp_processor_id() },
+                java: start.java,
             });
             // No wake-up per record: user space drains on a timer, so a busy target does not
             // cost a context switch of pinprof's per event.
@@ -121,6 +147,58 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         None => count(counter::LOST_EVENTS),
     }
     0
+}
+
+#[inline(always)]
+fn read_user<T>(addr: u64) -> Option<T> {
+    if addr == 0 {
+        return None;
+    }
+    unsafe { bpf_probe_read_user(addr as *const T) }.ok()
+}
+
+/// Reads what the Java thread `tid` (the current task) is doing as it blocks: its state, the
+/// monitors it enters or waits on, and whether a virtual thread is mounted on it. Runs in the
+/// thread's own context, so its memory is the current address space.
+#[inline(always)]
+fn java_state(tid: u32) -> JavaState {
+    let mut state = JavaState::default();
+    let Some(&thread) = (unsafe { JAVA_THREADS.get(&tid) }) else {
+        return state;
+    };
+    let layout: JvmLayout = setting(&JVM_LAYOUT);
+    let field = |offset: u32| thread + offset as u64;
+    let Some(thread_state) = read_user::<u32>(field(layout.thread_state)) else {
+        return state;
+    };
+    state.flags = java_flags::KNOWN;
+    state.thread_state = thread_state;
+    state.pending_monitor = read_user::<u64>(field(layout.pending_monitor)).unwrap_or(0);
+    state.waiting_monitor = read_user::<u64>(field(layout.waiting_monitor)).unwrap_or(0);
+    if layout.held_monitor_count != 0 {
+        state.held_monitors = read_user::<u32>(field(layout.held_monitor_count)).unwrap_or(0);
+    }
+    state.anchor_sp = read_user::<u64>(field(layout.anchor_sp)).unwrap_or(0);
+    state.anchor_pc = read_user::<u64>(field(layout.anchor_pc)).unwrap_or(0);
+    state.anchor_fp = read_user::<u64>(field(layout.anchor_fp)).unwrap_or(0);
+
+    // Mounted: the thread it runs (`_vthread`) is not its own `Thread` object. Both are
+    // OopHandles, pointers to slots that hold the object's address.
+    let own = read_user::<u64>(field(layout.thread_obj)).and_then(read_user::<u64>);
+    let current = read_user::<u64>(field(layout.vthread)).and_then(read_user::<u64>);
+    if let (Some(own), Some(current)) = (own, current)
+        && current != 0
+        && current != own
+    {
+        state.flags |= java_flags::MOUNTED;
+        state.vthread_id = read_user::<u64>(current + layout.java_tid as u64).unwrap_or(0);
+        if layout.cont_entry != 0 && layout.cont_pin_count != 0 {
+            state.pin_count = read_user::<u64>(field(layout.cont_entry))
+                .and_then(|entry| read_user::<u32>(entry + layout.cont_pin_count as u64))
+                .unwrap_or(0);
+        }
+    }
+    state
 }
 
 #[inline(always)]

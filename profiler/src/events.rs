@@ -30,6 +30,19 @@ pub struct RuntimeInfo {
     pub libjvm: Option<String>,
 }
 
+impl RuntimeInfo {
+    /// The feature release (21 of "21.0.8"), which decides what pins.
+    pub fn major(&self) -> Option<u32> {
+        let version = self.version.as_deref()?;
+        let first = version.split(['.', '+', '-']).next()?;
+        // Old style "1.8.0".
+        match first.parse().ok()? {
+            1 => version.split('.').nth(1)?.parse().ok(),
+            n => Some(n),
+        }
+    }
+}
+
 /// Where a stack frame lives.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub enum FrameKind {
@@ -111,6 +124,49 @@ pub struct OffCpu {
     /// The thread whose `sched_wakeup` made this one runnable, if one did.
     pub waker_tid: Option<u32>,
     pub cpu: u32,
+    /// What the thread was doing in the JVM as it blocked (Java threads of a HotSpot target).
+    pub java: Option<JavaBlock>,
+}
+
+/// HotSpot's `JavaThreadState` as a thread blocked, reduced to what pinprof tells apart.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum JavaThreadState {
+    /// In native code (JNI or the JDK's own native methods): a syscall from there.
+    InNative,
+    /// Inside the VM itself.
+    InVm,
+    InJava,
+    /// Parked, waiting on a monitor or sleeping, through the VM (`Unsafe.park`...).
+    Blocked,
+    Other(u32),
+}
+
+/// A Java thread's state read in the kernel at the moment it went off CPU.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JavaBlock {
+    pub state: JavaThreadState,
+    /// `Thread.threadId()` of the virtual thread mounted on this carrier, if one was.
+    pub vthread: Option<u64>,
+    /// `ObjectMonitor*` the thread was blocked entering (contended `synchronized`).
+    pub pending_monitor: Option<u64>,
+    /// `ObjectMonitor*` the thread was waiting on (`Object.wait`).
+    pub waiting_monitor: Option<u64>,
+    /// Monitors the thread held.
+    pub held_monitors: u32,
+    /// Critical-section pins of the mounted continuation (JDK 24+).
+    pub pin_count: u32,
+    /// `JavaFrameAnchor` (last Java sp, pc, fp): where the Java stack ends.
+    pub anchor: [u64; 3],
+}
+
+/// A Java (platform) thread of the target, as HotSpot's thread list describes it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JavaThreadInfo {
+    pub tid: u32,
+    /// `Thread.getName()`, in full.
+    pub name: Option<String>,
+    /// A carrier of the virtual-thread scheduler (`jdk.internal.misc.CarrierThread`).
+    pub carrier: bool,
 }
 
 impl OffCpu {
@@ -190,4 +246,11 @@ pub enum Event {
     TargetExit {
         time_ns: u64,
     },
+    /// The JVM's Java threads, whenever the set changes.
+    JavaThreads {
+        time_ns: u64,
+        threads: Vec<JavaThreadInfo>,
+    },
+    /// Something capture could not do, said once to the user with the results.
+    Warning(String),
 }

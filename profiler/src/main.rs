@@ -6,6 +6,7 @@
 mod capture;
 mod events;
 mod flamegraph;
+mod jvm;
 mod model;
 mod perfmap;
 mod record;
@@ -73,6 +74,10 @@ enum Command {
         #[arg(long)]
         per_thread: bool,
     },
+
+    /// Debug: dump the live JVM's VMStructs fields whose type or name contains FILTER.
+    #[command(hide = true)]
+    Vmstructs { pid: u32, filter: String },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -165,7 +170,26 @@ fn run(command: Command) -> Result<()> {
             eprintln!("pinprof: wrote {}", output.display());
             Ok(())
         }
+        Command::Vmstructs { pid, filter } => dump_vmstructs(pid, &filter),
     }
+}
+
+fn dump_vmstructs(pid: u32, filter: &str) -> Result<()> {
+    let mem = jvm::memory::Memory::open(pid)?;
+    let lib = jvm::memory::Libjvm::load(pid, jvm::vmstructs::SYMBOLS)?;
+    let vm = jvm::vmstructs::VmStructs::read(&mem, &lib)?;
+    let mut lines: Vec<String> = vm
+        .fields()
+        .filter(|((t, n), _)| t.contains(filter) || n.contains(filter))
+        .map(|((t, n), f)| {
+            format!(
+                "{t}::{n} {} static={} off={} addr={:#x}",
+                f.type_string, f.is_static, f.offset, f.address
+            )
+        })
+        .collect();
+    lines.sort();
+    print_stdout(&(lines.join("\n") + "\n"))
 }
 
 fn load(file: &std::path::Path) -> Result<model::Model> {

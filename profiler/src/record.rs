@@ -17,7 +17,10 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     capture::{self, Capture, Raw},
-    events::{Event, OffCpu, OffCpuState, Stack, ThreadName},
+    events::{
+        Event, JavaBlock, JavaThreadInfo, JavaThreadState, OffCpu, OffCpuState, Stack, ThreadName,
+    },
+    jvm::hotspot::{Hotspot, JavaThread, ThreadStates},
     recording::{End, Header, RecordingWriter, StopReason},
     symbolize::Symbolizer,
     target::Target,
@@ -49,10 +52,27 @@ const CHECKPOINT: Duration = Duration::from_secs(1);
 pub fn run(options: &Options) -> Result<Summary> {
     capture::check_privileges()?;
     let target = Target::open(options.pid)?;
+    let info = target.info();
+    // A JVM we cannot read is still profiled, only without its Java view.
+    let mut warnings = Vec::new();
+    let hotspot = match &info.runtime {
+        Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                warnings.push(format!(
+                    "cannot read the JVM's internals ({e:#}): no carriers, mounted virtual \
+                     threads or pinning in this recording"
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
     let capture = Capture::start(&capture::Options {
         pid: options.pid,
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
         ring_buffer_bytes: options.ring_buffer_bytes,
+        jvm: hotspot.as_ref().map(|h| h.layout),
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -61,7 +81,7 @@ pub fn run(options: &Options) -> Result<Summary> {
 
     let header = Header {
         pinprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        target: target.info(),
+        target: info,
         start_mono_ns: capture::monotonic_ns(),
         start_unix_ns: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -70,9 +90,18 @@ pub fn run(options: &Options) -> Result<Summary> {
         kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
     };
-    let writer = RecordingWriter::create(&options.output, &header)?;
+    let mut writer = RecordingWriter::create(&options.output, &header)?;
+    for warning in warnings {
+        eprintln!("pinprof: warning: {warning}");
+        writer.write_event(&Event::Warning(warning))?;
+    }
     let mut session = Session {
         symbolizer: Symbolizer::new(&target),
+        jvm: hotspot.map(|hotspot| JvmWatch {
+            hotspot,
+            list_version: 0,
+            threads: Vec::new(),
+        }),
         target,
         capture,
         writer,
@@ -117,6 +146,15 @@ struct Session {
     known_threads: HashSet<u32>,
     known_stacks: HashSet<u32>,
     events: u64,
+    jvm: Option<JvmWatch>,
+}
+
+/// Follows the JVM's thread list, so the kernel knows every Java thread's `JavaThread`.
+struct JvmWatch {
+    hotspot: Hotspot,
+    /// The `ThreadsList*` last read: a new one means threads came or went.
+    list_version: u64,
+    threads: Vec<JavaThread>,
 }
 
 impl Session {
@@ -125,6 +163,7 @@ impl Session {
             self.known_threads.insert(thread.tid);
             self.writer.write_event(&Event::Thread(thread))?;
         }
+        self.refresh_java_threads()?;
         self.cpu_snapshot()?;
         let started = Instant::now();
         let mut last_checkpoint = Instant::now();
@@ -139,6 +178,7 @@ impl Session {
             }
             raws.clear();
             self.capture.poll(Duration::from_millis(100), &mut raws)?;
+            self.refresh_java_threads()?;
             if self.handle(&raws)? {
                 break StopReason::TargetExited;
             }
@@ -171,6 +211,60 @@ impl Session {
         Ok(reason)
     }
 
+    /// Re-reads the JVM's threads when its thread list changed, and tells the kernel.
+    fn refresh_java_threads(&mut self) -> Result<()> {
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        // A failed read is most likely the JVM exiting; the exit is handled elsewhere.
+        let Ok(version) = jvm.hotspot.thread_list_version() else {
+            return Ok(());
+        };
+        if version == jvm.list_version {
+            return Ok(());
+        }
+        let Ok(threads) = jvm.hotspot.java_threads() else {
+            return Ok(());
+        };
+        jvm.list_version = version;
+        if threads == jvm.threads {
+            return Ok(());
+        }
+        let addrs: Vec<(u32, u64)> = threads.iter().map(|t| (t.tid, t.addr)).collect();
+        self.capture.set_java_threads(&addrs)?;
+        let infos = threads
+            .iter()
+            .map(|t| JavaThreadInfo {
+                tid: t.tid,
+                name: t.name.clone(),
+                carrier: t.carrier,
+            })
+            .collect();
+        jvm.threads = threads;
+        self.writer.write_event(&Event::JavaThreads {
+            time_ns: capture::monotonic_ns(),
+            threads: infos,
+        })
+    }
+
+    fn java_block(&self, raw: &profiler_ebpf::JavaState) -> Option<JavaBlock> {
+        use profiler_ebpf::java_flags;
+        let jvm = self.jvm.as_ref()?;
+        if raw.flags & java_flags::KNOWN == 0 {
+            return None;
+        }
+        let nonzero = |v: u64| (v != 0).then_some(v);
+        Some(JavaBlock {
+            state: thread_state(&jvm.hotspot.states, raw.thread_state),
+            vthread: (raw.flags & java_flags::MOUNTED != 0).then_some(raw.vthread_id),
+            pending_monitor: nonzero(raw.pending_monitor),
+            waiting_monitor: nonzero(raw.waiting_monitor),
+            held_monitors: raw.held_monitors,
+            pin_count: raw.pin_count,
+            anchor: [raw.anchor_sp, raw.anchor_pc, raw.anchor_fp],
+        })
+    }
+
     /// Records raw kernel records; true once the target has exited.
     fn handle(&mut self, raws: &[Raw]) -> Result<bool> {
         let mut exited = false;
@@ -186,6 +280,7 @@ impl Session {
                         user_stack: self.stack(e.user_stack_id, false)?,
                         waker_tid: (e.waker_tid != 0).then_some(e.waker_tid),
                         cpu: e.cpu,
+                        java: self.java_block(&e.java),
                     };
                     self.thread(e.tid)?;
                     self.writer.write_event(&Event::OffCpu(event))?;
@@ -214,6 +309,7 @@ impl Session {
                 user_stack: self.stack(start.user_stack_id, false)?,
                 waker_tid: None,
                 cpu: 0,
+                java: self.java_block(&start.java),
             };
             self.thread(tid)?;
             self.writer.write_event(&Event::OffCpu(event))?;
@@ -311,6 +407,16 @@ impl Progress {
             self.show(elapsed, events, bytes, lost);
             eprintln!();
         }
+    }
+}
+
+fn thread_state(states: &ThreadStates, raw: u32) -> JavaThreadState {
+    match raw {
+        s if s == states.in_native => JavaThreadState::InNative,
+        s if s == states.in_vm => JavaThreadState::InVm,
+        s if s == states.in_java => JavaThreadState::InJava,
+        s if s == states.blocked => JavaThreadState::Blocked,
+        s => JavaThreadState::Other(s),
     }
 }
 

@@ -28,6 +28,8 @@ pub struct Options {
     pub min_off_cpu_ns: u64,
     /// Size of the ring buffer; a power of two, multiple of the page size.
     pub ring_buffer_bytes: u32,
+    /// HotSpot's layout, when the target is a JVM pinprof could read.
+    pub jvm: Option<profiler_ebpf::JvmLayout>,
 }
 
 /// A record as the kernel sent it.
@@ -44,6 +46,7 @@ pub struct Capture {
     counters: PerCpuArray<MapData, u64>,
     short: HashMap<MapData, u32, profiler_ebpf::ShortOffCpu>,
     starts: HashMap<MapData, u32, profiler_ebpf::OffCpuStart>,
+    java_threads: HashMap<MapData, u32, u64>,
     /// Records the ring buffer held that were too short for their kind.
     malformed: u64,
     // Keeps the programs loaded and attached; dropped last.
@@ -65,7 +68,9 @@ impl Capture {
         let wakeup_pid = offset("sched", "sched_wakeup", "pid")?;
         let group_dead = offset("sched", "sched_process_exit", "group_dead")?;
 
+        let jvm = options.jvm.unwrap_or_default();
         let mut ebpf = EbpfLoader::new()
+            .override_global("JVM_LAYOUT", &jvm, true)
             .override_global("TARGET_TGID", &options.pid, true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
             .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
@@ -102,7 +107,9 @@ impl Capture {
         let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
         let starts = HashMap::try_from(take(&mut ebpf, "STARTS")?)?;
+        let java_threads = HashMap::try_from(take(&mut ebpf, "JAVA_THREADS")?)?;
         Ok(Self {
+            java_threads,
             events,
             stacks,
             counters,
@@ -158,6 +165,28 @@ impl Capture {
             start_map_full: read(counter::START_MAP_FULL),
             short_intervals: read(counter::SHORT_INTERVALS),
         }
+    }
+
+    /// Tells the kernel programs which threads are Java threads and where their `JavaThread`
+    /// is: `threads` is the whole current set (thread id, address); others are removed.
+    pub fn set_java_threads(&mut self, threads: &[(u32, u64)]) -> Result<()> {
+        let keep: std::collections::HashMap<u32, u64> = threads.iter().copied().collect();
+        let stale: Vec<u32> = self
+            .java_threads
+            .iter()
+            .flatten()
+            .filter(|(tid, addr)| keep.get(tid) != Some(addr))
+            .map(|(tid, _)| tid)
+            .collect();
+        for tid in stale {
+            let _ = self.java_threads.remove(&tid);
+        }
+        for (&tid, &addr) in &keep {
+            self.java_threads
+                .insert(tid, addr, 0)
+                .with_context(|| format!("cannot register Java thread {tid}"))?;
+        }
+        Ok(())
     }
 
     /// Threads that are off CPU right now, with where and since when.

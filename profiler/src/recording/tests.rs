@@ -1,5 +1,5 @@
 use super::*;
-use crate::events::{Counters, OffCpu, OffCpuState, ThreadName};
+use crate::events::{Counters, JavaBlock, JavaThreadState, OffCpu, OffCpuState, ThreadName};
 
 fn header() -> Header {
     Header {
@@ -27,6 +27,16 @@ fn event(i: u64) -> Event {
         user_stack: None,
         waker_tid: Some(8),
         cpu: 0,
+        // Every other event as a pinned carrier's, so the Java part round-trips too.
+        java: (i % 2 == 0).then(|| JavaBlock {
+            state: JavaThreadState::Blocked,
+            vthread: Some(40 + i),
+            pending_monitor: None,
+            waiting_monitor: Some(0x7f00_0000_1000),
+            held_monitors: 1,
+            pin_count: 0,
+            anchor: [1, 2, 3],
+        }),
     })
 }
 

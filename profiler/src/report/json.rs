@@ -43,6 +43,33 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             })
         })
         .collect();
+    let pinned = model.pinned_events();
+    let sites: Vec<Value> = model
+        .pinned_sites(&pinned)
+        .into_iter()
+        .map(|s| {
+            json!({
+                "reason": s.reason.as_str(),
+                "operation": s.operation.as_str(),
+                "frames": s.frames,
+                "events": s.events,
+                "total_ns": s.total_ns,
+                "max_ns": s.max_ns,
+            })
+        })
+        .collect();
+    let episodes = model.starvation();
+    let starvation: Vec<Value> = episodes
+        .iter()
+        .map(|e| {
+            json!({
+                "start_ns": e.start_ns.saturating_sub(model.start_mono_ns),
+                "duration_ns": e.end_ns - e.start_ns,
+                "blocked_carriers": e.blocked_carriers,
+                "carriers": e.carriers,
+            })
+        })
+        .collect();
     json!({
         "schema": 1,
         "target": {
@@ -59,8 +86,17 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         },
         "lost_events": model.counters.lost(),
         "threads": threads,
-        "pinned": { "events": 0, "total_ns": 0, "sites": [] },
-        "starvation": { "total_ns": 0, "episodes": [] },
+        "pinned": {
+            "events": pinned.len(),
+            "total_ns": pinned.iter().map(|e| e.duration_ns()).sum::<u64>(),
+            "sites": sites,
+            // False when the JVM's threads could not be read: then nothing could be seen.
+            "known": model.knows_java_threads(),
+        },
+        "starvation": {
+            "total_ns": episodes.iter().map(|e| e.end_ns - e.start_ns).sum::<u64>(),
+            "episodes": starvation,
+        },
         "locks": [],
         "syscalls": [],
         "off_cpu": {

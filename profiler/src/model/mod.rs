@@ -2,10 +2,16 @@
 //! built the same way from a live capture or a recording. Views (reports, flamegraphs) read it
 //! and never look at raw events.
 
+pub mod carriers;
+
 use std::collections::{BTreeMap, HashMap};
 
+use carriers::{Episode, Operation, PinnedEvent, Reason, Use};
+
 use crate::{
-    events::{Counters, Event, Frame, OffCpu, ShortOffCpu, StackId, TargetInfo, ThreadCpu},
+    events::{
+        Counters, Event, Frame, JavaThreadInfo, OffCpu, ShortOffCpu, StackId, TargetInfo, ThreadCpu,
+    },
     recording::{Header, Recording},
 };
 
@@ -29,6 +35,22 @@ pub struct Model {
     pub cpu_start_ns: Option<u64>,
     /// What went wrong reading the source, said to the user with the results.
     pub warnings: Vec<String>,
+    /// Every Java thread seen; a thread once seen as a carrier stays one.
+    pub java_threads: HashMap<u32, JavaThreadInfo>,
+    /// Carriers alive, from each Java thread snapshot: (time, count).
+    pub carrier_counts: Vec<(u64, u32)>,
+}
+
+/// Pinned time at one site: same reason, operation and stack.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PinnedSite {
+    pub reason: Reason,
+    pub operation: Operation,
+    /// Innermost first.
+    pub frames: Vec<String>,
+    pub events: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
 }
 
 /// One thread's time over the window.
@@ -85,7 +107,9 @@ impl Model {
             model.apply(event);
         }
         model.end_mono_ns = recording.end_mono_ns();
-        model.warnings = recording.damage.iter().map(ToString::to_string).collect();
+        model
+            .warnings
+            .extend(recording.damage.iter().map(ToString::to_string));
         if recording.end.is_none() && recording.damage.is_empty() {
             model
                 .warnings
@@ -128,7 +152,99 @@ impl Model {
                 }
             }
             Event::TargetExit { time_ns } => self.target_exit_ns = Some(*time_ns),
+            Event::JavaThreads { time_ns, threads } => {
+                for t in threads {
+                    if let Some(name) = &t.name {
+                        self.names.insert(t.tid, name.clone());
+                    }
+                    let seen = self.java_threads.entry(t.tid).or_insert_with(|| t.clone());
+                    seen.carrier |= t.carrier;
+                }
+                let carriers = threads.iter().filter(|t| t.carrier).count() as u32;
+                self.carrier_counts.push((*time_ns, carriers));
+            }
+            Event::Warning(w) => self.warnings.push(w.clone()),
         }
+    }
+
+    pub fn is_carrier(&self, tid: u32) -> bool {
+        self.java_threads.get(&tid).is_some_and(|t| t.carrier)
+    }
+
+    /// The JDK's feature release, if the target is a JVM of known version.
+    pub fn jdk_major(&self) -> Option<u32> {
+        self.target.runtime.as_ref().and_then(|r| r.major())
+    }
+
+    /// Whether the recording knows the JVM's threads (carriers, mounted state).
+    pub fn knows_java_threads(&self) -> bool {
+        !self.java_threads.is_empty()
+    }
+
+    /// Every blocked interval with what it counts as, by thread and time.
+    pub fn uses(&self) -> Vec<(&OffCpu, Use)> {
+        let major = self.jdk_major();
+        let mut out: Vec<(&OffCpu, Use)> = self
+            .off_cpu
+            .iter()
+            .filter_map(|o| Some((o, carriers::classify(o, self.is_carrier(o.tid), major)?)))
+            .collect();
+        out.sort_by_key(|(o, _)| (o.tid, o.start_ns));
+        out
+    }
+
+    /// Every pinning, in time order.
+    pub fn pinned_events(&self) -> Vec<PinnedEvent> {
+        let mut events = carriers::pinned_events(self.uses().into_iter());
+        events.sort_by_key(|e| (e.start_ns, e.carrier));
+        events
+    }
+
+    /// Pinned sites, most time first.
+    pub fn pinned_sites(&self, events: &[PinnedEvent]) -> Vec<PinnedSite> {
+        let mut sites: HashMap<(Reason, Operation, Vec<String>), PinnedSite> = HashMap::new();
+        for e in events {
+            let probe = OffCpu {
+                kernel_stack: e.kernel_stack,
+                user_stack: e.user_stack,
+                ..blank()
+            };
+            let frames: Vec<String> = self.frames(&probe).iter().map(|f| f.label()).collect();
+            let site = sites
+                .entry((e.reason, e.operation, frames.clone()))
+                .or_insert_with(|| PinnedSite {
+                    reason: e.reason,
+                    operation: e.operation,
+                    frames,
+                    events: 0,
+                    total_ns: 0,
+                    max_ns: 0,
+                });
+            site.events += 1;
+            site.total_ns += e.duration_ns();
+            site.max_ns = site.max_ns.max(e.duration_ns());
+        }
+        let mut sites: Vec<PinnedSite> = sites.into_values().collect();
+        sites.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.frames.cmp(&b.frames)));
+        sites
+    }
+
+    /// Spans when no carrier was free: every one pinned or blocked with a virtual thread.
+    pub fn starvation(&self) -> Vec<Episode> {
+        let spans = self
+            .uses()
+            .into_iter()
+            .filter(|(o, u)| {
+                self.is_carrier(o.tid) && matches!(u, Use::Pinned(..) | Use::BlockedMounted)
+            })
+            .map(|(o, _)| (o.tid, o.start_ns, o.end_ns))
+            .collect();
+        let counts = &self.carrier_counts;
+        carriers::starvation(spans, |t| {
+            // The latest snapshot at or before t (the first one for earlier times).
+            let i = counts.partition_point(|(time, _)| *time <= t);
+            counts.get(i.saturating_sub(1)).map_or(0, |(_, n)| *n)
+        })
     }
 
     pub fn duration_ns(&self) -> u64 {
@@ -145,13 +261,16 @@ impl Model {
     /// Every thread seen, most blocked first.
     pub fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
+        let major = self.jdk_major();
         for o in &self.off_cpu {
+            let carrier = self.is_carrier(o.tid);
             let r = self.row(&mut rows, o.tid);
             r.intervals += 1;
-            if o.state.is_blocked() {
-                r.blocked_ns += o.duration_ns();
-            } else {
-                r.preempted_ns += o.duration_ns();
+            match carriers::classify(o, carrier, major) {
+                None => r.preempted_ns += o.duration_ns(),
+                Some(Use::Idle) => r.idle_ns += o.duration_ns(),
+                Some(Use::Pinned(..)) => r.pinned_ns += o.duration_ns(),
+                Some(Use::Blocked | Use::BlockedMounted) => r.blocked_ns += o.duration_ns(),
             }
         }
         for s in self.short.values() {
@@ -195,10 +314,12 @@ impl Model {
                 r.preempted_ns = last.wait_ns.saturating_sub(first.wait_ns);
                 // A thread seen from the window's start to its end was there all along.
                 let span = t1 - t0;
-                r.blocked_ns = span.saturating_sub(r.running_ns + r.preempted_ns + r.idle_ns);
+                r.blocked_ns =
+                    span.saturating_sub(r.running_ns + r.preempted_ns + r.idle_ns + r.pinned_ns);
             }
             _ => {
-                r.running_ns = window.saturating_sub(r.blocked_ns + r.preempted_ns + r.idle_ns);
+                r.running_ns =
+                    window.saturating_sub(r.blocked_ns + r.preempted_ns + r.idle_ns + r.pinned_ns);
             }
         }
     }
@@ -207,7 +328,11 @@ impl Model {
         rows.entry(tid).or_insert_with(|| ThreadRow {
             tid,
             name: self.thread_name(tid),
-            role: "other",
+            role: if self.is_carrier(tid) {
+                "carrier"
+            } else {
+                "other"
+            },
             ..Default::default()
         })
     }
@@ -280,5 +405,6 @@ fn blank() -> OffCpu {
         user_stack: None,
         waker_tid: None,
         cpu: 0,
+        java: None,
     }
 }

@@ -1,0 +1,317 @@
+//! A live HotSpot JVM seen from outside: its layout (from VMStructs), its Java threads, and
+//! which of them carry virtual threads.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result, bail};
+use profiler_ebpf::JvmLayout;
+
+use super::{
+    memory::{Libjvm, Memory},
+    vmstructs::{self, VmStructs},
+};
+
+/// Offsets HotSpot keeps in static ints of its own (`java_lang_Thread::_tid_offset`...): the
+/// field offsets of Java classes, computed when the JVM started.
+const JAVA_FIELD_OFFSETS: &[&str] = &[
+    "_ZN16java_lang_Thread11_tid_offsetE",
+    "_ZN16java_lang_Thread12_name_offsetE",
+    "_ZN16java_lang_String13_value_offsetE",
+    "_ZN16java_lang_String13_coder_offsetE",
+];
+
+/// The class of the default scheduler's carrier threads, as HotSpot names it.
+const CARRIER_CLASS: &str = "jdk/internal/misc/CarrierThread";
+
+/// `JavaThreadState` values pinprof tells apart (HotSpot's `_thread_*` constants).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct ThreadStates {
+    pub in_native: u32,
+    pub in_vm: u32,
+    pub in_java: u32,
+    pub blocked: u32,
+}
+
+/// One Java thread (a platform thread: carriers included, virtual threads not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JavaThread {
+    pub tid: u32,
+    /// Address of its `JavaThread` in the target.
+    pub addr: u64,
+    /// Its `java.lang.Thread` name, in full (the kernel keeps 15 bytes).
+    pub name: Option<String>,
+    /// An instance of `jdk.internal.misc.CarrierThread`: a virtual-thread carrier.
+    pub carrier: bool,
+}
+
+pub struct Hotspot {
+    mem: Memory,
+    vm: VmStructs,
+    pub layout: JvmLayout,
+    pub states: ThreadStates,
+    thread_list: u64,
+    compressed_oops: Option<(u64, u32)>,
+    compressed_klass: Option<(u64, u32)>,
+    name_offset: u64,
+    string_value_offset: u64,
+    string_coder_offset: u64,
+    array_length_offset: u64,
+    array_base_offset: u64,
+    /// Class names by Klass*, which never move.
+    klass_names: HashMap<u64, String>,
+}
+
+impl Hotspot {
+    /// Reads the layout of the JVM in process `pid`.
+    pub fn attach(pid: u32) -> Result<Self> {
+        let wanted: Vec<&str> = vmstructs::SYMBOLS
+            .iter()
+            .chain(JAVA_FIELD_OFFSETS)
+            .copied()
+            .collect();
+        let lib = Libjvm::load(pid, &wanted)?;
+        let mem = Memory::open(pid)?;
+        let vm = VmStructs::read(&mem, &lib).context("reading the JVM's VMStructs")?;
+        let java_offset = |name: &str| -> Result<u64> { Ok(mem.u32(lib.symbol(name)?)? as u64) };
+
+        let thread_field = |name: &str| {
+            vm.offset("JavaThread", name)
+                .or_else(|_| vm.offset("Thread", name))
+        };
+        let anchor = thread_field("_anchor")?;
+        let layout = JvmLayout {
+            thread_obj: thread_field("_threadObj")? as u32,
+            vthread: thread_field("_vthread")? as u32,
+            thread_state: thread_field("_thread_state")? as u32,
+            pending_monitor: thread_field("_current_pending_monitor")? as u32,
+            waiting_monitor: thread_field("_current_waiting_monitor")? as u32,
+            held_monitor_count: thread_field("_held_monitor_count").unwrap_or(0) as u32,
+            cont_entry: thread_field("_cont_entry").unwrap_or(0) as u32,
+            cont_pin_count: vm.offset("ContinuationEntry", "_pin_count").unwrap_or(0) as u32,
+            anchor_sp: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_sp")?) as u32,
+            anchor_pc: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_pc")?) as u32,
+            anchor_fp: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_fp")?) as u32,
+            java_tid: java_offset(JAVA_FIELD_OFFSETS[0])? as u32,
+        };
+        let constant = |name: &str| -> Result<u32> { Ok(vm.int_constant(name)? as u32) };
+        let states = ThreadStates {
+            in_native: constant("_thread_in_native")?,
+            in_vm: constant("_thread_in_vm")?,
+            in_java: constant("_thread_in_Java")?,
+            blocked: constant("_thread_blocked")?,
+        };
+
+        let flags = read_flags(
+            &mem,
+            &vm,
+            &["UseCompressedOops", "UseCompressedClassPointers"],
+        );
+        let static_pair = |ty: &str, base: &[&str], shift: &[&str]| -> Option<(u64, u32)> {
+            let base = base.iter().find_map(|n| vm.address(ty, n).ok())?;
+            let shift = shift.iter().find_map(|n| vm.address(ty, n).ok())?;
+            Some((mem.u64(base).ok()?, mem.u32(shift).ok()?))
+        };
+        let compressed_oops = if flags.get("UseCompressedOops") == Some(&true) {
+            Some(
+                static_pair(
+                    "CompressedOops",
+                    &["_base", "_narrow_oop._base"],
+                    &["_shift", "_narrow_oop._shift"],
+                )
+                .context("compressed oops in use, but their base is not described")?,
+            )
+        } else {
+            None
+        };
+        let compressed_klass = if flags.get("UseCompressedClassPointers") != Some(&false) {
+            Some(
+                static_pair(
+                    "CompressedKlassPointers",
+                    &["_base", "_narrow_klass._base"],
+                    &["_shift", "_narrow_klass._shift"],
+                )
+                .context("compressed class pointers in use, but their base is not described")?,
+            )
+        } else {
+            None
+        };
+        let klass_field = vm.offset("oopDesc", "_metadata._klass")?;
+        // Arrays: length right after the klass field, elements aligned after it.
+        let array_length_offset = klass_field + if compressed_klass.is_some() { 4 } else { 8 };
+        let array_base_offset = (array_length_offset + 4).next_multiple_of(8);
+
+        Ok(Self {
+            thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
+            name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
+            string_value_offset: java_offset(JAVA_FIELD_OFFSETS[2])?,
+            string_coder_offset: java_offset(JAVA_FIELD_OFFSETS[3])?,
+            array_length_offset,
+            array_base_offset,
+            compressed_oops,
+            compressed_klass,
+            klass_names: HashMap::new(),
+            layout,
+            states,
+            vm,
+            mem,
+        })
+    }
+
+    /// The current `ThreadsList*`: it changes whenever a Java thread starts or ends.
+    pub fn thread_list_version(&self) -> Result<u64> {
+        self.mem.u64(self.thread_list)
+    }
+
+    /// Every Java thread alive now.
+    pub fn java_threads(&mut self) -> Result<Vec<JavaThread>> {
+        let list = self.mem.u64(self.thread_list)?;
+        let length = self
+            .mem
+            .u32(list + self.vm.offset("ThreadsList", "_length")?)?;
+        let threads = self
+            .mem
+            .u64(list + self.vm.offset("ThreadsList", "_threads")?)?;
+        if length > 1_000_000 {
+            bail!("implausible thread count {length}: the JVM's thread list is changing");
+        }
+        let osthread = self
+            .vm
+            .offset("JavaThread", "_osthread")
+            .or_else(|_| self.vm.offset("Thread", "_osthread"))?;
+        let thread_id = self.vm.offset("OSThread", "_thread_id")?;
+        let mut out = Vec::with_capacity(length as usize);
+        for i in 0..length as u64 {
+            let Ok(addr) = self.mem.u64(threads + 8 * i) else {
+                continue;
+            };
+            let Ok(os) = self.mem.u64(addr + osthread) else {
+                continue;
+            };
+            let Ok(tid) = self.mem.u32(os + thread_id) else {
+                continue;
+            };
+            let thread_obj = self.deref_handle(addr + self.layout.thread_obj as u64);
+            let carrier = thread_obj
+                .and_then(|oop| self.class_name(oop))
+                .is_some_and(|name| name == CARRIER_CLASS);
+            let name = thread_obj.and_then(|oop| self.thread_name(oop));
+            out.push(JavaThread {
+                tid,
+                addr,
+                name,
+                carrier,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The oop an `OopHandle` at `addr` refers to (OopStorage slots hold full pointers).
+    fn deref_handle(&self, addr: u64) -> Option<u64> {
+        let slot = self.mem.u64(addr).ok().filter(|&p| p != 0)?;
+        self.mem.u64(slot).ok().filter(|&p| p != 0)
+    }
+
+    /// An oop-typed field of an object.
+    fn oop_field(&self, obj: u64, offset: u64) -> Option<u64> {
+        let oop = match self.compressed_oops {
+            Some((base, shift)) => {
+                let narrow = self.mem.u32(obj + offset).ok()? as u64;
+                if narrow == 0 {
+                    return None;
+                }
+                base + (narrow << shift)
+            }
+            None => self.mem.u64(obj + offset).ok()?,
+        };
+        (oop != 0).then_some(oop)
+    }
+
+    fn class_name(&mut self, obj: u64) -> Option<String> {
+        let at = obj + self.vm.offset("oopDesc", "_metadata._klass").ok()?;
+        let klass = match self.compressed_klass {
+            Some((base, shift)) => base + ((self.mem.u32(at).ok()? as u64) << shift),
+            None => self.mem.u64(at).ok()?,
+        };
+        if let Some(name) = self.klass_names.get(&klass) {
+            return Some(name.clone());
+        }
+        let symbol = self
+            .mem
+            .u64(klass + self.vm.offset("Klass", "_name").ok()?)
+            .ok()?;
+        let name = self.symbol(symbol)?;
+        self.klass_names.insert(klass, name.clone());
+        Some(name)
+    }
+
+    fn symbol(&self, symbol: u64) -> Option<String> {
+        let len = self
+            .mem
+            .u16(symbol + self.vm.offset("Symbol", "_length").ok()?)
+            .ok()?;
+        let mut body = vec![0; len as usize];
+        self.mem
+            .read(symbol + self.vm.offset("Symbol", "_body").ok()?, &mut body)
+            .ok()?;
+        String::from_utf8(body).ok()
+    }
+
+    /// `Thread.name` of a `java.lang.Thread` oop (a String: Latin-1 or UTF-16 bytes).
+    fn thread_name(&self, thread: u64) -> Option<String> {
+        let string = self.oop_field(thread, self.name_offset)?;
+        let value = self.oop_field(string, self.string_value_offset)?;
+        let coder = self.mem.u16(string + self.string_coder_offset).ok()? as u8;
+        let len = self.mem.u32(value + self.array_length_offset).ok()?;
+        if len > 4096 {
+            return None;
+        }
+        let mut bytes = vec![0; len as usize];
+        self.mem
+            .read(value + self.array_base_offset, &mut bytes)
+            .ok()?;
+        Some(match coder {
+            0 => bytes.iter().map(|&b| b as char).collect(),
+            _ => {
+                let units: Vec<u16> = bytes
+                    .chunks_exact(2)
+                    .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+                    .collect();
+                String::from_utf16_lossy(&units)
+            }
+        })
+    }
+}
+
+/// Values of boolean `-XX` flags, from HotSpot's flag table.
+fn read_flags(mem: &Memory, vm: &VmStructs, names: &[&str]) -> HashMap<String, bool> {
+    let mut out = HashMap::new();
+    let (Ok(table), Ok(count), Ok(size)) = (
+        vm.address("JVMFlag", "flags"),
+        vm.address("JVMFlag", "numFlags"),
+        vm.type_size("JVMFlag"),
+    ) else {
+        return out;
+    };
+    let (Ok(name_at), Ok(addr_at)) = (vm.offset("JVMFlag", "_name"), vm.offset("JVMFlag", "_addr"))
+    else {
+        return out;
+    };
+    let (Ok(table), Ok(count)) = (mem.u64(table), mem.u64(count)) else {
+        return out;
+    };
+    for i in 0..count.min(10_000) {
+        let flag = table + i * size;
+        let Ok(name) = mem.u64(flag + name_at).and_then(|p| mem.c_string(p, 128)) else {
+            continue;
+        };
+        if names.contains(&name.as_str())
+            && let Ok(value) = mem.u64(flag + addr_at).and_then(|p| {
+                let mut b = [0u8; 1];
+                mem.read(p, &mut b).map(|()| b[0] != 0)
+            })
+        {
+            out.insert(name, value);
+        }
+    }
+    out
+}

@@ -1,0 +1,128 @@
+//! Reads the target's memory through `/proc/<pid>/mem` and finds `libjvm.so`'s symbols in it.
+//!
+//! Only reads: pinprof never writes into the target. Reads of a live process race with its
+//! threads, so callers treat every value as a hint to be checked, never as a trusted pointer.
+
+use std::{collections::HashMap, fs::File, os::unix::fs::FileExt, path::PathBuf};
+
+use anyhow::{Context, Result, bail};
+use object::{Object, ObjectSymbol};
+
+pub struct Memory {
+    file: File,
+}
+
+impl Memory {
+    pub fn open(pid: u32) -> Result<Self> {
+        let file = File::open(format!("/proc/{pid}/mem"))
+            .with_context(|| format!("cannot read the memory of process {pid}"))?;
+        Ok(Self { file })
+    }
+
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        if addr == 0 {
+            bail!("null pointer");
+        }
+        self.file
+            .read_exact_at(buf, addr)
+            .with_context(|| format!("cannot read {} bytes at {addr:#x}", buf.len()))
+    }
+
+    pub fn u64(&self, addr: u64) -> Result<u64> {
+        let mut b = [0; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+
+    pub fn u32(&self, addr: u64) -> Result<u32> {
+        let mut b = [0; 4];
+        self.read(addr, &mut b)?;
+        Ok(u32::from_ne_bytes(b))
+    }
+
+    pub fn u16(&self, addr: u64) -> Result<u16> {
+        let mut b = [0; 2];
+        self.read(addr, &mut b)?;
+        Ok(u16::from_ne_bytes(b))
+    }
+
+    /// A NUL-terminated string of at most `max` bytes.
+    pub fn c_string(&self, addr: u64, max: usize) -> Result<String> {
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 64];
+        while out.len() < max {
+            // A string may end just before an unmapped page: fall back to byte reads there.
+            if self.read(addr + out.len() as u64, &mut chunk).is_err() {
+                let mut one = [0u8; 1];
+                self.read(addr + out.len() as u64, &mut one)?;
+                chunk[..1].copy_from_slice(&one);
+                chunk[1..].fill(0);
+            }
+            match chunk.iter().position(|&b| b == 0) {
+                Some(end) => {
+                    out.extend_from_slice(&chunk[..end]);
+                    return Ok(String::from_utf8_lossy(&out).into_owned());
+                }
+                None => out.extend_from_slice(&chunk),
+            }
+        }
+        bail!("string at {addr:#x} longer than {max} bytes")
+    }
+}
+
+/// `libjvm.so` as loaded in the target: where it is and the addresses of named symbols.
+pub struct Libjvm {
+    pub path: PathBuf,
+    symbols: HashMap<String, u64>,
+}
+
+impl Libjvm {
+    /// Finds `libjvm.so` in the target's maps and reads the symbols pinprof needs (`wanted`).
+    /// Local symbols count too: libjvm ships a full `.symtab`.
+    pub fn load(pid: u32, wanted: &[&str]) -> Result<Self> {
+        let maps = procfs::process::Process::new(pid as i32)
+            .and_then(|p| p.maps())
+            .with_context(|| format!("cannot read the memory map of process {pid}"))?;
+        let mut base = None;
+        let mut path = None;
+        for map in maps.iter() {
+            if let procfs::process::MMapPath::Path(p) = &map.pathname
+                && p.file_name().is_some_and(|n| n == "libjvm.so")
+            {
+                // The load bias: where file offset 0 would be mapped.
+                let bias = map.address.0 - map.offset;
+                base = Some(base.map_or(bias, |b: u64| b.min(bias)));
+                path = Some(p.clone());
+            }
+        }
+        let (Some(base), Some(path)) = (base, path) else {
+            bail!("process {pid} has no libjvm.so mapped: not a HotSpot JVM");
+        };
+        // Through the target's root, so a JVM in a container is read from its own files.
+        let file = PathBuf::from(format!("/proc/{pid}/root{}", path.display()));
+        let data =
+            std::fs::read(&file).with_context(|| format!("cannot read {}", path.display()))?;
+        let elf = object::File::parse(&*data)
+            .with_context(|| format!("{} is not an ELF file", path.display()))?;
+        let mut symbols = HashMap::new();
+        for symbol in elf.symbols().chain(elf.dynamic_symbols()) {
+            if let Ok(name) = symbol.name()
+                && wanted.contains(&name)
+            {
+                symbols.insert(name.to_string(), base + symbol.address());
+            }
+        }
+        Ok(Self { path, symbols })
+    }
+
+    pub fn symbol(&self, name: &str) -> Result<u64> {
+        self.symbols
+            .get(name)
+            .copied()
+            .with_context(|| format!("symbol {name} not found in {}", self.path.display()))
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.symbols.contains_key(name)
+    }
+}

@@ -1,0 +1,182 @@
+//! HotSpot's own description of its data structures (`gHotSpotVMStructs` and friends), read
+//! from the live process. This is what the Serviceability Agent uses: every offset pinprof needs
+//! is looked up here by name, so no JDK build's layout is hard-coded.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result, bail};
+
+use super::memory::{Libjvm, Memory};
+
+/// The symbols this module reads; `Libjvm::load` must be asked for them.
+pub const SYMBOLS: &[&str] = &[
+    "gHotSpotVMStructs",
+    "gHotSpotVMStructEntryTypeNameOffset",
+    "gHotSpotVMStructEntryFieldNameOffset",
+    "gHotSpotVMStructEntryTypeStringOffset",
+    "gHotSpotVMStructEntryIsStaticOffset",
+    "gHotSpotVMStructEntryOffsetOffset",
+    "gHotSpotVMStructEntryAddressOffset",
+    "gHotSpotVMStructEntryArrayStride",
+    "gHotSpotVMTypes",
+    "gHotSpotVMTypeEntryTypeNameOffset",
+    "gHotSpotVMTypeEntrySizeOffset",
+    "gHotSpotVMTypeEntryArrayStride",
+    "gHotSpotVMIntConstants",
+    "gHotSpotVMIntConstantEntryNameOffset",
+    "gHotSpotVMIntConstantEntryValueOffset",
+    "gHotSpotVMIntConstantEntryArrayStride",
+    // JDK 21 lists a few more JavaThread fields only in the JVMCI copy of the table.
+    JVMCI_STRUCTS,
+];
+
+/// `JVMCIVMStructs::localHotSpotVMStructs`: JDK 21 lists `_held_monitor_count` only here.
+const JVMCI_STRUCTS: &str = "_ZN14JVMCIVMStructs21localHotSpotVMStructsE";
+
+/// Tables end at a NULL type name; this bounds a corrupt one.
+const MAX_ENTRIES: usize = 20_000;
+
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub type_string: String,
+    pub is_static: bool,
+    /// Offset in the type, for instance fields.
+    pub offset: u64,
+    /// Address, for static fields.
+    pub address: u64,
+}
+
+#[derive(Default)]
+pub struct VmStructs {
+    fields: HashMap<(String, String), Field>,
+    type_sizes: HashMap<String, u64>,
+    int_constants: HashMap<String, i64>,
+}
+
+impl VmStructs {
+    pub fn read(mem: &Memory, jvm: &Libjvm) -> Result<Self> {
+        let mut out = Self::default();
+        let sym = |name: &str| -> Result<u64> { mem.u64(jvm.symbol(name)?) };
+
+        let stride = sym("gHotSpotVMStructEntryArrayStride")?;
+        let layout = [
+            sym("gHotSpotVMStructEntryTypeNameOffset")?,
+            sym("gHotSpotVMStructEntryFieldNameOffset")?,
+            sym("gHotSpotVMStructEntryTypeStringOffset")?,
+            sym("gHotSpotVMStructEntryIsStaticOffset")?,
+            sym("gHotSpotVMStructEntryOffsetOffset")?,
+            sym("gHotSpotVMStructEntryAddressOffset")?,
+        ];
+        let table = sym("gHotSpotVMStructs")?;
+        out.read_fields(mem, table, stride, layout)
+            .context("reading gHotSpotVMStructs")?;
+        // Same entry type; its array is a local symbol (the array itself, not a pointer).
+        if jvm.has(JVMCI_STRUCTS) {
+            let table = jvm.symbol(JVMCI_STRUCTS)?;
+            let _ = out.read_fields(mem, table, stride, layout);
+        }
+
+        let stride = sym("gHotSpotVMTypeEntryArrayStride")?;
+        let (name_at, size_at) = (
+            sym("gHotSpotVMTypeEntryTypeNameOffset")?,
+            sym("gHotSpotVMTypeEntrySizeOffset")?,
+        );
+        let mut entry = sym("gHotSpotVMTypes")?;
+        for _ in 0..MAX_ENTRIES {
+            let name = mem.u64(entry + name_at)?;
+            if name == 0 {
+                break;
+            }
+            let name = mem.c_string(name, 256)?;
+            out.type_sizes.insert(name, mem.u64(entry + size_at)?);
+            entry += stride;
+        }
+
+        let stride = sym("gHotSpotVMIntConstantEntryArrayStride")?;
+        let (name_at, value_at) = (
+            sym("gHotSpotVMIntConstantEntryNameOffset")?,
+            sym("gHotSpotVMIntConstantEntryValueOffset")?,
+        );
+        let mut entry = sym("gHotSpotVMIntConstants")?;
+        for _ in 0..MAX_ENTRIES {
+            let name = mem.u64(entry + name_at)?;
+            if name == 0 {
+                break;
+            }
+            let name = mem.c_string(name, 256)?;
+            out.int_constants
+                .insert(name, mem.u32(entry + value_at)? as i32 as i64);
+            entry += stride;
+        }
+        if out.fields.is_empty() {
+            bail!("the JVM's VMStructs table is empty");
+        }
+        Ok(out)
+    }
+
+    fn read_fields(&mut self, mem: &Memory, table: u64, stride: u64, at: [u64; 6]) -> Result<()> {
+        let mut entry = table;
+        for _ in 0..MAX_ENTRIES {
+            let type_name = mem.u64(entry + at[0])?;
+            if type_name == 0 {
+                return Ok(());
+            }
+            let type_name = mem.c_string(type_name, 256)?;
+            let field_name = mem.c_string(mem.u64(entry + at[1])?, 256)?;
+            let type_string = match mem.u64(entry + at[2])? {
+                0 => String::new(),
+                p => mem.c_string(p, 256)?,
+            };
+            let field = Field {
+                type_string,
+                is_static: mem.u32(entry + at[3])? != 0,
+                offset: mem.u64(entry + at[4])?,
+                address: mem.u64(entry + at[5])?,
+            };
+            self.fields.entry((type_name, field_name)).or_insert(field);
+            entry += stride;
+        }
+        bail!("no end after {MAX_ENTRIES} entries")
+    }
+
+    pub fn field(&self, ty: &str, name: &str) -> Option<&Field> {
+        self.fields.get(&(ty.to_string(), name.to_string()))
+    }
+
+    /// Offset of an instance field.
+    pub fn offset(&self, ty: &str, name: &str) -> Result<u64> {
+        match self.field(ty, name) {
+            Some(f) if !f.is_static => Ok(f.offset),
+            Some(_) => bail!("{ty}::{name} is static"),
+            None => bail!("the JVM does not describe {ty}::{name}"),
+        }
+    }
+
+    /// Address of a static field.
+    pub fn address(&self, ty: &str, name: &str) -> Result<u64> {
+        match self.field(ty, name) {
+            Some(f) if f.is_static => Ok(f.address),
+            Some(_) => bail!("{ty}::{name} is not static"),
+            None => bail!("the JVM does not describe {ty}::{name}"),
+        }
+    }
+
+    pub fn type_size(&self, ty: &str) -> Result<u64> {
+        self.type_sizes
+            .get(ty)
+            .copied()
+            .with_context(|| format!("the JVM does not describe type {ty}"))
+    }
+
+    pub fn int_constant(&self, name: &str) -> Result<i64> {
+        self.int_constants
+            .get(name)
+            .copied()
+            .with_context(|| format!("the JVM does not describe constant {name}"))
+    }
+
+    /// Every field, for `pinprof` debugging output.
+    pub fn fields(&self) -> impl Iterator<Item = (&(String, String), &Field)> {
+        self.fields.iter()
+    }
+}

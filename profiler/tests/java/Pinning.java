@@ -1,0 +1,209 @@
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Pinning patterns for the carrier tests, chosen by the arguments (any combination):
+ * <ul>
+ * <li>{@code sleep}: 2 virtual threads sleep 10 ms inside {@code synchronized} (pins on 21);</li>
+ * <li>{@code socket}: 2 virtual threads read a socket inside {@code synchronized}; the server
+ *     answers after 15 ms (pins on 21);</li>
+ * <li>{@code contend}: a virtual thread holds a monitor 40 ms at a time while 2 others try to
+ *     enter it; each contended entry is counted ({@code contended N});</li>
+ * <li>{@code clinit}: 4 virtual threads need a class whose static initializer sleeps 20 times
+ *     10 ms; a new such class every second (pins on 21 and 25);</li>
+ * <li>{@code compensate}: virtual threads in {@code Object.wait}, which makes the scheduler add
+ *     carriers on 21, and a separate ForkJoinPool whose workers are not carriers.</li>
+ * </ul>
+ * Prints {@code ready <pid>}, then once a second the counts so far.
+ */
+public final class Pinning {
+    static final AtomicLong SLEEPS = new AtomicLong();
+    static final AtomicLong READS = new AtomicLong();
+    static final AtomicLong CONTENDED = new AtomicLong();
+    static final AtomicLong INITS = new AtomicLong();
+
+    static final class Ledger {
+        synchronized void append() throws InterruptedException {
+            Thread.sleep(10);
+            SLEEPS.incrementAndGet();
+        }
+    }
+
+    static final class Channel {
+        final Socket socket;
+
+        Channel(Socket socket) {
+            this.socket = socket;
+        }
+
+        synchronized void call() throws Exception {
+            OutputStream out = socket.getOutputStream();
+            InputStream in = socket.getInputStream();
+            out.write(1);
+            out.flush();
+            if (in.read() < 0) throw new IllegalStateException("server closed");
+            READS.incrementAndGet();
+        }
+    }
+
+    static final Object SHARED = new Object();
+    static volatile boolean held;
+
+    public static void main(String[] args) throws Exception {
+        List<String> modes = List.of(args);
+        ExecutorService vts = Vt.executor();
+        if (modes.contains("sleep")) {
+            for (int i = 0; i < 2; i++) {
+                Ledger ledger = new Ledger();
+                vts.submit(() -> {
+                    while (true) {
+                        ledger.append();
+                        Vt.spin(100_000);
+                    }
+                });
+            }
+        }
+        if (modes.contains("socket")) {
+            ServerSocket server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+            Thread acceptor = new Thread(() -> serve(server), "slow-server");
+            acceptor.setDaemon(true);
+            acceptor.start();
+            for (int i = 0; i < 2; i++) {
+                Channel channel = new Channel(new Socket(InetAddress.getLoopbackAddress(), server.getLocalPort()));
+                vts.submit(() -> {
+                    while (true) {
+                        channel.call();
+                        Vt.spin(100_000);
+                    }
+                });
+            }
+        }
+        if (modes.contains("contend")) {
+            vts.submit(() -> {
+                while (true) {
+                    synchronized (SHARED) {
+                        held = true;
+                        Vt.spin(40_000_000);
+                        held = false;
+                    }
+                    Thread.sleep(5);
+                }
+            });
+            for (int i = 0; i < 2; i++) {
+                vts.submit(() -> {
+                    while (true) {
+                        Thread.sleep(13);
+                        // Counted only when the holder is inside: the entry must then wait.
+                        boolean contended = held;
+                        synchronized (SHARED) {
+                            if (contended) CONTENDED.incrementAndGet();
+                        }
+                    }
+                });
+            }
+        }
+        if (modes.contains("clinit")) {
+            Thread driver = new Thread(() -> initClasses(vts), "clinit-driver");
+            driver.setDaemon(true);
+            driver.start();
+        }
+        if (modes.contains("compensate")) {
+            Object lock = new Object();
+            for (int i = 0; i < 3; i++) {
+                vts.submit(() -> {
+                    while (true) {
+                        synchronized (lock) {
+                            lock.wait(50);
+                        }
+                    }
+                });
+            }
+            ForkJoinPool other = new ForkJoinPool(2);
+            for (int i = 0; i < 2; i++) {
+                other.submit(() -> {
+                    while (true) {
+                        Thread.sleep(20);
+                    }
+                });
+            }
+        }
+        Vt.ready();
+        while (true) {
+            Thread.sleep(1000);
+            System.out.println("sleeps " + SLEEPS.get() + " reads " + READS.get() + " contended "
+                    + CONTENDED.get() + " inits " + INITS.get());
+        }
+    }
+
+    static void serve(ServerSocket server) {
+        try {
+            while (true) {
+                Socket s = server.accept();
+                Thread t = new Thread(() -> {
+                    try (s) {
+                        InputStream in = s.getInputStream();
+                        OutputStream out = s.getOutputStream();
+                        while (in.read() >= 0) {
+                            Thread.sleep(15);
+                            out.write(2);
+                            out.flush();
+                        }
+                    } catch (Exception e) {
+                        // client gone
+                    }
+                }, "slow-server-conn");
+                t.setDaemon(true);
+                t.start();
+            }
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** A fresh class every second, needed at once by 4 virtual threads. */
+    static void initClasses(ExecutorService vts) {
+        String[] names = {"Pinning$Slow1", "Pinning$Slow2", "Pinning$Slow3", "Pinning$Slow4",
+            "Pinning$Slow5", "Pinning$Slow6", "Pinning$Slow7", "Pinning$Slow8"};
+        try {
+            for (String name : names) {
+                List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+                for (int i = 0; i < 4; i++) {
+                    done.add(vts.submit(() -> {
+                        Class.forName(name, true, Pinning.class.getClassLoader());
+                        return null;
+                    }));
+                }
+                for (var f : done) f.get();
+                INITS.incrementAndGet();
+                Thread.sleep(700);
+            }
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static void slowInit() {
+        try {
+            for (int i = 0; i < 20; i++) Thread.sleep(10);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    static final class Slow1 { static { slowInit(); } }
+    static final class Slow2 { static { slowInit(); } }
+    static final class Slow3 { static { slowInit(); } }
+    static final class Slow4 { static { slowInit(); } }
+    static final class Slow5 { static { slowInit(); } }
+    static final class Slow6 { static { slowInit(); } }
+    static final class Slow7 { static { slowInit(); } }
+    static final class Slow8 { static { slowInit(); } }
+}
