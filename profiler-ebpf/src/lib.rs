@@ -58,6 +58,8 @@ pub struct JvmLayout {
     pub anchor_fp: u32,
     /// In a `java.lang.Thread` object: its `tid` (`Thread.threadId()`).
     pub java_tid: u32,
+    /// Address of `SafepointSynchronize::_state` (non-zero while a safepoint is under way).
+    pub safepoint_state: u64,
 }
 
 /// Bits of [`JavaState::flags`].
@@ -66,6 +68,8 @@ pub mod java_flags {
     pub const KNOWN: u32 = 1;
     /// A virtual thread was mounted on it.
     pub const MOUNTED: u32 = 2;
+    /// A safepoint was under way: the thread may be stopping for it, not waiting on its own.
+    pub const SAFEPOINT: u32 = 4;
 }
 
 /// What a Java thread was doing when it went off CPU, read from its `JavaThread` in the kernel
@@ -163,7 +167,7 @@ mod tests {
     fn records_have_no_padding() {
         let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8;
         assert_eq!(size_of::<JavaState>(), java);
-        assert_eq!(size_of::<JvmLayout>(), 12 * 4);
+        assert_eq!(size_of::<JvmLayout>(), 12 * 4 + 8);
         assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + java);
         assert_eq!(
             size_of::<OffCpuEvent>(),

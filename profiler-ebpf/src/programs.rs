@@ -41,6 +41,7 @@ static JVM_LAYOUT: JvmLayout = JvmLayout {
     anchor_pc: 0,
     anchor_fp: 0,
     java_tid: 0,
+    safepoint_state: 0,
 };
 
 #[map]
@@ -173,6 +174,9 @@ fn java_state(tid: u32) -> JavaState {
     };
     state.flags = java_flags::KNOWN;
     state.thread_state = thread_state;
+    if read_user::<u32>(layout.safepoint_state).is_some_and(|s| s != 0) {
+        state.flags |= java_flags::SAFEPOINT;
+    }
     state.pending_monitor = read_user::<u64>(field(layout.pending_monitor)).unwrap_or(0);
     state.waiting_monitor = read_user::<u64>(field(layout.waiting_monitor)).unwrap_or(0);
     if layout.held_monitor_count != 0 {

@@ -155,6 +155,8 @@ pub struct JavaBlock {
     pub held_monitors: u32,
     /// Critical-section pins of the mounted continuation (JDK 24+).
     pub pin_count: u32,
+    /// A safepoint was under way as it blocked.
+    pub at_safepoint: bool,
     /// `JavaFrameAnchor` (last Java sp, pc, fp): where the Java stack ends.
     pub anchor: [u64; 3],
 }

@@ -261,6 +261,7 @@ impl Session {
             waiting_monitor: nonzero(raw.waiting_monitor),
             held_monitors: raw.held_monitors,
             pin_count: raw.pin_count,
+            at_safepoint: raw.flags & java_flags::SAFEPOINT != 0,
             anchor: [raw.anchor_sp, raw.anchor_pc, raw.anchor_fp],
         })
     }

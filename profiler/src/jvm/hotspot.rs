@@ -20,6 +20,10 @@ const JAVA_FIELD_OFFSETS: &[&str] = &[
     "_ZN16java_lang_String13_coder_offsetE",
 ];
 
+/// `SafepointSynchronize::_state`: not in VMStructs, but its symbol is in libjvm's symbol
+/// table; 0 (`_not_synchronized`) when no safepoint is under way, in every JDK since 9.
+const SAFEPOINT_STATE: &str = "_ZN20SafepointSynchronize6_stateE";
+
 /// The class of the default scheduler's carrier threads, as HotSpot names it.
 const CARRIER_CLASS: &str = "jdk/internal/misc/CarrierThread";
 
@@ -67,6 +71,7 @@ impl Hotspot {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
+            .chain([&SAFEPOINT_STATE])
             .copied()
             .collect();
         let lib = Libjvm::load(pid, &wanted)?;
@@ -92,6 +97,7 @@ impl Hotspot {
             anchor_pc: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_pc")?) as u32,
             anchor_fp: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_fp")?) as u32,
             java_tid: java_offset(JAVA_FIELD_OFFSETS[0])? as u32,
+            safepoint_state: lib.symbol(SAFEPOINT_STATE).unwrap_or(0),
         };
         let constant = |name: &str| -> Result<u32> { Ok(vm.int_constant(name)? as u32) };
         let states = ThreadStates {

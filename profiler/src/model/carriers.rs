@@ -63,6 +63,8 @@ impl Operation {
             Self::ObjectWait
         } else {
             match java.state {
+                // Stopped for a safepoint (GC...), not parked by the program.
+                JavaThreadState::Blocked if java.at_safepoint => Self::Other,
                 JavaThreadState::Blocked => Self::Park,
                 JavaThreadState::InNative => Self::Syscall,
                 _ => Self::Other,
@@ -106,7 +108,12 @@ pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>) -> Option<Use> {
         return Some(Use::BlockedMounted);
     }
     let monitors_pin = major.is_none_or(|m| m < 24);
-    let reason = if java.pin_count > 0 {
+    let reason = if !monitors_pin && operation == Operation::ObjectWait && java.pin_count > 0 {
+        // JDK 24+ waits for another thread's class initialization in an Object.wait on the
+        // class's init lock with the continuation pinned (JFR: "Waited for initialization").
+        // Since JEP 491 a program's own Object.wait unmounts, so this wait is the VM's.
+        Reason::ClassInit
+    } else if java.pin_count > 0 {
         Reason::CriticalSection
     } else if monitors_pin
         && (java.held_monitors > 0
@@ -236,8 +243,24 @@ pub fn starvation(
         }
     }
     out.retain(|e| e.end_ns > e.start_ns);
-    out
+    // A carrier free for a moment between two pinnings (a loop that pins again at once) does
+    // not end an episode: nothing else could run in that time.
+    let mut merged: Vec<Episode> = Vec::with_capacity(out.len());
+    for e in out {
+        match merged.last_mut() {
+            Some(last) if e.start_ns.saturating_sub(last.end_ns) < EPISODE_GAP_NS => {
+                last.end_ns = e.end_ns;
+                last.blocked_carriers = last.blocked_carriers.max(e.blocked_carriers);
+                last.carriers = last.carriers.max(e.carriers);
+            }
+            _ => merged.push(e),
+        }
+    }
+    merged
 }
+
+/// Episodes closer than this are one.
+pub const EPISODE_GAP_NS: u64 = 1_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -266,6 +289,7 @@ mod tests {
             waiting_monitor: None,
             held_monitors: 0,
             pin_count: 0,
+            at_safepoint: false,
             anchor: [0; 3],
         }
     }
@@ -288,6 +312,13 @@ mod tests {
             classify(&pinned, true, Some(25)),
             Some(Use::Pinned(Reason::Native, Operation::Park))
         );
+        let mut init_wait = block(JavaThreadState::Blocked, Some(42));
+        init_wait.waiting_monitor = Some(0x2000);
+        init_wait.pin_count = 1;
+        assert_eq!(
+            classify(&interval(1, 0, 10, Some(init_wait)), true, Some(25)),
+            Some(Use::Pinned(Reason::ClassInit, Operation::ObjectWait))
+        );
         held.pin_count = 1;
         assert_eq!(
             classify(&interval(1, 0, 10, Some(held)), true, Some(25)),
@@ -307,6 +338,13 @@ mod tests {
         );
         let fault = interval(1, 0, 10, Some(block(JavaThreadState::InJava, Some(7))));
         assert_eq!(classify(&fault, true, Some(21)), Some(Use::BlockedMounted));
+        let mut stopped = block(JavaThreadState::Blocked, Some(7));
+        stopped.at_safepoint = true;
+        let safepoint = interval(1, 0, 10, Some(stopped));
+        assert_eq!(
+            classify(&safepoint, true, Some(21)),
+            Some(Use::BlockedMounted)
+        );
     }
 
     #[test]
@@ -340,5 +378,15 @@ mod tests {
             }]
         );
         assert!(starvation(vec![(1, 0, 8)], |_| 0).is_empty());
+        // Freed for 100 us between pinnings: one episode.
+        let ms = 1_000_000;
+        let spans = vec![
+            (1, 0, 10 * ms),
+            (2, 0, 30 * ms),
+            (1, 10 * ms + ms / 10, 30 * ms),
+        ];
+        let episodes = starvation(spans, |_| 2);
+        assert_eq!(episodes.len(), 1);
+        assert_eq!((episodes[0].start_ns, episodes[0].end_ns), (0, 30 * ms));
     }
 }

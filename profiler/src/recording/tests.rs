@@ -35,6 +35,7 @@ fn event(i: u64) -> Event {
             waiting_monitor: Some(0x7f00_0000_1000),
             held_monitors: 1,
             pin_count: 0,
+            at_safepoint: false,
             anchor: [1, 2, 3],
         }),
     })

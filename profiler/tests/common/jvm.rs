@@ -20,7 +20,19 @@ pub struct Jvm {
 
 impl Jvm {
     pub fn start(java: &Path, classes: &Path, main: &str, args: &[&str]) -> Result<Self> {
+        Self::start_with(java, &[], classes, main, args)
+    }
+
+    /// Like `start`, with JVM options (`-D...`) before the main class.
+    pub fn start_with(
+        java: &Path,
+        options: &[&str],
+        classes: &Path,
+        main: &str,
+        args: &[&str],
+    ) -> Result<Self> {
         let mut child = Command::new(java)
+            .args(options)
             .arg("-cp")
             .arg(classes)
             .arg(main)

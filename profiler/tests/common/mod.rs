@@ -2,6 +2,7 @@
 //! binary, real BPF programs. Needs root (or CAP_BPF + CAP_PERFMON) and `cargo xtask setup`.
 #![allow(dead_code)] // each test file uses its own part of the harness
 
+pub mod jfr;
 pub mod jvm;
 
 use std::{
@@ -43,6 +44,19 @@ pub fn workloads() -> PathBuf {
 pub fn start(major: u32, main: &str, args: &[&str]) -> Jvm {
     require_root();
     Jvm::start(&java(major), &workloads(), main, args).expect("start the workload JVM")
+}
+
+/// A workload on a virtual-thread scheduler of `parallelism` carriers.
+pub fn start_vt(major: u32, parallelism: u32, main: &str, args: &[&str]) -> Jvm {
+    require_root();
+    let option = format!("-Djdk.virtualThreadScheduler.parallelism={parallelism}");
+    Jvm::start_with(&java(major), &[&option], &workloads(), main, args)
+        .expect("start the workload JVM")
+}
+
+/// A tool of the same JDK as `java(major)` (jcmd, jfr).
+pub fn jdk_tool(major: u32, name: &str) -> PathBuf {
+    java(major).with_file_name(name)
 }
 
 pub fn require_root() {

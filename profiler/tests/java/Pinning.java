@@ -22,7 +22,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * <li>{@code compensate}: virtual threads in {@code Object.wait}, which makes the scheduler add
  *     carriers on 21, and a separate ForkJoinPool whose workers are not carriers.</li>
  * </ul>
- * Prints {@code ready <pid>}, then once a second the counts so far.
+ * Prints {@code ready <pid>}, then every 100 ms {@code counts <System.nanoTime> sleeps N reads N
+ * contended N inits N}, and {@code carriers <names>} whenever the set of carrier threads changes
+ * (the JVM's own view: threads of class {@code jdk.internal.misc.CarrierThread}).
  */
 public final class Pinning {
     static final AtomicLong SLEEPS = new AtomicLong();
@@ -136,11 +138,26 @@ public final class Pinning {
             }
         }
         Vt.ready();
+        String carriers = "";
         while (true) {
-            Thread.sleep(1000);
-            System.out.println("sleeps " + SLEEPS.get() + " reads " + READS.get() + " contended "
-                    + CONTENDED.get() + " inits " + INITS.get());
+            Thread.sleep(100);
+            System.out.println("counts " + System.nanoTime() + " sleeps " + SLEEPS.get() + " reads "
+                    + READS.get() + " contended " + CONTENDED.get() + " inits " + INITS.get());
+            String now = carrierNames();
+            if (!now.equals(carriers)) {
+                carriers = now;
+                System.out.println("carriers " + carriers);
+            }
         }
+    }
+
+    static String carrierNames() {
+        List<String> names = new ArrayList<>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getClass().getName().equals("jdk.internal.misc.CarrierThread")) names.add(t.getName());
+        }
+        java.util.Collections.sort(names);
+        return String.join(",", names);
     }
 
     static void serve(ServerSocket server) {

@@ -1,0 +1,215 @@
+//! Carriers, mounted virtual threads and pinning on real JVMs, checked against the JVM's own
+//! ground truth: JFR `jdk.VirtualThreadPinned` (threshold 0) over the same window, the
+//! workload's own counters, and the JVM's own list of carrier threads.
+
+mod common;
+
+use std::{collections::BTreeSet, process::Command, time::Duration};
+
+use common::{jfr::Jfr, *};
+use serde_json::Value;
+
+/// Pinned events and time in the report, summed over sites that match.
+fn pinned(report: &Value, keep: impl Fn(&str, &str) -> bool) -> (u64, u64) {
+    let sites = report["pinned"]["sites"].as_array().unwrap();
+    sites
+        .iter()
+        .filter(|s| {
+            keep(
+                s["reason"].as_str().unwrap(),
+                s["operation"].as_str().unwrap(),
+            )
+        })
+        .fold((0, 0), |(n, t), s| {
+            (
+                n + s["events"].as_u64().unwrap(),
+                t + s["total_ns"].as_u64().unwrap(),
+            )
+        })
+}
+
+/// JFR's events that started inside the report's window.
+fn in_window(report: &Value, events: Vec<jfr::Pinned>) -> Vec<jfr::Pinned> {
+    let from = report["window"]["start_unix_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    events
+        .into_iter()
+        .filter(|e| (from..to).contains(&e.start_unix_ns))
+        .collect()
+}
+
+fn assert_within(what: &str, ours: f64, truth: f64, tolerance: f64) {
+    let error = (ours - truth).abs() / truth;
+    eprintln!(
+        "{what}: pinprof {ours:.0}, truth {truth:.0}, {:.1}% off",
+        error * 100.0
+    );
+    assert!(
+        truth > 0.0 && error <= tolerance,
+        "{what}: pinprof {ours}, truth {truth}: {:.1}% off (tolerance {:.0}%)",
+        error * 100.0,
+        tolerance * 100.0
+    );
+}
+
+/// Reads the workload's `counts <nanoTime> <name> N ...` lines and returns how much `name`
+/// grew inside the window [from, to) (CLOCK_MONOTONIC), interpolating between lines.
+fn counter_in_window(jvm: &mut Jvm, name: &str, from: u64, to: u64) -> f64 {
+    let mut points: Vec<(u64, f64)> = Vec::new();
+    while let Ok(line) = jvm.lines.recv_timeout(Duration::from_millis(500)) {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        if parts.first() != Some(&"counts") {
+            continue;
+        }
+        let time: u64 = parts[1].parse().unwrap();
+        let i = parts
+            .iter()
+            .position(|p| *p == name)
+            .expect("counter in line");
+        points.push((time, parts[i + 1].parse().unwrap()));
+        if time > to {
+            break;
+        }
+    }
+    let at = |t: u64| -> f64 {
+        let i = points.partition_point(|p| p.0 <= t);
+        assert!(i > 0 && i < points.len(), "no counts around {t}");
+        let ((t0, v0), (t1, v1)) = (points[i - 1], points[i]);
+        v0 + (v1 - v0) * (t - t0) as f64 / (t1 - t0) as f64
+    };
+    at(to) - at(from)
+}
+
+#[test]
+fn jdk21_pinned_parks_match_jfr() {
+    let jvm = start_vt(21, 4, "Pinning", &["sleep", "socket"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let jfr = Jfr::start(21, jvm.pid, "pinned21");
+    let recording = record(jvm.pid, 4.0, "pinned21.pinrec");
+    let truth = jfr.stop();
+    let report = report_json(&recording);
+    let truth = in_window(&report, truth);
+
+    let (parks, park_ns) = pinned(&report, |_, op| op == "park");
+    let (monitor_parks, _) = pinned(&report, |r, op| r == "monitor" && op == "park");
+    assert_within(
+        "JDK 21 pinned parks",
+        parks as f64,
+        truth.len() as f64,
+        0.10,
+    );
+    let truth_ns: u64 = truth.iter().map(|e| e.duration_ns).sum();
+    assert_within("JDK 21 pinned time", park_ns as f64, truth_ns as f64, 0.15);
+    // Sleeps and socket reads inside synchronized: pinned because of the monitor.
+    assert!(
+        monitor_parks as f64 >= 0.95 * parks as f64,
+        "{monitor_parks} of {parks} pinned parks have reason monitor"
+    );
+    assert_eq!(report["lost_events"], 0);
+}
+
+#[test]
+fn jdk21_contended_monitor_entries_are_counted() {
+    let mut jvm = start_vt(21, 4, "Pinning", &["contend"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let recording = record(jvm.pid, 4.0, "contend21.pinrec");
+    let report = report_json(&recording);
+    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    let contended = counter_in_window(&mut jvm, "contended", from, to);
+
+    let (entries, _) = pinned(&report, |r, op| r == "monitor" && op == "monitor_enter");
+    assert_within("JDK 21 contended entries", entries as f64, contended, 0.10);
+}
+
+#[test]
+fn jdk25_synchronized_does_not_pin() {
+    let mut jvm = start_vt(25, 4, "Pinning", &["sleep", "socket", "contend"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let jfr = Jfr::start(25, jvm.pid, "nopin25");
+    let recording = record(jvm.pid, 3.0, "nopin25.pinrec");
+    let truth = jfr.stop();
+    let report = report_json(&recording);
+    let truth = in_window(&report, truth);
+    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    let sleeps = counter_in_window(&mut jvm, "sleeps", from, to);
+
+    // It did sleep inside synchronized, hundreds of times, and nothing was monitor pinning.
+    assert!(sleeps > 100.0, "only {sleeps} sleeps in the window");
+    let (monitor, _) = pinned(&report, |r, _| r == "monitor");
+    assert_eq!(monitor, 0, "JEP 491: no monitor pinning on JDK 25");
+    // What little pins on 25 here (JDK critical sections) is what JFR sees too.
+    let (all, _) = pinned(&report, |_, _| true);
+    eprintln!("JDK 25: {all} pinned events, JFR {}", truth.len());
+    assert!(
+        all <= truth.len() as u64 + 5,
+        "pinprof {all} pinned events, JFR {}",
+        truth.len()
+    );
+}
+
+#[test]
+fn carrier_set_matches_the_jvm_after_compensation() {
+    // Object.wait in virtual threads makes JDK 21's scheduler add carriers beyond its
+    // parallelism; the workload also runs a second ForkJoinPool whose workers are not carriers.
+    let mut jvm = start_vt(21, 2, "Pinning", &["compensate"]);
+    let carriers = loop {
+        let line = jvm
+            .wait_for("carriers ", Duration::from_secs(20))
+            .expect("the workload lists its carriers");
+        let names: BTreeSet<String> = line[9..].split(',').map(String::from).collect();
+        if names.len() > 2 {
+            break names;
+        }
+    };
+    let recording = record(jvm.pid, 1.5, "carriers21.pinrec");
+    let report = report_json(&recording);
+
+    // The JVM's own view: a thread dump maps the carriers' names to OS thread ids.
+    let dump = Command::new(jdk_tool(21, "jcmd"))
+        .args([&jvm.pid.to_string(), "Thread.print"])
+        .output()
+        .unwrap();
+    assert_ok(&dump, "jcmd Thread.print");
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    let truth: BTreeSet<u64> = dump
+        .lines()
+        .filter_map(|l| {
+            let name = l.strip_prefix('"')?.split('"').next()?;
+            if !carriers.contains(name) {
+                return None;
+            }
+            // `"name" #19 [861] daemon ...`: the OS thread id in brackets.
+            let tid = l.split('[').nth(1)?.split(']').next()?;
+            tid.parse().ok()
+        })
+        .collect();
+    assert_eq!(truth.len(), carriers.len(), "every carrier is in the dump");
+
+    let ours: BTreeSet<u64> = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "carrier")
+        .map(|t| t["tid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ours, truth, "carriers: pinprof {ours:?}, the JVM {truth:?}");
+    // Their full Java names, which the kernel truncates to 15 bytes.
+    for t in report["threads"].as_array().unwrap() {
+        if t["role"] == "carrier" {
+            assert!(carriers.contains(t["name"].as_str().unwrap()), "{t}");
+        }
+    }
+}
+
+#[test]
+fn jfr_times_parse() {
+    assert_eq!(jfr::iso_ns("1970-01-01T00:00:01.5Z"), 1_500_000_000);
+    assert_eq!(
+        jfr::iso_ns("2026-11-30T00:00:00Z"),
+        1_795_996_800 * 1_000_000_000
+    );
+    assert_eq!(jfr::iso_duration_ns("PT0.007493994S"), 7_493_994);
+    assert_eq!(jfr::iso_duration_ns("PT1M2.5S"), 62_500_000_000);
+}
