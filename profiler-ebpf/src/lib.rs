@@ -10,6 +10,8 @@ pub mod kind {
     pub const OFF_CPU: u32 = 1;
     /// [`crate::ExitEvent`]
     pub const EXIT: u32 = 2;
+    /// [`crate::StackCopy`]
+    pub const STACK_COPY: u32 = 3;
 }
 
 /// Indexes into the per-CPU `COUNTERS` array.
@@ -22,8 +24,18 @@ pub mod counter {
     pub const START_MAP_FULL: u32 = 2;
     /// Off-CPU intervals shorter than the threshold, summed in `SHORT_OFF_CPU` instead of sent.
     pub const SHORT_INTERVALS: u32 = 3;
-    pub const COUNT: u32 = 4;
+    /// A Java thread's stack was wanted but could not be copied (it had moved on, or the ring
+    /// buffer was full).
+    pub const STACK_COPY_MISSES: u32 = 4;
+    pub const COUNT: u32 = 5;
 }
+
+/// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames
+/// of a deep virtual thread (interpreted frames are ~100-200 bytes).
+pub const STACK_COPY_BYTES: usize = 16 * 1024;
+
+/// Low bit of a `JAVA_THREADS` value: the thread is a carrier. (`JavaThread*` is aligned.)
+pub const CARRIER_BIT: u64 = 1;
 
 /// `prev_state` values of `sched_switch` (see `TASK_REPORT` in the kernel).
 pub mod task_state {
@@ -58,8 +70,39 @@ pub struct JvmLayout {
     pub anchor_fp: u32,
     /// In a `java.lang.Thread` object: its `tid` (`Thread.threadId()`).
     pub java_tid: u32,
+    /// `JavaThread::_stack_base`: the top (highest address) of the thread's stack.
+    pub stack_base: u32,
+    pub _pad: u32,
     /// Address of `SafepointSynchronize::_state` (non-zero while a safepoint is under way).
     pub safepoint_state: u64,
+}
+
+/// A Java thread that blocked long enough for its Java stack to be wanted, kept until it
+/// leaves the system call it blocked in (its user stack is untouched until then).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StackRequest {
+    /// Start of the off-CPU interval the copy belongs to.
+    pub start_ns: u64,
+    pub anchor_sp: u64,
+}
+
+/// The raw bytes of a Java thread's stack from its last Java frame (`JavaFrameAnchor`) up,
+/// for user space to walk with HotSpot's frame layout.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct StackCopy {
+    pub kind: u32,
+    pub tid: u32,
+    /// Start of the off-CPU interval this stack blocked in.
+    pub start_ns: u64,
+    pub anchor_sp: u64,
+    pub anchor_pc: u64,
+    pub anchor_fp: u64,
+    /// Bytes of `data` that hold the stack from `anchor_sp`.
+    pub len: u32,
+    pub _pad: u32,
+    pub data: [u8; STACK_COPY_BYTES],
 }
 
 /// Bits of [`JavaState::flags`].
@@ -70,6 +113,8 @@ pub mod java_flags {
     pub const MOUNTED: u32 = 2;
     /// A safepoint was under way: the thread may be stopping for it, not waiting on its own.
     pub const SAFEPOINT: u32 = 4;
+    /// The thread is a carrier of the virtual-thread scheduler.
+    pub const CARRIER: u32 = 8;
 }
 
 /// What a Java thread was doing when it went off CPU, read from its `JavaThread` in the kernel
@@ -153,6 +198,7 @@ mod user {
     unsafe impl aya::Pod for super::OffCpuStart {}
     unsafe impl aya::Pod for super::ShortOffCpu {}
     unsafe impl aya::Pod for super::JvmLayout {}
+    unsafe impl aya::Pod for super::StackRequest {}
 }
 
 #[cfg(test)]
@@ -167,7 +213,12 @@ mod tests {
     fn records_have_no_padding() {
         let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8;
         assert_eq!(size_of::<JavaState>(), java);
-        assert_eq!(size_of::<JvmLayout>(), 12 * 4 + 8);
+        assert_eq!(size_of::<JvmLayout>(), 14 * 4 + 8);
+        assert_eq!(size_of::<StackRequest>(), 16);
+        assert_eq!(
+            size_of::<StackCopy>(),
+            4 + 4 + 8 * 4 + 4 + 4 + STACK_COPY_BYTES
+        );
         assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + java);
         assert_eq!(
             size_of::<OffCpuEvent>(),

@@ -8,8 +8,8 @@ use aya_ebpf::{
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
-    ExitEvent, JavaState, JvmLayout, OffCpuEvent, OffCpuStart, ShortOffCpu, counter, java_flags,
-    kind, task_state,
+    CARRIER_BIT, ExitEvent, JavaState, JvmLayout, OffCpuEvent, OffCpuStart, STACK_COPY_BYTES,
+    ShortOffCpu, StackCopy, StackRequest, counter, java_flags, kind, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -41,8 +41,13 @@ static JVM_LAYOUT: JvmLayout = JvmLayout {
     anchor_pc: 0,
     anchor_fp: 0,
     java_tid: 0,
+    stack_base: 0,
+    _pad: 0,
     safepoint_state: 0,
 };
+/// Java stacks are copied for blocks at least this long (0: never).
+#[unsafe(no_mangle)]
+static MIN_JAVA_STACK_NS: u64 = 0;
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
@@ -52,9 +57,13 @@ static STACKS: StackTrace = StackTrace::with_max_entries(32 * 1024, 0);
 static STARTS: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(64 * 1024, 0);
 #[map]
 static SHORT_OFF_CPU: HashMap<u32, ShortOffCpu> = HashMap::with_max_entries(64 * 1024, 0);
-/// The target's Java threads: thread id -> address of its `JavaThread`, kept by user space.
+/// The target's Java threads: thread id -> address of its `JavaThread` (| `CARRIER_BIT`),
+/// kept by user space.
 #[map]
 static JAVA_THREADS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0);
+/// Java threads whose stack is wanted when they leave the system call they blocked in.
+#[map]
+static STACK_REQUESTS: HashMap<u32, StackRequest> = HashMap::with_max_entries(8 * 1024, 0);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
@@ -122,6 +131,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let start = unsafe { *start };
     let _ = STARTS.remove(next);
     let duration = now.saturating_sub(start.start_ns);
+    request_java_stack(next, &start, duration);
 
     if duration < setting(&MIN_OFF_CPU_NS) {
         add_short(next, duration, start.prev_state);
@@ -164,15 +174,19 @@ fn read_user<T>(addr: u64) -> Option<T> {
 #[inline(always)]
 fn java_state(tid: u32) -> JavaState {
     let mut state = JavaState::default();
-    let Some(&thread) = (unsafe { JAVA_THREADS.get(&tid) }) else {
+    let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
         return state;
     };
+    let thread = entry & !CARRIER_BIT;
     let layout: JvmLayout = setting(&JVM_LAYOUT);
     let field = |offset: u32| thread + offset as u64;
     let Some(thread_state) = read_user::<u32>(field(layout.thread_state)) else {
         return state;
     };
     state.flags = java_flags::KNOWN;
+    if entry & CARRIER_BIT != 0 {
+        state.flags |= java_flags::CARRIER;
+    }
     state.thread_state = thread_state;
     if read_user::<u32>(layout.safepoint_state).is_some_and(|s| s != 0) {
         state.flags |= java_flags::SAFEPOINT;
@@ -203,6 +217,90 @@ fn java_state(tid: u32) -> JavaState {
         }
     }
     state
+}
+
+/// A Java thread that blocked for long in a call out of Java (its frame anchor is set) gets its
+/// stack copied when it leaves that system call; idle carriers (nothing mounted) do not.
+#[inline(always)]
+fn request_java_stack(tid: u32, start: &OffCpuStart, duration: u64) {
+    let min = setting(&MIN_JAVA_STACK_NS);
+    let java = &start.java;
+    if min == 0
+        || duration < min
+        || start.prev_state == task_state::RUNNING
+        || java.flags & java_flags::KNOWN == 0
+        || java.anchor_sp == 0
+        || (java.flags & java_flags::CARRIER != 0 && java.flags & java_flags::MOUNTED == 0)
+    {
+        return;
+    }
+    let request = StackRequest {
+        start_ns: start.start_ns,
+        anchor_sp: java.anchor_sp,
+    };
+    if STACK_REQUESTS.insert(tid, request, 0).is_err() {
+        count(counter::STACK_COPY_MISSES);
+    }
+}
+
+/// Runs as a thread of the target leaves any system call. If its Java stack is wanted, copies
+/// it now: the thread has not been back in user space since it blocked, so the stack is as it
+/// was then, and this is its own context, where its memory can be read.
+#[tracepoint]
+pub fn sys_exit(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
+        return 0;
+    }
+    let tid = pid_tgid as u32;
+    let Some(request) = STACK_REQUESTS.get_ptr(tid) else {
+        return 0;
+    };
+    let request = unsafe { *request };
+    let _ = STACK_REQUESTS.remove(tid);
+    let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
+        return 0;
+    };
+    let thread = entry & !CARRIER_BIT;
+    let layout: JvmLayout = setting(&JVM_LAYOUT);
+    let field = |offset: u32| thread + offset as u64;
+    // The same anchor as at the block, or the thread went on in between (not a syscall wait).
+    let sp = read_user::<u64>(field(layout.anchor_sp)).unwrap_or(0);
+    if sp == 0 || sp != request.anchor_sp {
+        count(counter::STACK_COPY_MISSES);
+        return 0;
+    }
+    let base = read_user::<u64>(field(layout.stack_base)).unwrap_or(0);
+    let len = if base > sp {
+        (base - sp).min(STACK_COPY_BYTES as u64)
+    } else {
+        STACK_COPY_BYTES as u64
+    };
+    let Some(mut slot) = EVENTS.reserve::<StackCopy>(0) else {
+        count(counter::STACK_COPY_MISSES);
+        count(counter::LOST_EVENTS);
+        return 0;
+    };
+    let copy = slot.as_mut_ptr();
+    unsafe {
+        (*copy).kind = kind::STACK_COPY;
+        (*copy).tid = tid;
+        (*copy).start_ns = request.start_ns;
+        (*copy).anchor_sp = sp;
+        (*copy).anchor_pc = read_user::<u64>(field(layout.anchor_pc)).unwrap_or(0);
+        (*copy).anchor_fp = read_user::<u64>(field(layout.anchor_fp)).unwrap_or(0);
+        (*copy)._pad = 0;
+        // A length the verifier can bound: 1..=STACK_COPY_BYTES.
+        let len = ((len as usize).wrapping_sub(1) & (STACK_COPY_BYTES - 1)) + 1;
+        let read = aya_ebpf::helpers::generated::bpf_probe_read_user(
+            (*copy).data.as_mut_ptr().cast(),
+            len as u32,
+            sp as *const core::ffi::c_void,
+        );
+        (*copy).len = if read == 0 { len as u32 } else { 0 };
+    }
+    slot.submit(BPF_RB_NO_WAKEUP as u64);
+    0
 }
 
 #[inline(always)]

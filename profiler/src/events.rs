@@ -50,6 +50,9 @@ pub enum FrameKind {
     Native,
     /// Code generated at run time (a JIT), named from the runtime's perf map.
     Jit,
+    /// A Java method, named by walking the JVM's own frames; `module` says how it ran
+    /// (interpreted, compiled, native, stub, vm).
+    Java,
 }
 
 /// One named (or not) frame. `name` is `None` when no symbol covers the address.
@@ -197,6 +200,8 @@ pub struct Counters {
     pub start_map_full: u64,
     /// Intervals below the threshold (summed, not sent).
     pub short_intervals: u64,
+    /// Java stacks wanted but not copied (the thread moved on first, or no room).
+    pub java_stack_misses: u64,
 }
 
 impl Counters {
@@ -255,4 +260,11 @@ pub enum Event {
     },
     /// Something capture could not do, said once to the user with the results.
     Warning(String),
+    /// The Java frames (a `Stack` of Java frames) of the off-CPU interval of thread `tid`
+    /// that started at `start_ns`; it follows that interval's `OffCpu`.
+    JavaStack {
+        tid: u32,
+        start_ns: u64,
+        stack: StackId,
+    },
 }

@@ -49,6 +49,10 @@ enum Command {
         /// kernel instead of recorded one by one with their stacks.
         #[arg(long, default_value_t = 0)]
         min_off_cpu_us: u64,
+        /// Java stacks are walked for blocks at least this long (microseconds); 0 turns the
+        /// Java stack walk off.
+        #[arg(long, default_value_t = 1000)]
+        java_stack_min_us: u64,
         /// Ring buffer size in MiB (a power of two); raise it if events are lost.
         #[arg(long, default_value_t = 8)]
         ring_buffer_mib: u32,
@@ -104,6 +108,7 @@ fn run(command: Command) -> Result<()> {
             duration,
             output,
             min_off_cpu_us,
+            java_stack_min_us,
             ring_buffer_mib,
             quiet,
         } => {
@@ -127,6 +132,7 @@ fn run(command: Command) -> Result<()> {
                 output: output.unwrap_or_else(|| PathBuf::from(format!("pinprof-{pid}.pinrec"))),
                 min_off_cpu: Duration::from_micros(min_off_cpu_us),
                 ring_buffer_bytes,
+                min_java_stack: Duration::from_micros(java_stack_min_us),
                 progress: !quiet,
             };
             let summary = record::run(&options)?;

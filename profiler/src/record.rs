@@ -3,7 +3,7 @@
 //! program is detached (dropping `Capture` does that).
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     io::IsTerminal as _,
     path::PathBuf,
     sync::{
@@ -18,7 +18,8 @@ use anyhow::{Context as _, Result};
 use crate::{
     capture::{self, Capture, Raw},
     events::{
-        Event, JavaBlock, JavaThreadInfo, JavaThreadState, OffCpu, OffCpuState, Stack, ThreadName,
+        Event, Frame, FrameKind, JavaBlock, JavaThreadInfo, JavaThreadState, OffCpu, OffCpuState,
+        Stack, ThreadName,
     },
     jvm::hotspot::{Hotspot, JavaThread, ThreadStates},
     recording::{End, Header, RecordingWriter, StopReason},
@@ -33,6 +34,8 @@ pub struct Options {
     pub output: PathBuf,
     pub min_off_cpu: Duration,
     pub ring_buffer_bytes: u32,
+    /// Java stacks are walked for blocks at least this long (zero: never).
+    pub min_java_stack: Duration,
     /// Print the progress line on stderr.
     pub progress: bool,
 }
@@ -57,7 +60,12 @@ pub fn run(options: &Options) -> Result<Summary> {
     let mut warnings = Vec::new();
     let hotspot = match &info.runtime {
         Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid) {
-            Ok(h) => Some(h),
+            Ok(h) => {
+                if let Some(e) = &h.walk_error {
+                    warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));
+                }
+                Some(h)
+            }
             Err(e) => {
                 warnings.push(format!(
                     "cannot read the JVM's internals ({e:#}): no carriers, mounted virtual \
@@ -73,6 +81,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
         ring_buffer_bytes: options.ring_buffer_bytes,
         jvm: hotspot.as_ref().map(|h| h.layout),
+        min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -107,6 +116,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         writer,
         known_threads: HashSet::new(),
         known_stacks: HashSet::new(),
+        java_stacks: HashMap::new(),
         events: 0,
     };
     let result = session.run(options, &stop);
@@ -145,9 +155,14 @@ struct Session {
     symbolizer: Symbolizer,
     known_threads: HashSet<u32>,
     known_stacks: HashSet<u32>,
+    /// Java stacks written so far, by their frames; their ids follow `JAVA_STACK_IDS`.
+    java_stacks: HashMap<Vec<Frame>, u32>,
     events: u64,
     jvm: Option<JvmWatch>,
 }
+
+/// Java stacks get ids of their own, above any id of the kernel's stack map.
+const JAVA_STACK_IDS: u32 = 1 << 31;
 
 /// Follows the JVM's thread list, so the kernel knows every Java thread's `JavaThread`.
 struct JvmWatch {
@@ -230,7 +245,8 @@ impl Session {
         if threads == jvm.threads {
             return Ok(());
         }
-        let addrs: Vec<(u32, u64)> = threads.iter().map(|t| (t.tid, t.addr)).collect();
+        let addrs: Vec<(u32, u64, bool)> =
+            threads.iter().map(|t| (t.tid, t.addr, t.carrier)).collect();
         self.capture.set_java_threads(&addrs)?;
         let infos = threads
             .iter()
@@ -287,6 +303,7 @@ impl Session {
                     self.writer.write_event(&Event::OffCpu(event))?;
                     self.events += 1;
                 }
+                Raw::StackCopy(copy) => self.java_stack(copy)?,
                 Raw::Exit(e) => {
                     self.writer
                         .write_event(&Event::TargetExit { time_ns: e.time_ns })?;
@@ -295,6 +312,47 @@ impl Session {
             }
         }
         Ok(exited)
+    }
+
+    /// Walks a Java stack the kernel copied and records its frames for the interval.
+    fn java_stack(&mut self, copy: &profiler_ebpf::StackCopy) -> Result<()> {
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let len = (copy.len as usize).min(copy.data.len());
+        let frames: Vec<Frame> = jvm
+            .hotspot
+            .walk(
+                copy.anchor_sp,
+                &copy.data[..len],
+                [copy.anchor_sp, copy.anchor_pc, copy.anchor_fp],
+            )
+            .into_iter()
+            .map(|f| Frame {
+                kind: FrameKind::Java,
+                addr: f.pc,
+                name: Some(f.name),
+                module: Some(f.tier.as_str().to_string()),
+            })
+            .collect();
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let next = JAVA_STACK_IDS + self.java_stacks.len() as u32;
+        let id = match self.java_stacks.get(&frames) {
+            Some(&id) => id,
+            None => {
+                self.java_stacks.insert(frames.clone(), next);
+                self.writer
+                    .write_event(&Event::Stack(Stack { id: next, frames }))?;
+                next
+            }
+        };
+        self.writer.write_event(&Event::JavaStack {
+            tid: copy.tid,
+            start_ns: copy.start_ns,
+            stack: id,
+        })
     }
 
     /// Intervals still open when capture stops end at the window's end.

@@ -14,7 +14,7 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap},
     programs::TracePoint,
 };
-use profiler_ebpf::{ExitEvent, OffCpuEvent, counter, kind};
+use profiler_ebpf::{ExitEvent, OffCpuEvent, StackCopy, counter, kind};
 
 use crate::events::{Counters, ShortOffCpu};
 
@@ -30,13 +30,16 @@ pub struct Options {
     pub ring_buffer_bytes: u32,
     /// HotSpot's layout, when the target is a JVM pinprof could read.
     pub jvm: Option<profiler_ebpf::JvmLayout>,
+    /// Java stacks are copied for blocks at least this long (0: never).
+    pub min_java_stack_ns: u64,
 }
 
 /// A record as the kernel sent it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub enum Raw {
     OffCpu(OffCpuEvent),
     Exit(ExitEvent),
+    StackCopy(Box<StackCopy>),
 }
 
 /// Loaded and attached programs. Dropping it detaches and unloads everything.
@@ -69,8 +72,14 @@ impl Capture {
         let group_dead = offset("sched", "sched_process_exit", "group_dead")?;
 
         let jvm = options.jvm.unwrap_or_default();
+        let min_java_stack_ns = if options.jvm.is_some() {
+            options.min_java_stack_ns
+        } else {
+            0
+        };
         let mut ebpf = EbpfLoader::new()
             .override_global("JVM_LAYOUT", &jvm, true)
+            .override_global("MIN_JAVA_STACK_NS", &min_java_stack_ns, true)
             .override_global("TARGET_TGID", &options.pid, true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
             .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
@@ -83,11 +92,17 @@ impl Capture {
 
         // Wake-ups first, so no switch-in misses its waker; exits before switches so nothing
         // of a dying thread lingers.
-        for (program, category, name) in [
+        let mut programs = vec![
             ("sched_wakeup", "sched", "sched_wakeup"),
             ("sched_process_exit", "sched", "sched_process_exit"),
             ("sched_switch", "sched", "sched_switch"),
-        ] {
+        ];
+        // Java stacks are copied as threads leave the system call they blocked in: this one
+        // runs on every system call of the machine (and returns at once for other processes).
+        if min_java_stack_ns > 0 {
+            programs.push(("sys_exit", "raw_syscalls", "sys_exit"));
+        }
+        for (program, category, name) in programs {
             let tp: &mut TracePoint = ebpf
                 .program_mut(program)
                 .with_context(|| format!("kernel object has no program {program}"))?
@@ -164,13 +179,25 @@ impl Capture {
             stack_misses: read(counter::STACK_MISSES),
             start_map_full: read(counter::START_MAP_FULL),
             short_intervals: read(counter::SHORT_INTERVALS),
+            java_stack_misses: read(counter::STACK_COPY_MISSES),
         }
     }
 
-    /// Tells the kernel programs which threads are Java threads and where their `JavaThread`
-    /// is: `threads` is the whole current set (thread id, address); others are removed.
-    pub fn set_java_threads(&mut self, threads: &[(u32, u64)]) -> Result<()> {
-        let keep: std::collections::HashMap<u32, u64> = threads.iter().copied().collect();
+    /// Tells the kernel programs which threads are Java threads, where their `JavaThread` is
+    /// and whether they are carriers: `threads` is the whole current set (thread id, address,
+    /// carrier); others are removed.
+    pub fn set_java_threads(&mut self, threads: &[(u32, u64, bool)]) -> Result<()> {
+        let keep: std::collections::HashMap<u32, u64> = threads
+            .iter()
+            .map(|&(tid, addr, carrier)| {
+                let bit = if carrier {
+                    profiler_ebpf::CARRIER_BIT
+                } else {
+                    0
+                };
+                (tid, addr | bit)
+            })
+            .collect();
         let stale: Vec<u32> = self
             .java_threads
             .iter()
@@ -218,6 +245,7 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
     match read::<u32>(bytes)? {
         kind::OFF_CPU => read(bytes).map(Raw::OffCpu),
         kind::EXIT => read(bytes).map(Raw::Exit),
+        kind::STACK_COPY => read(bytes).map(|copy| Raw::StackCopy(Box::new(copy))),
         _ => None,
     }
 }

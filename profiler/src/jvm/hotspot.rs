@@ -9,6 +9,7 @@ use profiler_ebpf::JvmLayout;
 use super::{
     memory::{Libjvm, Memory},
     vmstructs::{self, VmStructs},
+    walk::{JavaFrame, StackBytes, Walker},
 };
 
 /// Offsets HotSpot keeps in static ints of its own (`java_lang_Thread::_tid_offset`...): the
@@ -63,6 +64,9 @@ pub struct Hotspot {
     array_base_offset: u64,
     /// Class names by Klass*, which never move.
     klass_names: HashMap<u64, String>,
+    walker: Option<Walker>,
+    /// Why Java stacks cannot be walked in this JVM, if they cannot.
+    pub walk_error: Option<String>,
 }
 
 impl Hotspot {
@@ -97,6 +101,8 @@ impl Hotspot {
             anchor_pc: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_pc")?) as u32,
             anchor_fp: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_fp")?) as u32,
             java_tid: java_offset(JAVA_FIELD_OFFSETS[0])? as u32,
+            stack_base: thread_field("_stack_base")? as u32,
+            _pad: 0,
             safepoint_state: lib.symbol(SAFEPOINT_STATE).unwrap_or(0),
         };
         let constant = |name: &str| -> Result<u32> { Ok(vm.int_constant(name)? as u32) };
@@ -146,7 +152,13 @@ impl Hotspot {
         let array_length_offset = klass_field + if compressed_klass.is_some() { 4 } else { 8 };
         let array_base_offset = (array_length_offset + 4).next_multiple_of(8);
 
+        let (walker, walk_error) = match Walker::new(&mem, &vm) {
+            Ok(w) => (Some(w), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
         Ok(Self {
+            walker,
+            walk_error,
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             string_value_offset: java_offset(JAVA_FIELD_OFFSETS[2])?,
@@ -161,6 +173,15 @@ impl Hotspot {
             vm,
             mem,
         })
+    }
+
+    /// The Java frames of a stack copied as its thread blocked, innermost first; empty when
+    /// this JVM's stacks cannot be walked.
+    pub fn walk(&mut self, base: u64, data: &[u8], anchor: [u64; 3]) -> Vec<JavaFrame> {
+        match &mut self.walker {
+            Some(w) => w.walk(&self.mem, &StackBytes { base, data }, anchor),
+            None => Vec::new(),
+        }
     }
 
     /// The current `ThreadsList*`: it changes whenever a Java thread starts or ends.

@@ -5,3 +5,4 @@ pub mod attach;
 pub mod hotspot;
 pub mod memory;
 pub mod vmstructs;
+pub mod walk;

@@ -88,8 +88,8 @@ pub enum Use {
 }
 
 /// Interprets an interval. `major` is the JDK's feature release: from 24 on, `synchronized`
-/// no longer pins (JEP 491).
-pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>) -> Option<Use> {
+/// no longer pins (JEP 491). `in_clinit`: its Java stack runs a static initializer.
+pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>, in_clinit: bool) -> Option<Use> {
     if !o.state.is_blocked() {
         return None;
     }
@@ -120,6 +120,9 @@ pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>) -> Option<Use> {
             || matches!(operation, Operation::MonitorEnter | Operation::ObjectWait))
     {
         Reason::Monitor
+    } else if in_clinit {
+        // `<clinit>` is called from the VM: a VM frame under the virtual thread's frames.
+        Reason::ClassInit
     } else if operation == Operation::Syscall {
         Reason::Native
     } else if !monitors_pin {
@@ -146,6 +149,7 @@ pub struct PinnedEvent {
     pub operation: Operation,
     pub kernel_stack: Option<StackId>,
     pub user_stack: Option<StackId>,
+    pub java_stack: Option<StackId>,
     pub monitor: Option<u64>,
 }
 
@@ -156,11 +160,13 @@ impl PinnedEvent {
 }
 
 /// Pinned events from intervals in time order, one thread's after another's.
-pub fn pinned_events<'a>(intervals: impl Iterator<Item = (&'a OffCpu, Use)>) -> Vec<PinnedEvent> {
+pub fn pinned_events<'a>(
+    intervals: impl Iterator<Item = (&'a OffCpu, Use, Option<StackId>)>,
+) -> Vec<PinnedEvent> {
     let mut out: Vec<PinnedEvent> = Vec::new();
     // Index of each carrier's last event, to merge the retries of one monitor entry.
     let mut last: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
-    for (o, u) in intervals {
+    for (o, u, java_stack) in intervals {
         let Use::Pinned(reason, operation) = u else {
             // Anything else in between ends a monitor entry.
             last.remove(&o.tid);
@@ -190,6 +196,7 @@ pub fn pinned_events<'a>(intervals: impl Iterator<Item = (&'a OffCpu, Use)>) -> 
             operation,
             kernel_stack: o.kernel_stack,
             user_stack: o.user_stack,
+            java_stack,
             monitor,
         });
     }
@@ -297,52 +304,55 @@ mod tests {
     #[test]
     fn carrier_parks_are_idle_or_pinned_by_what_is_mounted() {
         let idle = interval(1, 0, 10, Some(block(JavaThreadState::Blocked, None)));
-        assert_eq!(classify(&idle, true, Some(21)), Some(Use::Idle));
-        assert_eq!(classify(&idle, false, Some(21)), Some(Use::Blocked));
+        assert_eq!(classify(&idle, true, Some(21), false), Some(Use::Idle));
+        assert_eq!(classify(&idle, false, Some(21), false), Some(Use::Blocked));
 
         let mut held = block(JavaThreadState::Blocked, Some(42));
         held.held_monitors = 1;
         let pinned = interval(1, 0, 10, Some(held.clone()));
         assert_eq!(
-            classify(&pinned, true, Some(21)),
+            classify(&pinned, true, Some(21), false),
             Some(Use::Pinned(Reason::Monitor, Operation::Park))
         );
         // JEP 491: on 24+ a held monitor is not why it pinned.
         assert_eq!(
-            classify(&pinned, true, Some(25)),
+            classify(&pinned, true, Some(25), false),
             Some(Use::Pinned(Reason::Native, Operation::Park))
         );
         let mut init_wait = block(JavaThreadState::Blocked, Some(42));
         init_wait.waiting_monitor = Some(0x2000);
         init_wait.pin_count = 1;
         assert_eq!(
-            classify(&interval(1, 0, 10, Some(init_wait)), true, Some(25)),
+            classify(&interval(1, 0, 10, Some(init_wait)), true, Some(25), false),
             Some(Use::Pinned(Reason::ClassInit, Operation::ObjectWait))
         );
         held.pin_count = 1;
         assert_eq!(
-            classify(&interval(1, 0, 10, Some(held)), true, Some(25)),
+            classify(&interval(1, 0, 10, Some(held)), true, Some(25), false),
             Some(Use::Pinned(Reason::CriticalSection, Operation::Park))
         );
 
         let mut entering = block(JavaThreadState::Blocked, Some(7));
         entering.pending_monitor = Some(0x1000);
         assert_eq!(
-            classify(&interval(1, 0, 10, Some(entering)), true, Some(21)),
+            classify(&interval(1, 0, 10, Some(entering)), true, Some(21), false),
             Some(Use::Pinned(Reason::Monitor, Operation::MonitorEnter))
         );
         let native = interval(1, 0, 10, Some(block(JavaThreadState::InNative, Some(7))));
         assert_eq!(
-            classify(&native, true, Some(21)),
+            classify(&native, true, Some(21), false),
             Some(Use::Pinned(Reason::Native, Operation::Syscall))
         );
         let fault = interval(1, 0, 10, Some(block(JavaThreadState::InJava, Some(7))));
-        assert_eq!(classify(&fault, true, Some(21)), Some(Use::BlockedMounted));
+        assert_eq!(
+            classify(&fault, true, Some(21), false),
+            Some(Use::BlockedMounted)
+        );
         let mut stopped = block(JavaThreadState::Blocked, Some(7));
         stopped.at_safepoint = true;
         let safepoint = interval(1, 0, 10, Some(stopped));
         assert_eq!(
-            classify(&safepoint, true, Some(21)),
+            classify(&safepoint, true, Some(21), false),
             Some(Use::BlockedMounted)
         );
     }
@@ -355,8 +365,8 @@ mod tests {
         let b = interval(1, 12, 20, Some(entering.clone()));
         let idle = interval(1, 30, 40, Some(block(JavaThreadState::Blocked, None)));
         let c = interval(1, 50, 60, Some(entering));
-        let u = |o: &OffCpu| classify(o, true, Some(21)).unwrap();
-        let events = pinned_events([&a, &b, &idle, &c].into_iter().map(|o| (o, u(o))));
+        let u = |o: &OffCpu| classify(o, true, Some(21), false).unwrap();
+        let events = pinned_events([&a, &b, &idle, &c].into_iter().map(|o| (o, u(o), None)));
         assert_eq!(events.len(), 2);
         assert_eq!((events[0].start_ns, events[0].end_ns), (0, 20));
         assert_eq!(events[0].blocked_ns, 18);

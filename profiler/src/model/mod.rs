@@ -39,6 +39,8 @@ pub struct Model {
     pub java_threads: HashMap<u32, JavaThreadInfo>,
     /// Carriers alive, from each Java thread snapshot: (time, count).
     pub carrier_counts: Vec<(u64, u32)>,
+    /// Java stacks of off-CPU intervals, by (thread, interval start).
+    pub java_stacks: HashMap<(u32, u64), StackId>,
 }
 
 /// Pinned time at one site: same reason, operation and stack.
@@ -164,6 +166,13 @@ impl Model {
                 self.carrier_counts.push((*time_ns, carriers));
             }
             Event::Warning(w) => self.warnings.push(w.clone()),
+            Event::JavaStack {
+                tid,
+                start_ns,
+                stack,
+            } => {
+                self.java_stacks.insert((*tid, *start_ns), *stack);
+            }
         }
     }
 
@@ -181,13 +190,34 @@ impl Model {
         !self.java_threads.is_empty()
     }
 
+    /// The Java stack walked for an interval, if one was.
+    pub fn java_stack(&self, o: &OffCpu) -> Option<StackId> {
+        self.java_stacks.get(&(o.tid, o.start_ns)).copied()
+    }
+
+    /// Whether an interval's Java stack runs a static initializer.
+    fn in_clinit(&self, java_stack: Option<StackId>) -> bool {
+        java_stack
+            .and_then(|id| self.stacks.get(&id))
+            .is_some_and(|frames| {
+                frames
+                    .iter()
+                    .any(|f| f.name.as_deref().is_some_and(|n| n.ends_with(".<clinit>")))
+            })
+    }
+
+    /// What an interval counts as (None: preempted).
+    pub fn classify(&self, o: &OffCpu) -> Option<Use> {
+        let clinit = self.in_clinit(self.java_stack(o));
+        carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), clinit)
+    }
+
     /// Every blocked interval with what it counts as, by thread and time.
     pub fn uses(&self) -> Vec<(&OffCpu, Use)> {
-        let major = self.jdk_major();
         let mut out: Vec<(&OffCpu, Use)> = self
             .off_cpu
             .iter()
-            .filter_map(|o| Some((o, carriers::classify(o, self.is_carrier(o.tid), major)?)))
+            .filter_map(|o| Some((o, self.classify(o)?)))
             .collect();
         out.sort_by_key(|(o, _)| (o.tid, o.start_ns));
         out
@@ -195,7 +225,9 @@ impl Model {
 
     /// Every pinning, in time order.
     pub fn pinned_events(&self) -> Vec<PinnedEvent> {
-        let mut events = carriers::pinned_events(self.uses().into_iter());
+        let uses = self.uses();
+        let with_stacks = uses.into_iter().map(|(o, u)| (o, u, self.java_stack(o)));
+        let mut events = carriers::pinned_events(with_stacks);
         events.sort_by_key(|e| (e.start_ns, e.carrier));
         events
     }
@@ -204,12 +236,11 @@ impl Model {
     pub fn pinned_sites(&self, events: &[PinnedEvent]) -> Vec<PinnedSite> {
         let mut sites: HashMap<(Reason, Operation, Vec<String>), PinnedSite> = HashMap::new();
         for e in events {
-            let probe = OffCpu {
-                kernel_stack: e.kernel_stack,
-                user_stack: e.user_stack,
-                ..blank()
-            };
-            let frames: Vec<String> = self.frames(&probe).iter().map(|f| f.label()).collect();
+            let frames: Vec<String> = self
+                .frames_of(e.kernel_stack, e.user_stack, e.java_stack)
+                .iter()
+                .map(|f| f.label())
+                .collect();
             let site = sites
                 .entry((e.reason, e.operation, frames.clone()))
                 .or_insert_with(|| PinnedSite {
@@ -261,12 +292,11 @@ impl Model {
     /// Every thread seen, most blocked first.
     pub fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
-        let major = self.jdk_major();
         for o in &self.off_cpu {
-            let carrier = self.is_carrier(o.tid);
+            let used = self.classify(o);
             let r = self.row(&mut rows, o.tid);
             r.intervals += 1;
-            match carriers::classify(o, carrier, major) {
+            match used {
                 None => r.preempted_ns += o.duration_ns(),
                 Some(Use::Idle) => r.idle_ns += o.duration_ns(),
                 Some(Use::Pinned(..)) => r.pinned_ns += o.duration_ns(),
@@ -337,11 +367,23 @@ impl Model {
         })
     }
 
-    /// The frames of an interval, innermost first: kernel, then user.
+    /// The frames of an interval, innermost first: kernel, native, then Java.
     pub fn frames(&self, o: &OffCpu) -> Vec<&Frame> {
-        let kernel = o.kernel_stack.and_then(|id| self.stacks.get(&id));
-        let user = o.user_stack.and_then(|id| self.stacks.get(&id));
-        kernel.into_iter().chain(user).flatten().collect()
+        self.frames_of(o.kernel_stack, o.user_stack, self.java_stack(o))
+    }
+
+    pub fn frames_of(
+        &self,
+        kernel: Option<StackId>,
+        user: Option<StackId>,
+        java: Option<StackId>,
+    ) -> Vec<&Frame> {
+        [kernel, user, java]
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.stacks.get(&id))
+            .flatten()
+            .collect()
     }
 
     /// Blocked time by stack, most time first.
@@ -353,9 +395,11 @@ impl Model {
             max_ns: u64,
             by_thread: HashMap<u32, u64>,
         }
-        let mut by_stack: HashMap<(Option<StackId>, Option<StackId>), Acc> = HashMap::new();
+        type Key = (Option<StackId>, Option<StackId>, Option<StackId>);
+        let mut by_stack: HashMap<Key, Acc> = HashMap::new();
         for o in self.off_cpu.iter().filter(|o| o.state.is_blocked()) {
-            let entry = by_stack.entry((o.kernel_stack, o.user_stack)).or_default();
+            let key = (o.kernel_stack, o.user_stack, self.java_stack(o));
+            let entry = by_stack.entry(key).or_default();
             let d = o.duration_ns();
             entry.events += 1;
             entry.total_ns += d;
@@ -364,22 +408,17 @@ impl Model {
         }
         let mut rows: Vec<StackRow> = by_stack
             .into_iter()
-            .map(|((k, u), acc)| {
+            .map(|((k, u, j), acc)| {
                 let Acc {
                     events,
                     total_ns,
                     max_ns,
                     by_thread,
                 } = acc;
-                let probe = OffCpu {
-                    kernel_stack: k,
-                    user_stack: u,
-                    ..blank()
-                };
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 StackRow {
-                    frames: self.frames(&probe).iter().map(|f| f.label()).collect(),
+                    frames: self.frames_of(k, u, j).iter().map(|f| f.label()).collect(),
                     events,
                     total_ns,
                     max_ns,
@@ -392,19 +431,5 @@ impl Model {
             .collect();
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.frames.cmp(&b.frames)));
         rows
-    }
-}
-
-fn blank() -> OffCpu {
-    OffCpu {
-        tid: 0,
-        start_ns: 0,
-        end_ns: 0,
-        state: crate::events::OffCpuState::Sleeping,
-        kernel_stack: None,
-        user_stack: None,
-        waker_tid: None,
-        cpu: 0,
-        java: None,
     }
 }

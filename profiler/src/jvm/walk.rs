@@ -1,0 +1,372 @@
+//! Walks a Java thread's stack from outside, the way HotSpot's own tools do: from the frame
+//! anchor a blocked thread leaves behind, through interpreted frames (their `Method*` sits at a
+//! fixed slot below the frame pointer) and compiled ones (their size is in the code blob),
+//! naming each method from the JVM's metadata. No frame pointers are needed in Java code.
+//!
+//! The stack bytes come from a copy made in the kernel as the thread blocked (`StackCopy`);
+//! the code cache and metadata are read live, since they outlive the frames that use them.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result};
+
+use super::{memory::Memory, vmstructs::VmStructs};
+
+/// x86_64 HotSpot frame slots, in words from the frame pointer (not exported in VMStructs;
+/// the same in JDK 21 and 25: `frame_x86.hpp`).
+const INTERPRETER_SENDER_SP: i64 = -1;
+const INTERPRETER_METHOD: i64 = -3;
+const ENTRY_FRAME_CALL_WRAPPER: i64 = -6;
+const MAX_FRAMES: usize = 128;
+
+/// How a frame runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    Interpreted,
+    Compiled,
+    /// A native method's wrapper (`Unsafe.park`, `Object.wait0`...).
+    Native,
+    /// Generated code that is not a Java method (stubs, adapters).
+    Stub,
+    /// The Java code below was called from inside the VM (class initialization, upcalls).
+    VmCall,
+    Unknown,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Interpreted => "interpreted",
+            Self::Compiled => "compiled",
+            Self::Native => "native",
+            Self::Stub => "stub",
+            Self::VmCall => "vm",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct JavaFrame {
+    pub pc: u64,
+    /// `pkg.Class.method`, or what the frame is when it is not a method.
+    pub name: String,
+    pub tier: Tier,
+}
+
+/// A copy of stack memory starting at `base`; reads outside it go to the live process.
+pub struct StackBytes<'a> {
+    pub base: u64,
+    pub data: &'a [u8],
+}
+
+impl StackBytes<'_> {
+    fn word(&self, mem: &Memory, addr: u64) -> Option<u64> {
+        if addr >= self.base && addr + 8 <= self.base + self.data.len() as u64 {
+            let at = (addr - self.base) as usize;
+            return Some(u64::from_ne_bytes(self.data[at..at + 8].try_into().ok()?));
+        }
+        mem.u64(addr).ok()
+    }
+}
+
+struct Heap {
+    low: u64,
+    high: u64,
+    segmap: u64,
+    log2_segment: u32,
+}
+
+/// Field offsets the walk needs, looked up by name in VMStructs (JDK 21 or 25 spellings).
+struct Layout {
+    heaps: u64,
+    array_len: u64,
+    array_data: u64,
+    heap_memory: u64,
+    heap_segmap: u64,
+    heap_log2: u64,
+    space_low: u64,
+    space_high: u64,
+    block_used: u64,
+    block_size: u64,
+    blob_name: u64,
+    blob_frame_size: u64,
+    blob_code_begin: u64,
+    nmethod_method: u64,
+    method_const: u64,
+    const_constants: u64,
+    const_name_index: u64,
+    pool_holder: u64,
+    pool_size: u64,
+    klass_name: u64,
+    symbol_length: u64,
+    symbol_body: u64,
+    interpreter: (u64, u64),
+    call_stub_return: u64,
+    wrapper_anchor: u64,
+    anchor_sp: u64,
+    anchor_pc: u64,
+    anchor_fp: u64,
+}
+
+pub struct Walker {
+    layout: Layout,
+    heaps: Vec<Heap>,
+    methods: HashMap<u64, Option<String>>,
+    blobs: HashMap<u64, Option<Blob>>,
+}
+
+#[derive(Clone, Debug)]
+struct Blob {
+    name: String,
+    frame_words: u64,
+    method: Option<u64>,
+}
+
+impl Walker {
+    pub fn new(mem: &Memory, vm: &VmStructs) -> Result<Self> {
+        let f = |t: &str, n: &str| vm.offset(t, n);
+        let s = |t: &str, n: &str| vm.address(t, n);
+        let interpreter_queue = mem.u64(s("AbstractInterpreter", "_code")?)?;
+        let stub_buffer = mem.u64(interpreter_queue + f("StubQueue", "_stub_buffer")?)?;
+        let limit = mem.u32(interpreter_queue + f("StubQueue", "_buffer_limit")?)? as u64;
+        let header = f("HeapBlock", "_header").unwrap_or(0);
+        let block_size = vm.type_size("HeapBlock").unwrap_or(16);
+        let anchor = |n: &str| f("JavaFrameAnchor", n);
+        let layout = Layout {
+            heaps: s("CodeCache", "_heaps")?,
+            array_len: f("GrowableArrayBase", "_len")?,
+            array_data: f("GrowableArray<int>", "_data")?,
+            heap_memory: f("CodeHeap", "_memory")?,
+            heap_segmap: f("CodeHeap", "_segmap")?,
+            heap_log2: f("CodeHeap", "_log2_segment_size")?,
+            space_low: f("VirtualSpace", "_low")?,
+            space_high: f("VirtualSpace", "_high")?,
+            block_used: header + f("HeapBlock::Header", "_used")?,
+            block_size,
+            blob_name: f("CodeBlob", "_name")?,
+            blob_frame_size: f("CodeBlob", "_frame_size")?,
+            // JDK 21 keeps a pointer to the code; 25 an offset from the blob.
+            blob_code_begin: f("CodeBlob", "_code_begin")
+                .or_else(|_| f("CodeBlob", "_code_offset"))?,
+            nmethod_method: f("nmethod", "_method").or_else(|_| f("CompiledMethod", "_method"))?,
+            method_const: f("Method", "_constMethod")?,
+            const_constants: f("ConstMethod", "_constants")?,
+            const_name_index: f("ConstMethod", "_name_index")?,
+            pool_holder: f("ConstantPool", "_pool_holder")?,
+            pool_size: vm.type_size("ConstantPool")?,
+            klass_name: f("Klass", "_name")?,
+            symbol_length: f("Symbol", "_length")?,
+            symbol_body: f("Symbol", "_body")?,
+            interpreter: (stub_buffer, stub_buffer + limit),
+            call_stub_return: mem.u64(s("StubRoutines", "_call_stub_return_address")?)?,
+            wrapper_anchor: f("JavaCallWrapper", "_anchor")?,
+            anchor_sp: anchor("_last_Java_sp")?,
+            anchor_pc: anchor("_last_Java_pc")?,
+            anchor_fp: anchor("_last_Java_fp")?,
+        };
+        let mut walker = Self {
+            layout,
+            heaps: Vec::new(),
+            methods: HashMap::new(),
+            blobs: HashMap::new(),
+        };
+        walker.read_heaps(mem).context("reading the code cache")?;
+        Ok(walker)
+    }
+
+    fn read_heaps(&mut self, mem: &Memory) -> Result<()> {
+        let l = &self.layout;
+        let array = mem.u64(l.heaps)?;
+        let len = mem.u32(array + l.array_len)?.min(16) as u64;
+        let data = mem.u64(array + l.array_data)?;
+        self.heaps.clear();
+        for i in 0..len {
+            let heap = mem.u64(data + 8 * i)?;
+            let memory = heap + l.heap_memory;
+            let segmap = heap + l.heap_segmap;
+            self.heaps.push(Heap {
+                low: mem.u64(memory + l.space_low)?,
+                high: mem.u64(memory + l.space_high)?,
+                segmap: mem.u64(segmap + l.space_low)?,
+                log2_segment: mem.u32(heap + l.heap_log2)?,
+            });
+        }
+        Ok(())
+    }
+
+    /// The Java frames of a blocked thread, innermost first, from its frame anchor.
+    pub fn walk(&mut self, mem: &Memory, stack: &StackBytes, anchor: [u64; 3]) -> Vec<JavaFrame> {
+        let [mut sp, pc, mut fp] = anchor;
+        let mut frames = Vec::new();
+        if sp == 0 {
+            return frames;
+        }
+        let mut pc = if pc != 0 {
+            pc
+        } else {
+            stack.word(mem, sp - 8).unwrap_or(0)
+        };
+        while frames.len() < MAX_FRAMES {
+            let (lo, hi) = self.layout.interpreter;
+            let next = if (lo..hi).contains(&pc) {
+                let method = stack.word(mem, slot(fp, INTERPRETER_METHOD));
+                frames.push(JavaFrame {
+                    pc,
+                    name: self.method_name(mem, method),
+                    tier: Tier::Interpreted,
+                });
+                // sender sp, return address, saved fp
+                (
+                    stack.word(mem, slot(fp, INTERPRETER_SENDER_SP)),
+                    stack.word(mem, fp + 8),
+                    stack.word(mem, fp),
+                )
+            } else if pc == self.layout.call_stub_return {
+                // An entry frame: Java called from C++. The JavaCallWrapper keeps the anchor of
+                // the Java frames that made that call, if any.
+                frames.push(JavaFrame {
+                    pc,
+                    name: "[called from the VM]".into(),
+                    tier: Tier::VmCall,
+                });
+                let Some(wrapper) = stack.word(mem, slot(fp, ENTRY_FRAME_CALL_WRAPPER)) else {
+                    break;
+                };
+                let at = |field: u64| stack.word(mem, wrapper + self.layout.wrapper_anchor + field);
+                let caller_sp = at(self.layout.anchor_sp).unwrap_or(0);
+                if caller_sp == 0 {
+                    break; // the thread's first Java call
+                }
+                let caller_pc = at(self.layout.anchor_pc)
+                    .filter(|&p| p != 0)
+                    .or_else(|| stack.word(mem, caller_sp - 8));
+                (Some(caller_sp), caller_pc, at(self.layout.anchor_fp))
+            } else if let Some(blob) = self.blob(mem, pc) {
+                let tier = match (&blob.method, blob.name.as_str()) {
+                    (Some(_), "native nmethod") => Tier::Native,
+                    (Some(_), _) => Tier::Compiled,
+                    (None, _) => Tier::Stub,
+                };
+                let name = match blob.method {
+                    Some(m) => self.method_name(mem, Some(m)),
+                    None => format!("[{}]", blob.name),
+                };
+                // The virtual thread's frames end at its continuation's entry.
+                let bottom = name == "jdk.internal.vm.Continuation.enterSpecial";
+                frames.push(JavaFrame { pc, name, tier });
+                if bottom || blob.frame_words == 0 {
+                    break;
+                }
+                let sender_sp = sp + 8 * blob.frame_words;
+                (
+                    Some(sender_sp),
+                    stack.word(mem, sender_sp - 8),
+                    stack.word(mem, sender_sp - 16),
+                )
+            } else {
+                frames.push(JavaFrame {
+                    pc,
+                    name: "[unknown java frame]".into(),
+                    tier: Tier::Unknown,
+                });
+                break;
+            };
+            // Stacks grow down: a caller's frame is always above; anything else is garbage.
+            match next {
+                (Some(next_sp), Some(next_pc), next_fp) if next_sp > sp && next_sp % 8 == 0 => {
+                    sp = next_sp;
+                    pc = next_pc;
+                    fp = next_fp.unwrap_or(0);
+                }
+                _ => break,
+            }
+        }
+        frames
+    }
+
+    /// The code blob holding `pc`, through the code heap's segment map.
+    fn blob(&mut self, mem: &Memory, pc: u64) -> Option<Blob> {
+        let mut heap = self.heaps.iter().find(|h| (h.low..h.high).contains(&pc));
+        if heap.is_none() {
+            // The heaps may have grown since they were read.
+            self.read_heaps(mem).ok()?;
+            heap = self.heaps.iter().find(|h| (h.low..h.high).contains(&pc));
+        }
+        let heap = heap?;
+        let mut i = (pc - heap.low) >> heap.log2_segment;
+        for _ in 0..1024 {
+            let mut tag = [0u8];
+            mem.read(heap.segmap + i, &mut tag).ok()?;
+            match tag[0] {
+                0xFF => return None, // free
+                0 => break,
+                n => i = i.checked_sub(n as u64)?,
+            }
+        }
+        let block = heap.low + (i << heap.log2_segment);
+        let start = block + self.layout.block_size;
+        if let Some(known) = self.blobs.get(&start) {
+            return known.clone();
+        }
+        let mut used = [0u8];
+        mem.read(block + self.layout.block_used, &mut used).ok()?;
+        let blob = (used[0] != 0).then(|| self.read_blob(mem, start)).flatten();
+        self.blobs.insert(start, blob.clone());
+        blob
+    }
+
+    fn read_blob(&self, mem: &Memory, blob: u64) -> Option<Blob> {
+        let l = &self.layout;
+        let name = mem.c_string(mem.u64(blob + l.blob_name).ok()?, 128).ok()?;
+        let frame_words = mem.u32(blob + l.blob_frame_size).ok()? as i32;
+        let method = if name.contains("nmethod") {
+            mem.u64(blob + l.nmethod_method).ok().filter(|&m| m != 0)
+        } else {
+            None
+        };
+        let _ = l.blob_code_begin;
+        Some(Blob {
+            name,
+            frame_words: frame_words.max(0) as u64,
+            method,
+        })
+    }
+
+    /// `pkg.Class.method` of a `Method*`.
+    fn method_name(&mut self, mem: &Memory, method: Option<u64>) -> String {
+        let Some(method) = method.filter(|&m| m != 0) else {
+            return "[unknown java frame]".into();
+        };
+        if let Some(known) = self.methods.get(&method) {
+            return known
+                .clone()
+                .unwrap_or_else(|| "[unknown java frame]".into());
+        }
+        let name = self.read_method_name(mem, method);
+        self.methods.insert(method, name.clone());
+        name.unwrap_or_else(|| "[unknown java frame]".into())
+    }
+
+    fn read_method_name(&self, mem: &Memory, method: u64) -> Option<String> {
+        let l = &self.layout;
+        let const_method = mem.u64(method + l.method_const).ok()?;
+        let pool = mem.u64(const_method + l.const_constants).ok()?;
+        let holder = mem.u64(pool + l.pool_holder).ok()?;
+        let class = self.symbol(mem, mem.u64(holder + l.klass_name).ok()?)?;
+        let index = mem.u16(const_method + l.const_name_index).ok()? as u64;
+        let name = self.symbol(mem, mem.u64(pool + l.pool_size + 8 * index).ok()?)?;
+        Some(format!("{}.{name}", class.replace('/', ".")))
+    }
+
+    fn symbol(&self, mem: &Memory, symbol: u64) -> Option<String> {
+        let len = mem.u16(symbol + self.layout.symbol_length).ok()? as usize;
+        let mut body = vec![0; len];
+        mem.read(symbol + self.layout.symbol_body, &mut body).ok()?;
+        String::from_utf8(body).ok()
+    }
+}
+
+fn slot(fp: u64, words: i64) -> u64 {
+    fp.wrapping_add_signed(words * 8)
+}
