@@ -213,3 +213,40 @@ fn jfr_times_parse() {
     assert_eq!(jfr::iso_duration_ns("PT0.007493994S"), 7_493_994);
     assert_eq!(jfr::iso_duration_ns("PT1M2.5S"), 62_500_000_000);
 }
+
+#[test]
+fn jdk25_class_init_pinning_matches_jfr() {
+    // Four virtual threads need a class whose static initializer sleeps: the one running it
+    // pins (a VM call on its stack), the others pin waiting for it.
+    let jvm = start_vt(25, 4, "Pinning", &["clinit"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let jfr = Jfr::start(25, jvm.pid, "clinit25");
+    let recording = record(jvm.pid, 4.0, "clinit25.pinrec");
+    let truth = jfr.stop();
+    let report = report_json(&recording);
+    let truth: Vec<_> = in_window(&report, truth)
+        .into_iter()
+        .filter(|e| {
+            e.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("<clinit>") || r.contains("initialization"))
+        })
+        .collect();
+
+    let (ours, ours_ns) = pinned(&report, |r, _| r == "class_init");
+    assert_within(
+        "JDK 25 class-init pinning",
+        ours as f64,
+        truth.len() as f64,
+        0.15,
+    );
+    let truth_ns: u64 = truth.iter().map(|e| e.duration_ns).sum();
+    assert_within(
+        "JDK 25 class-init time",
+        ours_ns as f64,
+        truth_ns as f64,
+        0.15,
+    );
+    let (monitor, _) = pinned(&report, |r, _| r == "monitor");
+    assert_eq!(monitor, 0);
+}

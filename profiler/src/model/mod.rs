@@ -10,7 +10,8 @@ use carriers::{Episode, Operation, PinnedEvent, Reason, Use};
 
 use crate::{
     events::{
-        Counters, Event, Frame, JavaThreadInfo, OffCpu, ShortOffCpu, StackId, TargetInfo, ThreadCpu,
+        Counters, Event, Frame, FrameKind, JavaThreadInfo, OffCpu, ShortOffCpu, StackId,
+        TargetInfo, ThreadCpu,
     },
     recording::{Header, Recording},
 };
@@ -50,9 +51,28 @@ pub struct PinnedSite {
     pub operation: Operation,
     /// Innermost first.
     pub frames: Vec<String>,
+    /// What each frame is: kernel, native, jit, or how a Java frame ran.
+    pub frame_kinds: Vec<&'static str>,
     pub events: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+}
+
+/// What a frame is, for views: kernel, native, jit, or how a Java frame ran.
+pub fn frame_kind(frame: &Frame) -> &'static str {
+    match frame.kind {
+        FrameKind::Kernel => "kernel",
+        FrameKind::Native => "native",
+        FrameKind::Jit => "jit",
+        FrameKind::Java => match frame.module.as_deref() {
+            Some("interpreted") => "interpreted",
+            Some("compiled") => "compiled",
+            Some("native") => "java_native",
+            Some("stub") => "stub",
+            Some("vm") => "vm_call",
+            _ => "java",
+        },
+    }
 }
 
 /// One thread's time over the window.
@@ -72,6 +92,8 @@ pub struct ThreadRow {
     pub preempted_ns: u64,
     /// Off-CPU intervals, recorded one by one or summed in the kernel.
     pub intervals: u64,
+    /// Of those recorded one by one, the ones spent waiting (not preempted).
+    pub blocked_intervals: u64,
 }
 
 /// Blocked time summed over threads (thread-seconds, not wall time).
@@ -84,6 +106,7 @@ pub fn blocked_total_ns(threads: &[ThreadRow]) -> u64 {
 pub struct StackRow {
     /// Innermost first: kernel frames, then user frames.
     pub frames: Vec<String>,
+    pub frame_kinds: Vec<&'static str>,
     pub events: u64,
     pub total_ns: u64,
     pub max_ns: u64,
@@ -236,17 +259,15 @@ impl Model {
     pub fn pinned_sites(&self, events: &[PinnedEvent]) -> Vec<PinnedSite> {
         let mut sites: HashMap<(Reason, Operation, Vec<String>), PinnedSite> = HashMap::new();
         for e in events {
-            let frames: Vec<String> = self
-                .frames_of(e.kernel_stack, e.user_stack, e.java_stack)
-                .iter()
-                .map(|f| f.label())
-                .collect();
+            let stack = self.frames_of(e.kernel_stack, e.user_stack, e.java_stack);
+            let frames: Vec<String> = stack.iter().map(|f| f.label()).collect();
             let site = sites
                 .entry((e.reason, e.operation, frames.clone()))
                 .or_insert_with(|| PinnedSite {
                     reason: e.reason,
                     operation: e.operation,
                     frames,
+                    frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
                     events: 0,
                     total_ns: 0,
                     max_ns: 0,
@@ -296,6 +317,7 @@ impl Model {
             let used = self.classify(o);
             let r = self.row(&mut rows, o.tid);
             r.intervals += 1;
+            r.blocked_intervals += u64::from(used.is_some());
             match used {
                 None => r.preempted_ns += o.duration_ns(),
                 Some(Use::Idle) => r.idle_ns += o.duration_ns(),
@@ -419,6 +441,11 @@ impl Model {
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 StackRow {
                     frames: self.frames_of(k, u, j).iter().map(|f| f.label()).collect(),
+                    frame_kinds: self
+                        .frames_of(k, u, j)
+                        .iter()
+                        .map(|f| frame_kind(f))
+                        .collect(),
                     events,
                     total_ns,
                     max_ns,

@@ -26,6 +26,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                 "pinned_ns": t.pinned_ns,
                 "preempted_ns": t.preempted_ns,
                 "intervals": t.intervals,
+                "blocked_intervals": t.blocked_intervals,
             })
         })
         .collect();
@@ -36,6 +37,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         .map(|s| {
             json!({
                 "frames": s.frames,
+                "frame_kinds": s.frame_kinds,
                 "events": s.events,
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,
@@ -52,6 +54,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                 "reason": s.reason.as_str(),
                 "operation": s.operation.as_str(),
                 "frames": s.frames,
+                "frame_kinds": s.frame_kinds,
                 "events": s.events,
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,
@@ -107,6 +110,8 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         "capture": {
             "stack_misses": model.counters.stack_misses,
             "short_intervals": model.counters.short_intervals,
+            "java_stacks": model.java_stacks.len(),
+            "java_stack_misses": model.counters.java_stack_misses,
             "min_off_cpu_ns": model.min_off_cpu_ns,
             "target_exited": model.target_exit_ns.is_some(),
             "warnings": model.warnings,

@@ -1,0 +1,125 @@
+//! Java frames named from outside, on JVMs started with no flags: a synchronized method that
+//! sleeps must appear, by name and below `java.lang.Thread.sleep`, in the stacks of the
+//! events it causes, first while it is interpreted and later once it is compiled.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+const METHOD: &str = "SyncSleep$Inventory.reserve";
+
+/// Of `stacks` (pinned sites or blocked stacks), the events whose frames hold `METHOD` below
+/// `java.lang.Thread.sleep` (innermost first), and how `METHOD` ran in them, by event count.
+fn with_method(stacks: &[&Value]) -> (u64, u64, u64) {
+    let (mut events, mut interpreted, mut compiled) = (0, 0, 0);
+    for s in stacks {
+        let frames: Vec<&str> = s["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        let sleep = frames.iter().position(|f| *f == "java.lang.Thread.sleep");
+        let method = frames.iter().position(|f| *f == METHOD);
+        let (Some(sleep), Some(method)) = (sleep, method) else {
+            continue;
+        };
+        if sleep > method {
+            continue;
+        }
+        let n = s["events"].as_u64().unwrap();
+        events += n;
+        match s["frame_kinds"][method].as_str().unwrap() {
+            "interpreted" => interpreted += n,
+            "compiled" => compiled += n,
+            other => panic!("{METHOD} ran as {other}"),
+        }
+    }
+    (events, interpreted, compiled)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    Interpreted,
+    Compiled,
+}
+
+/// At least 95% of the events carry the method, and most ran it as `phase` says.
+fn check(what: &str, all: u64, (named, interpreted, compiled): (u64, u64, u64), phase: Phase) {
+    let share = named as f64 / all as f64;
+    eprintln!(
+        "{what}: {named} of {all} events name {METHOD} ({:.1}%): {interpreted} interpreted, \
+         {compiled} compiled",
+        share * 100.0
+    );
+    assert!(all >= 20, "{what}: only {all} events");
+    assert!(
+        share >= 0.95,
+        "{what}: only {named} of {all} events name {METHOD}"
+    );
+    let in_phase = match phase {
+        Phase::Interpreted => interpreted,
+        Phase::Compiled => compiled,
+    };
+    assert!(
+        in_phase as f64 >= 0.9 * named as f64,
+        "{what}: expected {phase:?}, got {interpreted} interpreted, {compiled} compiled"
+    );
+}
+
+fn pinned_sites(report: &Value) -> Vec<&Value> {
+    report["pinned"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect()
+}
+
+/// Blocked stacks of the platform caller thread alone.
+fn caller_stacks(report: &Value) -> Vec<&Value> {
+    report["off_cpu"]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["threads"].as_array().unwrap() == &[Value::from("reserver-0")])
+        .collect()
+}
+
+#[test]
+fn jdk21_pinned_sleeps_name_the_synchronized_method() {
+    let jvm = start(21, "SyncSleep", &["2", "1", "20"]);
+    let early = report_json(&record(jvm.pid, 1.5, "sync21-early.pinrec"));
+    std::thread::sleep(Duration::from_secs(3));
+    let late = report_json(&record(jvm.pid, 2.0, "sync21-late.pinrec"));
+    for (report, phase, what) in [
+        (&early, Phase::Interpreted, "JDK 21 pinned, first seconds"),
+        (&late, Phase::Compiled, "JDK 21 pinned, warmed up"),
+    ] {
+        let all = report["pinned"]["events"].as_u64().unwrap();
+        check(what, all, with_method(&pinned_sites(report)), phase);
+    }
+}
+
+#[test]
+fn jdk25_blocked_sleeps_name_the_synchronized_method() {
+    // JDK 25 does not pin here (JEP 491): the platform caller's blocked events carry the site.
+    let jvm = start(25, "SyncSleep", &["2", "1", "20"]);
+    let early = report_json(&record(jvm.pid, 1.5, "sync25-early.pinrec"));
+    std::thread::sleep(Duration::from_secs(3));
+    let late = report_json(&record(jvm.pid, 2.0, "sync25-late.pinrec"));
+    for (report, phase, what) in [
+        (&early, Phase::Interpreted, "JDK 25 blocked, first seconds"),
+        (&late, Phase::Compiled, "JDK 25 blocked, warmed up"),
+    ] {
+        // (Class loading in the first seconds may pin elsewhere; this method must not.)
+        let pinned_here = with_method(&pinned_sites(report)).0;
+        assert_eq!(pinned_here, 0, "{what}: {METHOD} does not pin on 25");
+        let all = thread(report, "reserver-0")["blocked_intervals"]
+            .as_u64()
+            .unwrap();
+        check(what, all, with_method(&caller_stacks(report)), phase);
+    }
+}
