@@ -58,6 +58,8 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
         )?;
     }
 
+    write_carriers(out, model, options)?;
+
     writeln!(out, "\nThreads (most blocked first):")?;
     writeln!(
         out,
@@ -112,6 +114,108 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
                 "      ... {} more frames",
                 s.frames.len() - options.depth
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// Pinning first: it is what stalls a virtual-thread service.
+fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
+    if !model.knows_java_threads() {
+        return Ok(());
+    }
+    let rows = model.threads();
+    let carriers: Vec<_> = rows.iter().filter(|t| t.role == "carrier").collect();
+    let parallelism = model
+        .target
+        .runtime
+        .as_ref()
+        .and_then(|r| r.parallelism)
+        .map_or(String::new(), |p| format!(", parallelism {p}"));
+    writeln!(out, "\nCarriers ({}{parallelism}):", carriers.len())?;
+    if carriers.is_empty() {
+        writeln!(out, "  none: no virtual thread has run in this JVM yet")?;
+    } else {
+        writeln!(
+            out,
+            "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10}",
+            "tid", "name", "pinned", "blocked", "idle", "running"
+        )?;
+    }
+    for t in &carriers {
+        writeln!(
+            out,
+            "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10}",
+            t.tid,
+            truncate(&t.name, 26),
+            secs(t.pinned_ns),
+            secs(t.blocked_ns),
+            secs(t.idle_ns),
+            secs(t.running_ns)
+        )?;
+    }
+
+    let episodes = model.starvation();
+    if !episodes.is_empty() {
+        let total: u64 = episodes.iter().map(|e| e.end_ns - e.start_ns).sum();
+        let longest = episodes
+            .iter()
+            .map(|e| e.end_ns - e.start_ns)
+            .max()
+            .unwrap_or(0);
+        writeln!(
+            out,
+            "\nCarrier starvation: every carrier pinned or blocked for {} in {} episodes \
+             (longest {}): no other virtual thread could run then",
+            secs(total),
+            episodes.len(),
+            secs(longest)
+        )?;
+    }
+
+    let events = model.pinned_events();
+    let sites = model.pinned_sites(&events);
+    let total: u64 = events.iter().map(|e| e.duration_ns()).sum();
+    writeln!(
+        out,
+        "\nPinned: {} events, {} in all{}",
+        events.len(),
+        secs(total),
+        if sites.is_empty() {
+            ""
+        } else {
+            " (sites by time; Java frames innermost first)"
+        }
+    )?;
+    for (i, site) in sites.iter().take(options.top).enumerate() {
+        writeln!(
+            out,
+            "  #{} {} {} x{}, {} (max {})",
+            i + 1,
+            site.reason.as_str(),
+            site.operation.as_str(),
+            site.events,
+            secs(site.total_ns),
+            secs(site.max_ns)
+        )?;
+        // Java frames say where; kernel and native frames only say how, so they go last.
+        let java: Vec<&String> = site
+            .frames
+            .iter()
+            .zip(&site.frame_kinds)
+            .filter(|(_, k)| !matches!(**k, "kernel" | "native"))
+            .map(|(f, _)| f)
+            .collect();
+        let shown: Vec<&String> = if java.is_empty() {
+            site.frames.iter().collect()
+        } else {
+            java
+        };
+        for frame in shown.iter().take(options.depth) {
+            writeln!(out, "      {frame}")?;
+        }
+        if shown.len() > options.depth {
+            writeln!(out, "      ... {} more frames", shown.len() - options.depth)?;
         }
     }
     Ok(())
