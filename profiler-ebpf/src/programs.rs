@@ -80,6 +80,9 @@ fn count(index: u32) {
     }
 }
 
+/// A stack id that says "not captured on purpose" (the kernel's own failures are -errno).
+const NOT_CAPTURED: i32 = i32::MIN;
+
 #[inline(always)]
 fn stack_id(ctx: &TracePointContext, flags: u64) -> i32 {
     match ctx.get_stackid(&STACKS, flags) {
@@ -102,14 +105,25 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     if tgid == target && tid != 0 {
         let prev_state = unsafe { ctx.read_at::<i64>(setting(&SWITCH_PREV_STATE_OFFSET) as usize) }
             .unwrap_or(0) as u64;
+        let java = java_state(tid);
+        // A carrier with nothing mounted is going idle: its stack is always the scheduler's
+        // own wait, and on JDK 24+ these are most switches, so skip the two stack walks.
+        let idle_carrier = java.flags & java_flags::CARRIER != 0
+            && java.flags & java_flags::MOUNTED == 0
+            && prev_state != task_state::RUNNING;
+        let (kernel_stack_id, user_stack_id) = if idle_carrier {
+            (NOT_CAPTURED, NOT_CAPTURED)
+        } else {
+            (stack_id(&ctx, 0), stack_id(&ctx, BPF_F_USER_STACK as u64))
+        };
         let start = OffCpuStart {
             start_ns: now,
             prev_state,
-            kernel_stack_id: stack_id(&ctx, 0),
-            user_stack_id: stack_id(&ctx, BPF_F_USER_STACK as u64),
+            kernel_stack_id,
+            user_stack_id,
             waker_tid: 0,
             _pad: 0,
-            java: java_state(tid),
+            java,
         };
         if STARTS.insert(tid, start, 0).is_err() {
             count(counter::START_MAP_FULL);

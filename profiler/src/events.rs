@@ -61,8 +61,12 @@ pub struct Frame {
     pub kind: FrameKind,
     pub addr: u64,
     pub name: Option<String>,
-    /// File the address belongs to (library or executable), if any.
+    /// File the address belongs to (library or executable), if any; for Java frames, how the
+    /// method ran (interpreted, compiled, native, stub, vm).
     pub module: Option<String>,
+    /// A Java frame that holds a monitor (a `synchronized` method, or an interpreted frame
+    /// with a locked monitor in its frame).
+    pub holds_monitor: bool,
 }
 
 impl Frame {

@@ -333,6 +333,7 @@ impl Session {
                 addr: f.pc,
                 name: Some(f.name),
                 module: Some(f.tier.as_str().to_string()),
+                holds_monitor: f.holds_monitor,
             })
             .collect();
         if frames.is_empty() {

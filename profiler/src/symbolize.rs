@@ -66,6 +66,7 @@ impl Symbolizer {
                     addr,
                     name,
                     module: None,
+                    holds_monitor: false,
                 }
             })
             .collect()
@@ -92,12 +93,14 @@ impl Symbolizer {
                         .module
                         .as_ref()
                         .map(|m| m.to_string_lossy().into_owned()),
+                    holds_monitor: false,
                 },
                 _ => Frame {
                     kind: FrameKind::Native,
                     addr,
                     name: None,
                     module: None,
+                    holds_monitor: false,
                 },
             })
             .collect();

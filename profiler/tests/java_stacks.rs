@@ -12,9 +12,10 @@ use serde_json::Value;
 const METHOD: &str = "SyncSleep$Inventory.reserve";
 
 /// Of `stacks` (pinned sites or blocked stacks), the events whose frames hold `METHOD` below
-/// `java.lang.Thread.sleep` (innermost first), and how `METHOD` ran in them, by event count.
-fn with_method(stacks: &[&Value]) -> (u64, u64, u64) {
-    let (mut events, mut interpreted, mut compiled) = (0, 0, 0);
+/// `java.lang.Thread.sleep` (innermost first), how `METHOD` ran in them, and in how many it is
+/// marked as holding the monitor, by event count.
+fn with_method(stacks: &[&Value]) -> (u64, u64, u64, u64) {
+    let (mut events, mut interpreted, mut compiled, mut holding) = (0, 0, 0, 0);
     for s in stacks {
         let frames: Vec<&str> = s["frames"]
             .as_array()
@@ -32,13 +33,17 @@ fn with_method(stacks: &[&Value]) -> (u64, u64, u64) {
         }
         let n = s["events"].as_u64().unwrap();
         events += n;
+        let marked = s["monitor_frames"].as_array().unwrap();
+        if marked.contains(&Value::from(method)) {
+            holding += n;
+        }
         match s["frame_kinds"][method].as_str().unwrap() {
             "interpreted" => interpreted += n,
             "compiled" => compiled += n,
             other => panic!("{METHOD} ran as {other}"),
         }
     }
-    (events, interpreted, compiled)
+    (events, interpreted, compiled, holding)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,8 +52,10 @@ enum Phase {
     Compiled,
 }
 
-/// At least 95% of the events carry the method, and most ran it as `phase` says.
-fn check(what: &str, all: u64, (named, interpreted, compiled): (u64, u64, u64), phase: Phase) {
+/// At least 95% of the events carry the method, marked as holding its monitor, and most ran
+/// it as `phase` says.
+fn check(what: &str, all: u64, found: (u64, u64, u64, u64), phase: Phase) {
+    let (named, interpreted, compiled, holding) = found;
     let share = named as f64 / all as f64;
     eprintln!(
         "{what}: {named} of {all} events name {METHOD} ({:.1}%): {interpreted} interpreted, \
@@ -59,6 +66,10 @@ fn check(what: &str, all: u64, (named, interpreted, compiled): (u64, u64, u64), 
     assert!(
         share >= 0.95,
         "{what}: only {named} of {all} events name {METHOD}"
+    );
+    assert_eq!(
+        holding, named,
+        "{what}: {METHOD} holds its monitor in every one"
     );
     let in_phase = match phase {
         Phase::Interpreted => interpreted,

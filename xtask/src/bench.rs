@@ -1,7 +1,9 @@
 //! `cargo xtask bench`: pinprof's cost to the target, as ratios against a baseline measured in
 //! the same run on the same JVM: throughput while pinprof records versus the mean of the
-//! throughput just before and just after, plus pinprof's own CPU use. No timed assertions:
-//! the figures are printed and written to target/bench/bench.json.
+//! throughput just before and just after, plus pinprof's own CPU use. Two workloads (a mixed
+//! one, and one where every wait pins on JDK 21), each recorded with the default settings and
+//! with the Java stack walk off, which prices the stack capture. No timed assertions: the
+//! figures are printed and written to target/bench/bench.json.
 
 use std::{
     process::{Command, Stdio},
@@ -13,7 +15,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::{cargo, run_cmd, setup, workload::Jvm};
 
 const WARMUP: Duration = Duration::from_secs(4);
-const PHASE: Duration = Duration::from_secs(6);
+const PHASE: Duration = Duration::from_secs(5);
 
 struct Phase {
     ops_per_sec: f64,
@@ -44,81 +46,108 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&out)?;
 
     let mut results = Vec::new();
+    // (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.
+    let workloads = [("mixed", ["64", "10"]), ("pinning", ["64", "1"])];
+    // (name, extra record options): the default, and without the Java stack walk.
+    let configs: [(&str, &[&str]); 2] = [
+        ("default", &[]),
+        ("no-java-stacks", &["--java-stack-min-us", "0"]),
+    ];
     for major in jdks {
-        let mut jvm = Jvm::start(env.java(major), &env.workloads, "Throughput", &[])?;
-        println!(
-            "bench: JDK {major} Throughput (pid {}), warming up {WARMUP:?}",
-            jvm.pid
-        );
-        measure(&mut jvm, WARMUP)?;
-        let (mut base, mut with, mut cpu, mut events) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for round in 0..rounds {
-            let before = measure(&mut jvm, PHASE)?;
-            let recording = out.join(format!("jdk{major}-{round}.pinrec"));
-            let child = Command::new(&pinprof)
-                .args([
-                    "record",
-                    "--quiet",
-                    "--pid",
-                    &jvm.pid.to_string(),
-                    "--output",
-                ])
-                .arg(&recording)
-                .args(record_args)
-                .stderr(Stdio::piped())
-                .spawn()?;
-            // Attach takes a moment; measure only once programs are in.
-            std::thread::sleep(Duration::from_millis(500));
-            let cpu_before = cpu_seconds(child.id())?;
-            let during = measure(&mut jvm, PHASE)?;
-            let cpu_used = cpu_seconds(child.id())? - cpu_before;
-            // Ctrl-C, as a user would stop it.
-            // SAFETY: plain kill(2) on our own child.
-            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-            let output = child.wait_with_output()?;
-            if !output.status.success() {
-                bail!(
-                    "pinprof record failed: {}",
-                    String::from_utf8_lossy(&output.stderr)
+        for (workload, workload_args) in workloads {
+            let mut jvm = Jvm::start(
+                env.java(major),
+                &env.workloads,
+                "Throughput",
+                &workload_args,
+            )?;
+            println!(
+                "bench: JDK {major} Throughput {workload} (pid {}), warming up {WARMUP:?}",
+                jvm.pid
+            );
+            measure(&mut jvm, WARMUP)?;
+            for (config, config_args) in configs {
+                let (mut base, mut with, mut cpu, mut events) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let (mut pinned_events, mut java_stacks) = (Vec::new(), Vec::new());
+                for round in 0..rounds {
+                    let before = measure(&mut jvm, PHASE)?;
+                    let recording =
+                        out.join(format!("jdk{major}-{workload}-{config}-{round}.pinrec"));
+                    let child = Command::new(&pinprof)
+                        .args([
+                            "record",
+                            "--quiet",
+                            "--pid",
+                            &jvm.pid.to_string(),
+                            "--output",
+                        ])
+                        .arg(&recording)
+                        .args(config_args)
+                        .args(record_args)
+                        .stderr(Stdio::piped())
+                        .spawn()?;
+                    // Attach takes a moment; measure only once programs are in.
+                    std::thread::sleep(Duration::from_millis(500));
+                    let cpu_before = cpu_seconds(child.id())?;
+                    let during = measure(&mut jvm, PHASE)?;
+                    let cpu_used = cpu_seconds(child.id())? - cpu_before;
+                    // Ctrl-C, as a user would stop it.
+                    // SAFETY: plain kill(2) on our own child.
+                    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                    let output = child.wait_with_output()?;
+                    if !output.status.success() {
+                        bail!(
+                            "pinprof record failed: {}",
+                            String::from_utf8_lossy(&output.stderr)
+                        );
+                    }
+                    let after = measure(&mut jvm, PHASE)?;
+                    let report = Command::new(&pinprof)
+                        .args(["report", "--format", "json"])
+                        .arg(&recording)
+                        .output()
+                        .context("pinprof report")?;
+                    let json: serde_json::Value = serde_json::from_slice(&report.stdout)?;
+                    let n = json["off_cpu"]["events"].as_f64().unwrap_or(0.0);
+                    let pinned = json["pinned"]["events"].as_f64().unwrap_or(0.0);
+                    let stacks = json["capture"]["java_stacks"].as_f64().unwrap_or(0.0);
+                    println!(
+                        "bench: JDK {major} {workload} {config} round {round}: {n} events, {pinned} pinned, {stacks} Java stacks; baseline {:.0} ops/s, with pinprof {:.0} ops/s, pinprof CPU {:.1}% of a core",
+                        (before.ops_per_sec + after.ops_per_sec) / 2.0,
+                        during.ops_per_sec,
+                        cpu_used / PHASE.as_secs_f64() * 100.0
+                    );
+                    base.push((before.ops_per_sec + after.ops_per_sec) / 2.0);
+                    with.push(during.ops_per_sec);
+                    cpu.push(cpu_used / PHASE.as_secs_f64());
+                    events.push(n);
+                    pinned_events.push(pinned);
+                    java_stacks.push(stacks);
+                }
+                let ratio = with.iter().sum::<f64>() / base.iter().sum::<f64>();
+                let cpu_share = mean(&cpu);
+                results.push(serde_json::json!({
+                    "jdk": major,
+                    "workload": workload,
+                    "config": config,
+                    "rounds": rounds,
+                    "record_args": record_args,
+                    "baseline_ops_per_sec": mean(&base),
+                    "with_pinprof_ops_per_sec": mean(&with),
+                    "throughput_ratio": ratio,
+                    "pinprof_cpu_share_of_one_core": cpu_share,
+                    "events_per_round": mean(&events),
+                    "pinned_events_per_round": mean(&pinned_events),
+                    "java_stacks_per_round": mean(&java_stacks),
+                }));
+                println!(
+                    "bench: JDK {major} {workload} {config}: throughput with pinprof / baseline = {ratio:.3} ({:+.1}%), pinprof CPU {:.1}% of one core",
+                    (ratio - 1.0) * 100.0,
+                    cpu_share * 100.0
                 );
             }
-            let after = measure(&mut jvm, PHASE)?;
-            let report = Command::new(&pinprof)
-                .args(["report", "--format", "json"])
-                .arg(&recording)
-                .output()
-                .context("pinprof report")?;
-            let json: serde_json::Value = serde_json::from_slice(&report.stdout)?;
-            let n = json["off_cpu"]["events"].as_f64().unwrap_or(0.0);
-            println!(
-                "bench: JDK {major} round {round}: baseline {:.0} ops/s, with pinprof {:.0} ops/s, pinprof CPU {:.1}% of a core",
-                (before.ops_per_sec + after.ops_per_sec) / 2.0,
-                during.ops_per_sec,
-                cpu_used / PHASE.as_secs_f64() * 100.0
-            );
-            base.push((before.ops_per_sec + after.ops_per_sec) / 2.0);
-            with.push(during.ops_per_sec);
-            cpu.push(cpu_used / PHASE.as_secs_f64());
-            events.push(n);
         }
-        let ratio = with.iter().sum::<f64>() / base.iter().sum::<f64>();
-        let cpu_share = mean(&cpu);
-        results.push(serde_json::json!({
-            "jdk": major,
-            "rounds": rounds,
-            "record_args": record_args,
-            "baseline_ops_per_sec": mean(&base),
-            "with_pinprof_ops_per_sec": mean(&with),
-            "throughput_ratio": ratio,
-            "pinprof_cpu_share_of_one_core": cpu_share,
-            "events_per_round": mean(&events),
-        }));
-        println!(
-            "bench: JDK {major}: throughput with pinprof / baseline = {ratio:.3} ({:+.1}%), pinprof CPU {:.1}% of one core",
-            (ratio - 1.0) * 100.0,
-            cpu_share * 100.0
-        );
     }
     let path = out.join("bench.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")?;

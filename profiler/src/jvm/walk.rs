@@ -16,6 +16,11 @@ use super::{memory::Memory, vmstructs::VmStructs};
 /// the same in JDK 21 and 25: `frame_x86.hpp`).
 const INTERPRETER_SENDER_SP: i64 = -1;
 const INTERPRETER_METHOD: i64 = -3;
+/// The monitor block of an interpreted frame ends here; the slot holds its top (a pointer, or
+/// a word offset from fp in JDKs that relativize interpreter frames).
+const INTERPRETER_MONITOR_BLOCK: i64 = -9;
+/// `JVM_ACC_SYNCHRONIZED` (JVMS 4.6).
+const ACC_SYNCHRONIZED: u16 = 0x0020;
 const ENTRY_FRAME_CALL_WRAPPER: i64 = -6;
 const MAX_FRAMES: usize = 128;
 
@@ -52,6 +57,9 @@ pub struct JavaFrame {
     /// `pkg.Class.method`, or what the frame is when it is not a method.
     pub name: String,
     pub tier: Tier,
+    /// The frame holds a monitor: a `synchronized` method, or an interpreted frame with a
+    /// locked entry in its monitor block.
+    pub holds_monitor: bool,
 }
 
 /// A copy of stack memory starting at `base`; reads outside it go to the live process.
@@ -94,6 +102,7 @@ struct Layout {
     blob_code_begin: u64,
     nmethod_method: u64,
     method_const: u64,
+    method_flags: u64,
     const_constants: u64,
     const_name_index: u64,
     pool_holder: u64,
@@ -151,6 +160,7 @@ impl Walker {
                 .or_else(|_| f("CodeBlob", "_code_offset"))?,
             nmethod_method: f("nmethod", "_method").or_else(|_| f("CompiledMethod", "_method"))?,
             method_const: f("Method", "_constMethod")?,
+            method_flags: f("Method", "_access_flags")? + f("AccessFlags", "_flags")?,
             const_constants: f("ConstMethod", "_constants")?,
             const_name_index: f("ConstMethod", "_name_index")?,
             pool_holder: f("ConstantPool", "_pool_holder")?,
@@ -215,6 +225,8 @@ impl Walker {
                     pc,
                     name: self.method_name(mem, method),
                     tier: Tier::Interpreted,
+                    holds_monitor: self.synchronized(mem, method)
+                        || interpreted_frame_locks(mem, stack, fp),
                 });
                 // sender sp, return address, saved fp
                 (
@@ -229,6 +241,7 @@ impl Walker {
                     pc,
                     name: "[called from the VM]".into(),
                     tier: Tier::VmCall,
+                    holds_monitor: false,
                 });
                 let Some(wrapper) = stack.word(mem, slot(fp, ENTRY_FRAME_CALL_WRAPPER)) else {
                     break;
@@ -254,7 +267,13 @@ impl Walker {
                 };
                 // The virtual thread's frames end at its continuation's entry.
                 let bottom = name == "jdk.internal.vm.Continuation.enterSpecial";
-                frames.push(JavaFrame { pc, name, tier });
+                let holds_monitor = self.synchronized(mem, blob.method);
+                frames.push(JavaFrame {
+                    pc,
+                    name,
+                    tier,
+                    holds_monitor,
+                });
                 if bottom || blob.frame_words == 0 {
                     break;
                 }
@@ -269,6 +288,7 @@ impl Walker {
                     pc,
                     name: "[unknown java frame]".into(),
                     tier: Tier::Unknown,
+                    holds_monitor: false,
                 });
                 break;
             };
@@ -333,6 +353,14 @@ impl Walker {
         })
     }
 
+    /// Whether a method is declared `synchronized`.
+    fn synchronized(&self, mem: &Memory, method: Option<u64>) -> bool {
+        method
+            .filter(|&m| m != 0)
+            .and_then(|m| mem.u16(m + self.layout.method_flags).ok())
+            .is_some_and(|flags| flags & ACC_SYNCHRONIZED != 0)
+    }
+
     /// `pkg.Class.method` of a `Method*`.
     fn method_name(&mut self, mem: &Memory, method: Option<u64>) -> String {
         let Some(method) = method.filter(|&m| m != 0) else {
@@ -365,6 +393,24 @@ impl Walker {
         mem.read(symbol + self.layout.symbol_body, &mut body).ok()?;
         String::from_utf8(body).ok()
     }
+}
+
+/// Whether an interpreted frame's monitor block holds a locked object (`synchronized (x)`).
+/// Each entry is a `BasicObjectLock`: a displaced header word, then the object.
+fn interpreted_frame_locks(mem: &Memory, stack: &StackBytes, fp: u64) -> bool {
+    let bottom = slot(fp, INTERPRETER_MONITOR_BLOCK);
+    let Some(value) = stack.word(mem, bottom) else {
+        return false;
+    };
+    let top = if (value as i64).unsigned_abs() < 1 << 16 {
+        slot(fp, value as i64)
+    } else {
+        value
+    };
+    if top >= bottom || (bottom - top) % 16 != 0 || bottom - top > 64 * 16 {
+        return false;
+    }
+    (0..(bottom - top) / 16).any(|i| stack.word(mem, top + 16 * i + 8).is_some_and(|o| o != 0))
 }
 
 fn slot(fp: u64, words: i64) -> u64 {

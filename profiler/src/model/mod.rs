@@ -53,9 +53,21 @@ pub struct PinnedSite {
     pub frames: Vec<String>,
     /// What each frame is: kernel, native, jit, or how a Java frame ran.
     pub frame_kinds: Vec<&'static str>,
+    /// Indexes of the frames known to hold a monitor.
+    pub monitor_frames: Vec<usize>,
     pub events: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+}
+
+/// Indexes of the frames that hold a monitor.
+pub fn monitor_frames(frames: &[&Frame]) -> Vec<usize> {
+    frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.holds_monitor)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// What a frame is, for views: kernel, native, jit, or how a Java frame ran.
@@ -107,6 +119,7 @@ pub struct StackRow {
     /// Innermost first: kernel frames, then user frames.
     pub frames: Vec<String>,
     pub frame_kinds: Vec<&'static str>,
+    pub monitor_frames: Vec<usize>,
     pub events: u64,
     pub total_ns: u64,
     pub max_ns: u64,
@@ -268,6 +281,7 @@ impl Model {
                     operation: e.operation,
                     frames,
                     frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
+                    monitor_frames: monitor_frames(&stack),
                     events: 0,
                     total_ns: 0,
                     max_ns: 0,
@@ -431,6 +445,7 @@ impl Model {
         let mut rows: Vec<StackRow> = by_stack
             .into_iter()
             .map(|((k, u, j), acc)| {
+                let stack = self.frames_of(k, u, j);
                 let Acc {
                     events,
                     total_ns,
@@ -440,12 +455,9 @@ impl Model {
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 StackRow {
-                    frames: self.frames_of(k, u, j).iter().map(|f| f.label()).collect(),
-                    frame_kinds: self
-                        .frames_of(k, u, j)
-                        .iter()
-                        .map(|f| frame_kind(f))
-                        .collect(),
+                    frames: stack.iter().map(|f| f.label()).collect(),
+                    frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
+                    monitor_frames: monitor_frames(&stack),
                     events,
                     total_ns,
                     max_ns,

@@ -38,6 +38,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             json!({
                 "frames": s.frames,
                 "frame_kinds": s.frame_kinds,
+                "monitor_frames": s.monitor_frames,
                 "events": s.events,
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,
@@ -55,6 +56,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                 "operation": s.operation.as_str(),
                 "frames": s.frames,
                 "frame_kinds": s.frame_kinds,
+                "monitor_frames": s.monitor_frames,
                 "events": s.events,
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,

@@ -199,15 +199,22 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
             secs(site.max_ns)
         )?;
         // Java frames say where; kernel and native frames only say how, so they go last.
-        let java: Vec<&String> = site
+        let label = |(i, f): (usize, &String)| {
+            if site.monitor_frames.contains(&i) {
+                format!("{f}  [holds monitor]")
+            } else {
+                f.clone()
+            }
+        };
+        let java: Vec<String> = site
             .frames
             .iter()
-            .zip(&site.frame_kinds)
-            .filter(|(_, k)| !matches!(**k, "kernel" | "native"))
-            .map(|(f, _)| f)
+            .enumerate()
+            .filter(|(i, _)| !matches!(site.frame_kinds[*i], "kernel" | "native"))
+            .map(label)
             .collect();
-        let shown: Vec<&String> = if java.is_empty() {
-            site.frames.iter().collect()
+        let shown: Vec<String> = if java.is_empty() {
+            site.frames.iter().enumerate().map(label).collect()
         } else {
             java
         };
