@@ -27,6 +27,8 @@ pub struct RuntimeInfo {
     pub version: Option<String>,
     /// The virtual-thread scheduler's parallelism (carriers it aims to keep busy).
     pub parallelism: Option<u32>,
+    /// `jdk.virtualThreadScheduler.maxPoolSize`, when the JVM says it was set.
+    pub max_pool_size: Option<u32>,
     pub libjvm: Option<String>,
 }
 

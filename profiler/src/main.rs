@@ -56,9 +56,19 @@ enum Command {
         /// Ring buffer size in MiB (a power of two); raise it if events are lost.
         #[arg(long, default_value_t = 8)]
         ring_buffer_mib: u32,
+        /// Do not use the JVM's attach protocol (pinprof uses it once, to read the
+        /// scheduler's settings; it starts the JVM's "Attach Listener" thread).
+        #[arg(long)]
+        no_attach: bool,
         /// No progress line.
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Show what pinprof sees in a live JVM now: version, scheduler, carriers, and the virtual
+    /// thread mounted on each.
+    Jvm {
+        #[arg(long, short)]
+        pid: u32,
     },
     /// Summarize a recording: per-thread time, top blocked stacks.
     Report {
@@ -110,6 +120,7 @@ fn run(command: Command) -> Result<()> {
             min_off_cpu_us,
             java_stack_min_us,
             ring_buffer_mib,
+            no_attach,
             quiet,
         } => {
             let duration = duration
@@ -133,6 +144,7 @@ fn run(command: Command) -> Result<()> {
                 min_off_cpu: Duration::from_micros(min_off_cpu_us),
                 ring_buffer_bytes,
                 min_java_stack: Duration::from_micros(java_stack_min_us),
+                attach: !no_attach,
                 progress: !quiet,
             };
             let summary = record::run(&options)?;
@@ -177,6 +189,7 @@ fn run(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Vmstructs { pid, filter } => dump_vmstructs(pid, &filter),
+        Command::Jvm { pid } => print_stdout(&jvm::describe(pid)?),
     }
 }
 

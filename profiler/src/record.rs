@@ -21,7 +21,10 @@ use crate::{
         Event, Frame, FrameKind, JavaBlock, JavaThreadInfo, JavaThreadState, OffCpu, OffCpuState,
         Stack, ThreadName,
     },
-    jvm::hotspot::{Hotspot, JavaThread, ThreadStates},
+    jvm::{
+        self,
+        hotspot::{Hotspot, JavaThread, ThreadStates},
+    },
     recording::{End, Header, RecordingWriter, StopReason},
     symbolize::Symbolizer,
     target::Target,
@@ -34,6 +37,8 @@ pub struct Options {
     pub output: PathBuf,
     pub min_off_cpu: Duration,
     pub ring_buffer_bytes: u32,
+    /// Ask the JVM for its settings through the attach protocol (no agent is loaded).
+    pub attach: bool,
     /// Java stacks are walked for blocks at least this long (zero: never).
     pub min_java_stack: Duration,
     /// Print the progress line on stderr.
@@ -55,7 +60,7 @@ const CHECKPOINT: Duration = Duration::from_secs(1);
 pub fn run(options: &Options) -> Result<Summary> {
     capture::check_privileges()?;
     let target = Target::open(options.pid)?;
-    let info = target.info();
+    let mut info = target.info();
     // A JVM we cannot read is still profiled, only without its Java view.
     let mut warnings = Vec::new();
     let hotspot = match &info.runtime {
@@ -76,6 +81,21 @@ pub fn run(options: &Options) -> Result<Summary> {
         },
         _ => None,
     };
+    if hotspot.is_some()
+        && options.attach
+        && let Some(runtime) = &mut info.runtime
+    {
+        match jvm::scheduler_settings(options.pid) {
+            Ok(settings) => {
+                runtime.parallelism = settings.parallelism.or(runtime.parallelism);
+                runtime.max_pool_size = settings.max_pool_size;
+            }
+            Err(e) => warnings.push(format!(
+                "cannot ask the JVM for its scheduler settings ({e:#}); parallelism is the \
+                 command line's or the CPU count"
+            )),
+        }
+    }
     let capture = Capture::start(&capture::Options {
         pid: options.pid,
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,

@@ -134,6 +134,7 @@ impl Target {
             kind: "hotspot".into(),
             version,
             parallelism: scheduler_parallelism(cmdline).or_else(|| self.cpus_allowed()),
+            max_pool_size: None,
             libjvm: Some(libjvm.to_string_lossy().into_owned()),
         })
     }

@@ -250,3 +250,70 @@ fn jdk25_class_init_pinning_matches_jfr() {
     let (monitor, _) = pinned(&report, |r, _| r == "monitor");
     assert_eq!(monitor, 0);
 }
+
+#[test]
+fn scheduler_settings_come_from_the_jvm_itself() {
+    // Set in an argument file, so not on the command line: only the JVM can tell.
+    let args = scratch("parallelism.args");
+    std::fs::write(&args, "-Djdk.virtualThreadScheduler.parallelism=3\n").unwrap();
+    let option = format!("@{}", args.display());
+    let jvm = Jvm::start_with(&java(21), &[&option], &workloads(), "Pinning", &["sleep"])
+        .expect("start the workload JVM");
+    let out = pinprof()
+        .args(["jvm", "--pid", &jvm.pid.to_string()])
+        .output()
+        .unwrap();
+    assert_ok(&out, "pinprof jvm");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("parallelism: 3 (set in the JVM)"), "{text}");
+    assert!(
+        text.contains("virtual thread #"),
+        "a carrier runs a virtual thread: {text}"
+    );
+
+    let report = report_json(&record(jvm.pid, 1.0, "parallelism.pinrec"));
+    assert_eq!(report["target"]["runtime"]["parallelism"], 3);
+}
+
+#[test]
+fn a_jvm_with_attach_disabled_is_left_alone() {
+    // pinprof must not signal a JVM that cannot answer; it records without its settings.
+    let jvm = Jvm::start_with(
+        &java(21),
+        &["-XX:+DisableAttachMechanism"],
+        &workloads(),
+        "Pinning",
+        &["sleep"],
+    )
+    .expect("start the workload JVM");
+    let recording = scratch("noattach.pinrec");
+    let out = pinprof()
+        .args([
+            "record",
+            "--quiet",
+            "--duration",
+            "1",
+            "--pid",
+            &jvm.pid.to_string(),
+        ])
+        .arg("--output")
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert_ok(&out, "pinprof record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot ask the JVM for its scheduler settings"),
+        "{stderr}"
+    );
+    let report = report_json(&recording);
+    assert!(
+        report["pinned"]["events"].as_u64().unwrap() > 10,
+        "pinning still seen"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", jvm.pid)).exists(),
+        "the JVM is still alive"
+    );
+}

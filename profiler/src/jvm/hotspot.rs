@@ -232,6 +232,17 @@ impl Hotspot {
         Ok(out)
     }
 
+    /// `Thread.threadId()` of the virtual thread mounted on a carrier now, if one is (a racy
+    /// read of a running thread: fine for a snapshot, not for events).
+    pub fn mounted_vthread(&self, thread: &JavaThread) -> Option<u64> {
+        let own = self.deref_handle(thread.addr + self.layout.thread_obj as u64)?;
+        let current = self.deref_handle(thread.addr + self.layout.vthread as u64)?;
+        if own == current {
+            return None;
+        }
+        self.mem.u64(current + self.layout.java_tid as u64).ok()
+    }
+
     /// The oop an `OopHandle` at `addr` refers to (OopStorage slots hold full pointers).
     fn deref_handle(&self, addr: u64) -> Option<u64> {
         let slot = self.mem.u64(addr).ok().filter(|&p| p != 0)?;

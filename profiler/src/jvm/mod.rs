@@ -6,3 +6,95 @@ pub mod hotspot;
 pub mod memory;
 pub mod vmstructs;
 pub mod walk;
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+
+/// The virtual-thread scheduler's settings, as the JVM's own system properties say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchedulerSettings {
+    pub parallelism: Option<u32>,
+    pub max_pool_size: Option<u32>,
+}
+
+/// Asks the JVM for its system properties through the attach protocol. (Properties given in
+/// `JAVA_TOOL_OPTIONS`, argument files or set by the program are not on the command line.)
+pub fn scheduler_settings(pid: u32) -> Result<SchedulerSettings> {
+    let properties = attach::jcmd(pid, "VM.system_properties", Duration::from_secs(5))?;
+    Ok(parse_scheduler_settings(&properties))
+}
+
+fn parse_scheduler_settings(properties: &str) -> SchedulerSettings {
+    let value = |key: &str| {
+        properties
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    SchedulerSettings {
+        parallelism: value("jdk.virtualThreadScheduler.parallelism"),
+        max_pool_size: value("jdk.virtualThreadScheduler.maxPoolSize"),
+    }
+}
+
+/// `pinprof jvm`: what pinprof reads from a live JVM, for people.
+pub fn describe(pid: u32) -> Result<String> {
+    use std::fmt::Write as _;
+    let target = crate::target::Target::open(pid)?;
+    let info = target.info();
+    let runtime = info
+        .runtime
+        .with_context(|| format!("process {pid} ({}) is not a HotSpot JVM", info.command))?;
+    let mut hotspot = hotspot::Hotspot::attach(pid)?;
+    let threads = hotspot.java_threads()?;
+    let settings = scheduler_settings(pid);
+    let mut out = String::new();
+    let version = runtime.version.as_deref().unwrap_or("(version unknown)");
+    let _ = writeln!(out, "pid {pid} ({}): HotSpot {version}", info.command);
+    let parallelism = settings
+        .as_ref()
+        .ok()
+        .and_then(|s| s.parallelism)
+        .map(|p| format!("{p} (set in the JVM)"))
+        .or_else(|| runtime.parallelism.map(|p| format!("{p} (the CPU count)")))
+        .unwrap_or_else(|| "unknown".into());
+    let _ = writeln!(out, "virtual-thread scheduler parallelism: {parallelism}");
+    if let Err(e) = &settings {
+        let _ = writeln!(out, "(could not ask the JVM for its settings: {e:#})");
+    }
+    let carriers: Vec<_> = threads.iter().filter(|t| t.carrier).collect();
+    let _ = writeln!(out, "carriers: {}", carriers.len());
+    for t in &carriers {
+        let mounted = match hotspot.mounted_vthread(t) {
+            Some(id) => format!("virtual thread #{id} mounted"),
+            None => "nothing mounted".into(),
+        };
+        let name = t.name.as_deref().unwrap_or("?");
+        let _ = writeln!(out, "  {:>8}  {name:<28} {mounted}", t.tid);
+    }
+    let _ = writeln!(
+        out,
+        "other Java threads: {}; Java stacks: {}",
+        threads.len() - carriers.len(),
+        match &hotspot.walk_error {
+            None => "can be walked".to_string(),
+            Some(e) => format!("cannot be walked ({e})"),
+        }
+    );
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduler_settings_from_properties() {
+        let text = "#Mon Nov 30\njava.version=21.0.8\njdk.virtualThreadScheduler.parallelism=3\n";
+        let settings = parse_scheduler_settings(text);
+        assert_eq!(settings.parallelism, Some(3));
+        assert_eq!(settings.max_pool_size, None);
+        assert_eq!(parse_scheduler_settings(""), SchedulerSettings::default());
+    }
+}

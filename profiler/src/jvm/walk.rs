@@ -294,7 +294,9 @@ impl Walker {
             };
             // Stacks grow down: a caller's frame is always above; anything else is garbage.
             match next {
-                (Some(next_sp), Some(next_pc), next_fp) if next_sp > sp && next_sp % 8 == 0 => {
+                (Some(next_sp), Some(next_pc), next_fp)
+                    if next_sp > sp && next_sp.is_multiple_of(8) =>
+                {
                     sp = next_sp;
                     pc = next_pc;
                     fp = next_fp.unwrap_or(0);
@@ -407,7 +409,7 @@ fn interpreted_frame_locks(mem: &Memory, stack: &StackBytes, fp: u64) -> bool {
     } else {
         value
     };
-    if top >= bottom || (bottom - top) % 16 != 0 || bottom - top > 64 * 16 {
+    if top >= bottom || !(bottom - top).is_multiple_of(16) || bottom - top > 64 * 16 {
         return false;
     }
     (0..(bottom - top) / 16).any(|i| stack.word(mem, top + 16 * i + 8).is_some_and(|o| o != 0))

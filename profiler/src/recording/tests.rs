@@ -28,7 +28,7 @@ fn event(i: u64) -> Event {
         waker_tid: Some(8),
         cpu: 0,
         // Every other event as a pinned carrier's, so the Java part round-trips too.
-        java: (i % 2 == 0).then(|| JavaBlock {
+        java: i.is_multiple_of(2).then(|| JavaBlock {
             state: JavaThreadState::Blocked,
             vthread: Some(40 + i),
             pending_monitor: None,

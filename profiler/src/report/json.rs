@@ -7,11 +7,14 @@ use super::Options;
 use crate::model::{Model, blocked_total_ns};
 
 pub fn to_json(model: &Model, options: &Options) -> Value {
-    let runtime = model
-        .target
-        .runtime
-        .as_ref()
-        .map(|r| json!({ "kind": r.kind, "version": r.version, "parallelism": r.parallelism }));
+    let runtime = model.target.runtime.as_ref().map(|r| {
+        json!({
+            "kind": r.kind,
+            "version": r.version,
+            "parallelism": r.parallelism,
+            "max_pool_size": r.max_pool_size,
+        })
+    });
     let rows = model.threads();
     let threads: Vec<Value> = rows
         .iter()

@@ -102,12 +102,18 @@ pub fn record(pid: u32, seconds: f64, name: &str) -> PathBuf {
 /// Starts `pinprof record` with no duration (it runs until stopped), stderr captured.
 pub fn spawn_record(pid: u32, name: &str) -> (std::process::Child, PathBuf) {
     let out = scratch(name);
+    let _ = std::fs::remove_file(&out);
     let child = pinprof()
         .args(["record", "--quiet", "--pid", &pid.to_string(), "--output"])
         .arg(&out)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start pinprof record");
+    // The file appears once the programs are attached: from then on the window is open.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !out.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     (child, out)
 }
 
