@@ -261,12 +261,16 @@ impl Walker {
                     (Some(_), _) => Tier::Compiled,
                     (None, _) => Tier::Stub,
                 };
+                // A return into the continuation stubs (the return barrier): the callers
+                // are still frozen in the virtual thread's stack chunk on the heap.
+                let frozen = blob.method.is_none() && blob.name.contains("continuation");
                 let name = match blob.method {
                     Some(m) => self.method_name(mem, Some(m)),
+                    None if frozen => "[callers frozen in the virtual thread's stack chunk]".into(),
                     None => format!("[{}]", blob.name),
                 };
                 // The virtual thread's frames end at its continuation's entry.
-                let bottom = name == "jdk.internal.vm.Continuation.enterSpecial";
+                let bottom = frozen || name == "jdk.internal.vm.Continuation.enterSpecial";
                 let holds_monitor = self.synchronized(mem, blob.method);
                 frames.push(JavaFrame {
                     pc,

@@ -60,6 +60,25 @@ pub struct PinnedSite {
     pub max_ns: u64,
 }
 
+/// Indexes of the frames that hold a monitor during a pinning. A thread entering a contended
+/// `synchronized` method does not hold that monitor yet: its innermost Java frame is the one
+/// waiting to enter, so its mark is dropped.
+fn holders(frames: &[&Frame], operation: Operation) -> Vec<usize> {
+    let mut marked = monitor_frames(frames);
+    if operation == Operation::MonitorEnter
+        && let Some(first) = frames.iter().position(|f| {
+            f.kind == FrameKind::Java
+                && matches!(
+                    f.module.as_deref(),
+                    Some("interpreted" | "compiled" | "native")
+                )
+        })
+    {
+        marked.retain(|&i| i != first);
+    }
+    marked
+}
+
 /// Indexes of the frames that hold a monitor.
 pub fn monitor_frames(frames: &[&Frame]) -> Vec<usize> {
     frames
@@ -281,7 +300,7 @@ impl Model {
                     operation: e.operation,
                     frames,
                     frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
-                    monitor_frames: monitor_frames(&stack),
+                    monitor_frames: holders(&stack, e.operation),
                     events: 0,
                     total_ns: 0,
                     max_ns: 0,
