@@ -170,6 +170,16 @@ pub struct JavaBlock {
     pub anchor: [u64; 3],
 }
 
+/// Agreement between two ways of naming compiled Java frames.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FramePointerCheck {
+    /// Stacks compared (those where the perf map named at least one frame).
+    pub compared: u64,
+    pub agreed: u64,
+    /// The first disagreement: (pinprof's compiled frames, the frame-pointer walk's).
+    pub first_difference: Option<(Vec<String>, Vec<String>)>,
+}
+
 /// A Java (platform) thread of the target, as HotSpot's thread list describes it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JavaThreadInfo {
@@ -266,6 +276,9 @@ pub enum Event {
     },
     /// Something capture could not do, said once to the user with the results.
     Warning(String),
+    /// `--fp-cross-check`: how often pinprof's Java walk and a frame-pointer walk named through
+    /// the JVM's perf map agreed on the compiled frames (cumulative; the last one wins).
+    FramePointerCheck(FramePointerCheck),
     /// The Java frames (a `Stack` of Java frames) of the off-CPU interval of thread `tid`
     /// that started at `start_ns`; it follows that interval's `OffCpu`.
     JavaStack {

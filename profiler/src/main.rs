@@ -60,6 +60,10 @@ enum Command {
         /// scheduler's settings; it starts the JVM's "Attach Listener" thread).
         #[arg(long)]
         no_attach: bool,
+        /// Testing aid: cross-check the Java walk against a frame-pointer walk named from the
+        /// JVM's perf map (needs -XX:+PreserveFramePointer and `jcmd <pid> Compiler.perfmap`).
+        #[arg(long, hide = true)]
+        fp_cross_check: bool,
         /// No progress line.
         #[arg(long, short)]
         quiet: bool,
@@ -121,6 +125,7 @@ fn run(command: Command) -> Result<()> {
             java_stack_min_us,
             ring_buffer_mib,
             no_attach,
+            fp_cross_check,
             quiet,
         } => {
             let duration = duration
@@ -145,6 +150,7 @@ fn run(command: Command) -> Result<()> {
                 ring_buffer_bytes,
                 min_java_stack: Duration::from_micros(java_stack_min_us),
                 attach: !no_attach,
+                fp_cross_check,
                 progress: !quiet,
             };
             let summary = record::run(&options)?;

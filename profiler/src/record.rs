@@ -18,12 +18,13 @@ use anyhow::{Context as _, Result};
 use crate::{
     capture::{self, Capture, Raw},
     events::{
-        Event, Frame, FrameKind, JavaBlock, JavaThreadInfo, JavaThreadState, OffCpu, OffCpuState,
-        Stack, ThreadName,
+        Event, Frame, FrameKind, FramePointerCheck, JavaBlock, JavaThreadInfo, JavaThreadState,
+        OffCpu, OffCpuState, Stack, ThreadName,
     },
     jvm::{
         self,
         hotspot::{Hotspot, JavaThread, ThreadStates},
+        walk::Tier,
     },
     recording::{End, Header, RecordingWriter, StopReason},
     symbolize::Symbolizer,
@@ -39,6 +40,9 @@ pub struct Options {
     pub ring_buffer_bytes: u32,
     /// Ask the JVM for its settings through the attach protocol (no agent is loaded).
     pub attach: bool,
+    /// Also walk each copied Java stack by frame pointers, name it from the perf map, and
+    /// count agreement (a JVM with -XX:+PreserveFramePointer and a perf map; for testing).
+    pub fp_cross_check: bool,
     /// Java stacks are walked for blocks at least this long (zero: never).
     pub min_java_stack: Duration,
     /// Print the progress line on stderr.
@@ -137,6 +141,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         known_threads: HashSet::new(),
         known_stacks: HashSet::new(),
         java_stacks: HashMap::new(),
+        fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
     };
     let result = session.run(options, &stop);
@@ -177,6 +182,7 @@ struct Session {
     known_stacks: HashSet<u32>,
     /// Java stacks written so far, by their frames; their ids follow `JAVA_STACK_IDS`.
     java_stacks: HashMap<Vec<Frame>, u32>,
+    fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
 }
@@ -340,13 +346,44 @@ impl Session {
             return Ok(());
         };
         let len = (copy.len as usize).min(copy.data.len());
-        let frames: Vec<Frame> = jvm
-            .hotspot
-            .walk(
-                copy.anchor_sp,
-                &copy.data[..len],
-                [copy.anchor_sp, copy.anchor_pc, copy.anchor_fp],
-            )
+        let anchor = [copy.anchor_sp, copy.anchor_pc, copy.anchor_fp];
+        let walked = jvm.hotspot.walk(copy.anchor_sp, &copy.data[..len], anchor);
+        if let Some(check) = &mut self.fp_check {
+            // Unwinding: both walks must find the same compiled frames (by return address).
+            // Naming: where the perf map knows a frame, it must give the same method.
+            let ours: Vec<(u64, String)> = walked
+                .iter()
+                .filter(|f| matches!(f.tier, Tier::Compiled | Tier::Native))
+                .map(|f| (f.pc, f.name.clone()))
+                .collect();
+            let chain = jvm
+                .hotspot
+                .frame_pointer_chain(copy.anchor_sp, &copy.data[..len], anchor);
+            let theirs: Vec<u64> = chain
+                .into_iter()
+                .filter(|&pc| jvm.hotspot.in_compiled_method(pc))
+                .collect();
+            let mut named = 0;
+            let mut same = ours.len() == theirs.len();
+            for (i, ((pc, name), their_pc)) in ours.iter().zip(&theirs).enumerate() {
+                // Return addresses point after their call: look up the byte before.
+                let lookup = if i == 0 { *their_pc } else { their_pc - 1 };
+                let their_name = self.symbolizer.perf_map_method(lookup);
+                named += usize::from(their_name.is_some());
+                same &= pc == their_pc && their_name.as_ref().is_none_or(|n| n == name);
+            }
+            if named > 0 {
+                check.compared += 1;
+                if same {
+                    check.agreed += 1;
+                } else if check.first_difference.is_none() {
+                    let names = |pcs: &[u64]| pcs.iter().map(|p| format!("{p:#x}")).collect();
+                    let ours_named = ours.iter().map(|(p, n)| format!("{p:#x} {n}")).collect();
+                    check.first_difference = Some((ours_named, names(&theirs)));
+                }
+            }
+        }
+        let frames: Vec<Frame> = walked
             .into_iter()
             .map(|f| Frame {
                 kind: FrameKind::Java,
@@ -440,6 +477,10 @@ impl Session {
 
     fn checkpoint(&mut self) -> Result<()> {
         self.cpu_snapshot()?;
+        if let Some(check) = &self.fp_check {
+            self.writer
+                .write_event(&Event::FramePointerCheck(check.clone()))?;
+        }
         let time_ns = capture::monotonic_ns();
         let counters = self.capture.counters();
         self.writer

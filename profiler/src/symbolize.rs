@@ -146,6 +146,17 @@ impl Symbolizer {
         find(&self.modules)
     }
 
+    /// The Java method the JVM's perf map names at `addr`, as `pkg.Class.method` (the map says
+    /// `void pkg.Class.method(long)`); None for code that is not a method.
+    pub fn perf_map_method(&mut self, addr: u64) -> Option<String> {
+        self.refresh_perf_map();
+        let entry = self.perf_map.lookup(addr)?;
+        let head = entry.split('(').next()?;
+        let method = head.rsplit(' ').next()?;
+        // Stubs are named too ("StubRoutines (1)"): a method has a class and a name.
+        (head.len() < entry.len() && method.contains('.')).then(|| method.to_string())
+    }
+
     fn refresh_perf_map(&mut self) {
         if self
             .perf_map_read

@@ -151,3 +151,47 @@ fn jdk25_blocked_sleeps_name_the_synchronized_method() {
         check(what, all, with_method(&caller_stacks(report)), phase);
     }
 }
+
+#[test]
+fn frame_pointer_walk_agrees_where_frame_pointers_are_kept() {
+    // With -XX:+PreserveFramePointer a plain frame-pointer walk, named from the JVM's perf
+    // map, is a second opinion on the compiled frames: the same return addresses, the same
+    // methods.
+    for major in [21, 25] {
+        let jvm = Jvm::start_with(
+            &java(major),
+            &["-XX:+PreserveFramePointer"],
+            &workloads(),
+            "SyncSleep",
+            &["2", "1", "5"],
+        )
+        .expect("start the workload JVM");
+        std::thread::sleep(Duration::from_secs(4));
+        let out = std::process::Command::new(jdk_tool(major, "jcmd"))
+            .args([&jvm.pid.to_string(), "Compiler.perfmap"])
+            .output()
+            .unwrap();
+        assert_ok(&out, "jcmd Compiler.perfmap");
+        let report = report_json(&record_with(
+            jvm.pid,
+            2.0,
+            &format!("fp{major}.pinrec"),
+            &["--fp-cross-check"],
+        ));
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", jvm.pid));
+        let check = &report["capture"]["fp_cross_check"];
+        let (compared, agreed) = (
+            check["compared"].as_u64().unwrap(),
+            check["agreed"].as_u64().unwrap(),
+        );
+        eprintln!("JDK {major}: frame-pointer walk agreed on {agreed} of {compared} stacks");
+        assert!(
+            compared >= 50,
+            "JDK {major}: only {compared} stacks compared"
+        );
+        assert!(
+            agreed as f64 >= 0.95 * compared as f64,
+            "JDK {major}: agreed on {agreed} of {compared}: {check}"
+        );
+    }
+}

@@ -106,6 +106,38 @@ fn jdk21_pinned_parks_match_jfr() {
         "{monitor_parks} of {parks} pinned parks have reason monitor"
     );
     assert_eq!(report["lost_events"], 0);
+
+    // Which virtual threads pinned, and where: the two sleepers' own Java ids, on carriers.
+    let carriers: BTreeSet<u64> = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "carrier")
+        .map(|t| t["tid"].as_u64().unwrap())
+        .collect();
+    let mut sleepers = BTreeSet::new();
+    for site in report["pinned"]["sites"].as_array().unwrap() {
+        if !site["frames"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("Pinning$Ledger.append"))
+        {
+            continue;
+        }
+        assert_eq!(site["reason"], "monitor");
+        for c in site["carriers"].as_array().unwrap() {
+            assert!(carriers.contains(&c.as_u64().unwrap()), "{c} is a carrier");
+        }
+        for v in site["virtual_threads"].as_array().unwrap() {
+            sleepers.insert(v.as_u64().unwrap());
+        }
+    }
+    assert_eq!(
+        sleepers.len(),
+        2,
+        "two sleeping virtual threads: {sleepers:?}"
+    );
+    assert!(!sleepers.contains(&0), "{sleepers:?}");
 }
 
 #[test]

@@ -184,6 +184,21 @@ impl Hotspot {
         }
     }
 
+    /// The frame-pointer view of the same copied stack (see `walk::frame_pointer_chain`).
+    pub fn frame_pointer_chain(&mut self, base: u64, data: &[u8], anchor: [u64; 3]) -> Vec<u64> {
+        match &mut self.walker {
+            Some(w) => w.frame_pointer_chain(&self.mem, &StackBytes { base, data }, anchor),
+            None => Vec::new(),
+        }
+    }
+
+    pub fn in_compiled_method(&mut self, pc: u64) -> bool {
+        match &mut self.walker {
+            Some(w) => w.in_compiled_method(&self.mem, pc),
+            None => false,
+        }
+    }
+
     /// The current `ThreadsList*`: it changes whenever a Java thread starts or ends.
     pub fn thread_list_version(&self) -> Result<u64> {
         self.mem.u64(self.thread_list)

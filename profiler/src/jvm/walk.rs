@@ -123,6 +123,7 @@ pub struct Walker {
     heaps: Vec<Heap>,
     methods: HashMap<u64, Option<String>>,
     blobs: HashMap<u64, Option<Blob>>,
+    debug: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -180,6 +181,7 @@ impl Walker {
             heaps: Vec::new(),
             methods: HashMap::new(),
             blobs: HashMap::new(),
+            debug: std::env::var_os("PINPROF_DEBUG").is_some(),
         };
         walker.read_heaps(mem).context("reading the code cache")?;
         Ok(walker)
@@ -294,6 +296,9 @@ impl Walker {
                     tier: Tier::Unknown,
                     holds_monitor: false,
                 });
+                self.debug(format_args!(
+                    "pc {pc:#x} (sp {sp:#x}) is neither in the interpreter nor in a code blob"
+                ));
                 break;
             };
             // Stacks grow down: a caller's frame is always above; anything else is garbage.
@@ -359,6 +364,48 @@ impl Walker {
         })
     }
 
+    /// The return addresses up the frame-pointer chain from a frame anchor, the anchor's own
+    /// pc first: what a frame-pointer unwinder sees. Meaningful for Java code only with
+    /// `-XX:+PreserveFramePointer`; pinprof uses it to cross-check its own walk. A native
+    /// method's wrapper leaves no fp in the anchor: its frame pointer then comes from its size.
+    pub fn frame_pointer_chain(
+        &mut self,
+        mem: &Memory,
+        stack: &StackBytes,
+        anchor: [u64; 3],
+    ) -> Vec<u64> {
+        let [sp, pc, mut fp] = anchor;
+        if fp == 0
+            && let Some(blob) = self.blob(mem, pc)
+        {
+            fp = (sp + 8 * blob.frame_words).saturating_sub(16);
+        }
+        let mut pcs = vec![pc];
+        while pcs.len() < MAX_FRAMES && fp != 0 {
+            let (Some(ret), Some(next)) = (stack.word(mem, fp + 8), stack.word(mem, fp)) else {
+                break;
+            };
+            pcs.push(ret);
+            if next <= fp {
+                break;
+            }
+            fp = next;
+        }
+        pcs
+    }
+
+    /// Whether `pc` is in a compiled Java method (an nmethod, native wrappers included).
+    pub fn in_compiled_method(&mut self, mem: &Memory, pc: u64) -> bool {
+        self.blob(mem, pc).is_some_and(|b| b.method.is_some())
+    }
+
+    /// Says why a frame could not be named, when PINPROF_DEBUG is set: never a guessed name.
+    fn debug(&self, why: std::fmt::Arguments) {
+        if self.debug {
+            eprintln!("pinprof: debug: [unknown java frame]: {why}");
+        }
+    }
+
     /// Whether a method is declared `synchronized`.
     fn synchronized(&self, mem: &Memory, method: Option<u64>) -> bool {
         method
@@ -378,6 +425,11 @@ impl Walker {
                 .unwrap_or_else(|| "[unknown java frame]".into());
         }
         let name = self.read_method_name(mem, method);
+        if name.is_none() {
+            self.debug(format_args!(
+                "Method* {method:#x} cannot be read (a stale slot, or its class was unloaded)"
+            ));
+        }
         self.methods.insert(method, name.clone());
         name.unwrap_or_else(|| "[unknown java frame]".into())
     }

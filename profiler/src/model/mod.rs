@@ -42,6 +42,7 @@ pub struct Model {
     pub carrier_counts: Vec<(u64, u32)>,
     /// Java stacks of off-CPU intervals, by (thread, interval start).
     pub java_stacks: HashMap<(u32, u64), StackId>,
+    pub fp_check: Option<crate::events::FramePointerCheck>,
 }
 
 /// Pinned time at one site: same reason, operation and stack.
@@ -58,6 +59,10 @@ pub struct PinnedSite {
     pub events: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+    /// `Thread.threadId()` of the virtual threads pinned here.
+    pub virtual_threads: std::collections::BTreeSet<u64>,
+    /// Thread ids of the carriers they pinned.
+    pub carriers: std::collections::BTreeSet<u32>,
 }
 
 /// Indexes of the frames that hold a monitor during a pinning. A thread entering a contended
@@ -221,6 +226,7 @@ impl Model {
                 self.carrier_counts.push((*time_ns, carriers));
             }
             Event::Warning(w) => self.warnings.push(w.clone()),
+            Event::FramePointerCheck(check) => self.fp_check = Some(check.clone()),
             Event::JavaStack {
                 tid,
                 start_ns,
@@ -304,7 +310,11 @@ impl Model {
                     events: 0,
                     total_ns: 0,
                     max_ns: 0,
+                    virtual_threads: Default::default(),
+                    carriers: Default::default(),
                 });
+            site.virtual_threads.insert(e.vthread);
+            site.carriers.insert(e.carrier);
             site.events += 1;
             site.total_ns += e.duration_ns();
             site.max_ns = site.max_ns.max(e.duration_ns());

@@ -63,6 +63,10 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                 "events": s.events,
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,
+                // Which virtual threads pinned here, and on which carriers.
+                "virtual_threads": s.virtual_threads.iter().take(50).collect::<Vec<_>>(),
+                "virtual_thread_count": s.virtual_threads.len(),
+                "carriers": s.carriers,
             })
         })
         .collect();
@@ -117,6 +121,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "short_intervals": model.counters.short_intervals,
             "java_stacks": model.java_stacks.len(),
             "java_stack_misses": model.counters.java_stack_misses,
+            "fp_cross_check": model.fp_check,
             "min_off_cpu_ns": model.min_off_cpu_ns,
             "target_exited": model.target_exit_ns.is_some(),
             "warnings": model.warnings,

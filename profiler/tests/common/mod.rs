@@ -81,6 +81,11 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Runs `pinprof record` for `seconds` and returns the recording.
 pub fn record(pid: u32, seconds: f64, name: &str) -> PathBuf {
+    record_with(pid, seconds, name, &[])
+}
+
+/// `record` with more `pinprof record` options.
+pub fn record_with(pid: u32, seconds: f64, name: &str, options: &[&str]) -> PathBuf {
     let out = scratch(name);
     let result = pinprof()
         .args([
@@ -93,6 +98,7 @@ pub fn record(pid: u32, seconds: f64, name: &str) -> PathBuf {
             "--output",
         ])
         .arg(&out)
+        .args(options)
         .output()
         .expect("run pinprof record");
     assert_ok(&result, "pinprof record");
