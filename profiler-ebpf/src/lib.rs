@@ -12,6 +12,41 @@ pub mod kind {
     pub const EXIT: u32 = 2;
     /// [`crate::StackCopy`]
     pub const STACK_COPY: u32 = 3;
+    /// [`crate::SyscallEvent`]: a system call that lasted at least the threshold.
+    pub const SYSCALL: u32 = 4;
+    /// [`crate::SyscallEvent`]: a futex wait that lasted at least the threshold, with its waker.
+    pub const FUTEX_WAIT: u32 = 5;
+    /// [`crate::NativeStackCopy`]
+    pub const NATIVE_STACK: u32 = 6;
+    /// [`crate::ThreadRename`]
+    pub const RENAME: u32 = 7;
+}
+
+/// x86_64 system call numbers pinprof's kernel programs look at.
+pub mod sysno {
+    pub const FUTEX: u32 = 202;
+    pub const FUTEX_WAITV: u32 = 449;
+    pub const FUTEX_WAKE: u32 = 454;
+    pub const FUTEX_WAIT: u32 = 455;
+    pub const FUTEX_REQUEUE: u32 = 456;
+}
+
+/// `futex(2)` operations that wait (after masking `FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME`).
+pub mod futex_op {
+    pub const CMD_MASK: u64 = !(128 | 256);
+    pub const WAIT: u64 = 0;
+    pub const LOCK_PI: u64 = 6;
+    pub const WAIT_BITSET: u64 = 9;
+    pub const WAIT_REQUEUE_PI: u64 = 11;
+    pub const LOCK_PI2: u64 = 13;
+
+    /// Whether a `futex(2)` call with this `op` argument waits.
+    pub fn waits(op: u64) -> bool {
+        matches!(
+            op & CMD_MASK,
+            WAIT | LOCK_PI | WAIT_BITSET | WAIT_REQUEUE_PI | LOCK_PI2
+        )
+    }
 }
 
 /// Indexes into the per-CPU `COUNTERS` array.
@@ -27,7 +62,9 @@ pub mod counter {
     /// A Java thread's stack was wanted but could not be copied (it had moved on, or the ring
     /// buffer was full).
     pub const STACK_COPY_MISSES: u32 = 4;
-    pub const COUNT: u32 = 5;
+    /// A system call could not be timed: the per-thread map was full.
+    pub const SYSCALL_MAP_FULL: u32 = 5;
+    pub const COUNT: u32 = 6;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames
@@ -75,6 +112,106 @@ pub struct JvmLayout {
     pub _pad: u32,
     /// Address of `SafepointSynchronize::_state` (non-zero while a safepoint is under way).
     pub safepoint_state: u64,
+}
+
+/// Bytes of user stack copied for unwinding native code with its DWARF call frame information
+/// (C libraries without frame pointers).
+pub const NATIVE_COPY_BYTES: usize = 8 * 1024;
+
+/// A thread's user registers and the top of its user stack, for unwinding in user space.
+/// `key_ns` ties it to its event: a system call's start, or a wake-up's time.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NativeStackCopy {
+    pub kind: u32,
+    pub tid: u32,
+    pub key_ns: u64,
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    pub len: u32,
+    pub _pad: u32,
+    pub data: [u8; NATIVE_COPY_BYTES],
+}
+
+/// A thread of the target renamed itself (`task:task_rename`): names of short-lived threads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadRename {
+    pub kind: u32,
+    pub tid: u32,
+    pub comm: [u8; 16],
+}
+
+/// Bits of [`SyscallStart::flags`].
+pub mod syscall_flags {
+    /// A futex call that waits.
+    pub const FUTEX_WAIT: u32 = 1;
+    /// The calling thread is a carrier with nothing mounted: its waits are idleness.
+    pub const IDLE: u32 = 2;
+    /// `waker` is filled in.
+    pub const WOKEN: u32 = 4;
+}
+
+/// Who woke a waiting thread (`sched_waking`, in the waker's context).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Waker {
+    pub tid: u32,
+    /// The waker's stacks at the wake-up (the releasing code); negative: none.
+    pub user_stack_id: i32,
+    pub kernel_stack_id: i32,
+    /// 1: the waker is a thread of the target.
+    pub in_target: u32,
+    pub wake_ns: u64,
+}
+
+/// A system call in progress, per thread, from `sys_enter` to `sys_exit`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyscallStart {
+    pub start_ns: u64,
+    pub nr: u32,
+    pub flags: u32,
+    pub args: [u64; 4],
+    /// For a futex wait with a timeout: the timeout in ns; else `u64::MAX`.
+    pub timeout_ns: u64,
+    pub waker: Waker,
+}
+
+/// A system call of the target that lasted at least the threshold (or a futex wait, then with
+/// its waker). Times are `CLOCK_MONOTONIC` ns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyscallEvent {
+    pub kind: u32,
+    pub tid: u32,
+    pub nr: u32,
+    /// The caller's user stack at the call (taken as it returns: the same stack).
+    pub user_stack_id: i32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub ret: i64,
+    pub args: [u64; 4],
+    pub timeout_ns: u64,
+    pub waker: Waker,
+}
+
+/// Key of the per-(thread, system call) sums of calls shorter than the threshold.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SyscallKey {
+    pub tid: u32,
+    pub nr: u32,
+}
+
+/// Count, total and longest of a kind of wait, summed in the kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitSum {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
 }
 
 /// A Java thread that blocked long enough for its Java stack to be wanted, kept until it
@@ -199,6 +336,8 @@ mod user {
     unsafe impl aya::Pod for super::ShortOffCpu {}
     unsafe impl aya::Pod for super::JvmLayout {}
     unsafe impl aya::Pod for super::StackRequest {}
+    unsafe impl aya::Pod for super::SyscallKey {}
+    unsafe impl aya::Pod for super::WaitSum {}
 }
 
 #[cfg(test)]
@@ -215,6 +354,17 @@ mod tests {
         assert_eq!(size_of::<JavaState>(), java);
         assert_eq!(size_of::<JvmLayout>(), 14 * 4 + 8);
         assert_eq!(size_of::<StackRequest>(), 16);
+        let waker = 4 + 4 + 4 + 4 + 8;
+        assert_eq!(size_of::<Waker>(), waker);
+        assert_eq!(size_of::<SyscallStart>(), 8 + 4 + 4 + 32 + 8 + waker);
+        assert_eq!(size_of::<SyscallEvent>(), 4 * 4 + 8 * 3 + 32 + 8 + waker);
+        assert_eq!(size_of::<SyscallKey>(), 8);
+        assert_eq!(size_of::<WaitSum>(), 24);
+        assert_eq!(
+            size_of::<NativeStackCopy>(),
+            4 + 4 + 8 * 4 + 4 + 4 + NATIVE_COPY_BYTES
+        );
+        assert_eq!(size_of::<ThreadRename>(), 4 + 4 + 16);
         assert_eq!(
             size_of::<StackCopy>(),
             4 + 4 + 8 * 4 + 4 + 4 + STACK_COPY_BYTES

@@ -1,15 +1,19 @@
 use aya_ebpf::{
+    bindings::pt_regs,
     bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_user,
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel, bpf_probe_read_user,
     },
     macros::{map, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf, StackTrace},
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
-    CARRIER_BIT, ExitEvent, JavaState, JvmLayout, OffCpuEvent, OffCpuStart, STACK_COPY_BYTES,
-    ShortOffCpu, StackCopy, StackRequest, counter, java_flags, kind, task_state,
+    CARRIER_BIT, ExitEvent, JavaState, JvmLayout, NATIVE_COPY_BYTES, NativeStackCopy, OffCpuEvent,
+    OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackCopy, StackRequest, SyscallEvent, SyscallKey,
+    SyscallStart, ThreadRename, WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags,
+    sysno, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -48,6 +52,22 @@ static JVM_LAYOUT: JvmLayout = JvmLayout {
 /// Java stacks are copied for blocks at least this long (0: never).
 #[unsafe(no_mangle)]
 static MIN_JAVA_STACK_NS: u64 = 0;
+/// System calls (futex waits included) at least this long are sent one by one with their
+/// stacks; shorter ones are summed per (thread, call). `u64::MAX`: system calls not tracked.
+#[unsafe(no_mangle)]
+static MIN_SYSCALL_NS: u64 = u64::MAX;
+#[unsafe(no_mangle)]
+static SYS_ENTER_ID_OFFSET: u32 = 8;
+#[unsafe(no_mangle)]
+static SYS_ENTER_ARGS_OFFSET: u32 = 16;
+#[unsafe(no_mangle)]
+static SYS_EXIT_RET_OFFSET: u32 = 16;
+#[unsafe(no_mangle)]
+static LOCK_ADDR_OFFSET: u32 = 8;
+#[unsafe(no_mangle)]
+static RENAME_PID_OFFSET: u32 = 8;
+#[unsafe(no_mangle)]
+static RENAME_NEWCOMM_OFFSET: u32 = 28;
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
@@ -64,6 +84,18 @@ static JAVA_THREADS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0)
 /// Java threads whose stack is wanted when they leave the system call they blocked in.
 #[map]
 static STACK_REQUESTS: HashMap<u32, StackRequest> = HashMap::with_max_entries(8 * 1024, 0);
+/// System calls in progress, per thread.
+#[map]
+static IN_SYSCALL: HashMap<u32, SyscallStart> = HashMap::with_max_entries(64 * 1024, 0);
+/// Sums of the system calls shorter than `MIN_SYSCALL_NS`, per (thread, call).
+#[map]
+static SYSCALL_SUMS: HashMap<SyscallKey, WaitSum> = HashMap::with_max_entries(64 * 1024, 0);
+/// Kernel lock contention in progress, per thread: its start.
+#[map]
+static CONTENTION_STARTS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0);
+/// Kernel lock contention of the target's threads, per lock address.
+#[map]
+static KERNEL_LOCKS: HashMap<u64, WaitSum> = HashMap::with_max_entries(16 * 1024, 0);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
@@ -111,6 +143,10 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         let idle_carrier = java.flags & java_flags::CARRIER != 0
             && java.flags & java_flags::MOUNTED == 0
             && prev_state != task_state::RUNNING;
+        if idle_carrier && let Some(call) = IN_SYSCALL.get_ptr_mut(tid) {
+            // Its futex wait is the scheduler's idling, not a lock.
+            unsafe { (*call).flags |= syscall_flags::IDLE };
+        }
         let (kernel_stack_id, user_stack_id) = if idle_carrier {
             (NOT_CAPTURED, NOT_CAPTURED)
         } else {
@@ -261,19 +297,175 @@ fn request_java_stack(tid: u32, start: &OffCpuStart, duration: u64) {
 /// it now: the thread has not been back in user space since it blocked, so the stack is as it
 /// was then, and this is its own context, where its memory can be read.
 #[tracepoint]
-pub fn sys_exit(_ctx: TracePointContext) -> u32 {
+pub fn sys_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
         return 0;
     }
     let tid = pid_tgid as u32;
-    let Some(request) = STACK_REQUESTS.get_ptr(tid) else {
+    end_syscall(&ctx, tid);
+    copy_java_stack(tid);
+    0
+}
+
+/// Times the system call `tid` leaves: long ones (and long futex waits, with their waker)
+/// become events with the caller's stack; short ones only add to a per-(thread, call) sum.
+#[inline(always)]
+fn end_syscall(ctx: &TracePointContext, tid: u32) {
+    let Some(call) = IN_SYSCALL.get_ptr(tid) else {
+        return;
+    };
+    let call = unsafe { *call };
+    let _ = IN_SYSCALL.remove(tid);
+    let now = unsafe { bpf_ktime_get_ns() };
+    let duration = now.saturating_sub(call.start_ns);
+    let futex_wait = call.flags & syscall_flags::FUTEX_WAIT != 0;
+    if call.flags & syscall_flags::IDLE != 0 {
+        // An idle carrier's park is the scheduler waiting for work, not a blocking call.
+        return;
+    }
+    if duration >= setting(&MIN_SYSCALL_NS) {
+        copy_native_stack(tid, call.start_ns);
+        let ret =
+            unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_RET_OFFSET) as usize) }.unwrap_or(0);
+        match EVENTS.reserve::<SyscallEvent>(0) {
+            Some(mut slot) => {
+                slot.write(SyscallEvent {
+                    kind: if futex_wait {
+                        kind::FUTEX_WAIT
+                    } else {
+                        kind::SYSCALL
+                    },
+                    tid,
+                    nr: call.nr,
+                    user_stack_id: stack_id(ctx, BPF_F_USER_STACK as u64),
+                    start_ns: call.start_ns,
+                    end_ns: now,
+                    ret,
+                    args: call.args,
+                    timeout_ns: call.timeout_ns,
+                    waker: call.waker,
+                });
+                slot.submit(BPF_RB_NO_WAKEUP as u64);
+            }
+            None => count(counter::LOST_EVENTS),
+        }
+        return;
+    }
+    let key = SyscallKey { tid, nr: call.nr };
+    add_wait(&SYSCALL_SUMS, &key, duration);
+}
+
+#[inline(always)]
+fn add_wait<K>(map: &HashMap<K, WaitSum>, key: &K, duration: u64) {
+    match map.get_ptr_mut(key) {
+        Some(sum) => unsafe {
+            (*sum).count += 1;
+            (*sum).total_ns += duration;
+            if duration > (*sum).max_ns {
+                (*sum).max_ns = duration;
+            }
+        },
+        None => {
+            let first = WaitSum {
+                count: 1,
+                total_ns: duration,
+                max_ns: duration,
+            };
+            if map.insert(key, &first, 0).is_err() {
+                count(counter::SYSCALL_MAP_FULL);
+            }
+        }
+    }
+}
+
+/// Starts timing a system call of the target.
+#[tracepoint]
+pub fn sys_enter(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
         return 0;
+    }
+    let tid = pid_tgid as u32;
+    let nr = unsafe { ctx.read_at::<i64>(setting(&SYS_ENTER_ID_OFFSET) as usize) }.unwrap_or(-1);
+    let args_at = setting(&SYS_ENTER_ARGS_OFFSET) as usize;
+    let arg = |i: usize| unsafe { ctx.read_at::<u64>(args_at + 8 * i) }.unwrap_or(0);
+    let args = [arg(0), arg(1), arg(2), arg(3)];
+    let nr = nr as u32;
+    let futex_wait = match nr {
+        sysno::FUTEX => futex_op::waits(args[1]),
+        sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
+        _ => false,
+    };
+    let mut timeout_ns = u64::MAX;
+    if nr == sysno::FUTEX && futex_wait && args[3] != 0 {
+        // struct timespec { tv_sec, tv_nsec }
+        if let (Some(sec), Some(nsec)) = (read_user::<u64>(args[3]), read_user::<u64>(args[3] + 8))
+        {
+            timeout_ns = sec.wrapping_mul(1_000_000_000).wrapping_add(nsec);
+        }
+    }
+    let start = SyscallStart {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        nr,
+        flags: if futex_wait {
+            syscall_flags::FUTEX_WAIT
+        } else {
+            0
+        },
+        args,
+        timeout_ns,
+        waker: Waker::default(),
+    };
+    if IN_SYSCALL.insert(tid, start, 0).is_err() {
+        count(counter::SYSCALL_MAP_FULL);
+    }
+    0
+}
+
+/// Kernel lock contention of the target's threads: begins.
+#[tracepoint]
+pub fn contention_begin(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
+        return 0;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    if CONTENTION_STARTS.insert(pid_tgid as u32, now, 0).is_err() {
+        count(counter::SYSCALL_MAP_FULL);
+    }
+    0
+}
+
+/// Kernel lock contention of the target's threads: ends; summed per lock address.
+#[tracepoint]
+pub fn contention_end(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
+        return 0;
+    }
+    let tid = pid_tgid as u32;
+    let Some(start) = CONTENTION_STARTS.get_ptr(tid) else {
+        return 0;
+    };
+    let start = unsafe { *start };
+    let _ = CONTENTION_STARTS.remove(tid);
+    let lock = unsafe { ctx.read_at::<u64>(setting(&LOCK_ADDR_OFFSET) as usize) }.unwrap_or(0);
+    let now = unsafe { bpf_ktime_get_ns() };
+    add_wait(&KERNEL_LOCKS, &lock, now.saturating_sub(start));
+    0
+}
+
+/// Copies the Java stack of `tid` if one was requested for it (see `request_java_stack`).
+#[inline(always)]
+fn copy_java_stack(tid: u32) {
+    let Some(request) = STACK_REQUESTS.get_ptr(tid) else {
+        return;
     };
     let request = unsafe { *request };
     let _ = STACK_REQUESTS.remove(tid);
     let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
-        return 0;
+        return;
     };
     let thread = entry & !CARRIER_BIT;
     let layout: JvmLayout = setting(&JVM_LAYOUT);
@@ -282,7 +474,7 @@ pub fn sys_exit(_ctx: TracePointContext) -> u32 {
     let sp = read_user::<u64>(field(layout.anchor_sp)).unwrap_or(0);
     if sp == 0 || sp != request.anchor_sp {
         count(counter::STACK_COPY_MISSES);
-        return 0;
+        return;
     }
     let base = read_user::<u64>(field(layout.stack_base)).unwrap_or(0);
     let len = if base > sp {
@@ -293,7 +485,7 @@ pub fn sys_exit(_ctx: TracePointContext) -> u32 {
     let Some(mut slot) = EVENTS.reserve::<StackCopy>(0) else {
         count(counter::STACK_COPY_MISSES);
         count(counter::LOST_EVENTS);
-        return 0;
+        return;
     };
     let copy = slot.as_mut_ptr();
     unsafe {
@@ -314,7 +506,6 @@ pub fn sys_exit(_ctx: TracePointContext) -> u32 {
         (*copy).len = if read == 0 { len as u32 } else { 0 };
     }
     slot.submit(BPF_RB_NO_WAKEUP as u64);
-    0
 }
 
 #[inline(always)]
@@ -345,15 +536,166 @@ fn add_short(tid: u32, duration: u64, prev_state: u64) {
 }
 
 #[tracepoint]
-pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
+pub fn sched_waking(ctx: TracePointContext) -> u32 {
     // Runs in the waker's context: the current thread is the one that made `pid` runnable.
     let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&WAKEUP_PID_OFFSET) as usize) }) else {
         return 0;
     };
-    if let Some(start) = STARTS.get_ptr_mut(pid as u32) {
-        unsafe { (*start).waker_tid = bpf_get_current_pid_tgid() as u32 };
+    let pid = pid as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if let Some(start) = STARTS.get_ptr_mut(pid) {
+        unsafe { (*start).waker_tid = pid_tgid as u32 };
+    }
+    // A thread of the target waking from a long futex wait: remember who released it, and
+    // where (the releasing code), and ask for the waker's Java stack too.
+    let Some(call) = IN_SYSCALL.get_ptr_mut(pid) else {
+        return 0;
+    };
+    let flags = unsafe { (*call).flags };
+    if flags & syscall_flags::FUTEX_WAIT == 0 || flags & syscall_flags::WOKEN != 0 {
+        return 0;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now.saturating_sub(unsafe { (*call).start_ns }) < setting(&MIN_SYSCALL_NS) {
+        return 0;
+    }
+    // Only a thread inside a futex call releases a futex waiter. Anything else is a timer
+    // interrupt (the wait timed out: the current task is whatever it interrupted) or a signal.
+    let waker_tid = pid_tgid as u32;
+    let ours = (pid_tgid >> 32) as u32 == setting(&TARGET_TGID)
+        && IN_SYSCALL.get_ptr(waker_tid).is_some_and(|c| {
+            matches!(
+                unsafe { (*c).nr },
+                sysno::FUTEX | sysno::FUTEX_WAKE | sysno::FUTEX_REQUEUE
+            )
+        });
+    if !ours {
+        return 0;
+    }
+    let (user_stack_id, kernel_stack_id) = if ours {
+        (stack_id(&ctx, BPF_F_USER_STACK as u64), stack_id(&ctx, 0))
+    } else {
+        (NOT_CAPTURED, NOT_CAPTURED)
+    };
+    unsafe {
+        (*call).flags |= syscall_flags::WOKEN;
+        (*call).waker = Waker {
+            tid: waker_tid,
+            user_stack_id,
+            kernel_stack_id,
+            in_target: u32::from(ours),
+            wake_ns: now,
+        };
+    }
+    if ours {
+        copy_native_stack(waker_tid, now);
+        if setting(&MIN_JAVA_STACK_NS) != 0 {
+            request_waker_java_stack(waker_tid, now);
+        }
     }
     0
+}
+
+/// Copies the current thread's user registers and the top of its user stack, so that user
+/// space can unwind C code that keeps no frame pointers (with its DWARF unwind tables).
+/// The thread is in the kernel on behalf of a system call: its user state is saved.
+#[inline(always)]
+fn copy_native_stack(tid: u32, key_ns: u64) {
+    use aya_ebpf::helpers::generated::{bpf_get_current_task_btf, bpf_task_pt_regs};
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+    if regs.is_null() {
+        return;
+    }
+    let reg = |field: *const u64| unsafe { bpf_probe_read_kernel(field) }.unwrap_or(0);
+    let (ip, sp, bp) = unsafe {
+        (
+            reg(core::ptr::addr_of!((*regs).rip)),
+            reg(core::ptr::addr_of!((*regs).rsp)),
+            reg(core::ptr::addr_of!((*regs).rbp)),
+        )
+    };
+    if sp == 0 {
+        return;
+    }
+    let Some(mut slot) = EVENTS.reserve::<NativeStackCopy>(0) else {
+        count(counter::LOST_EVENTS);
+        return;
+    };
+    let copy = slot.as_mut_ptr();
+    unsafe {
+        (*copy).kind = kind::NATIVE_STACK;
+        (*copy).tid = tid;
+        (*copy).key_ns = key_ns;
+        (*copy).ip = ip;
+        (*copy).sp = sp;
+        (*copy).bp = bp;
+        (*copy)._pad = 0;
+        // The stack may end (unmapped) before the copy does: try shorter copies then.
+        let dst = (*copy).data.as_mut_ptr().cast();
+        let src = sp as *const core::ffi::c_void;
+        let mut len = 0u32;
+        for size in [
+            NATIVE_COPY_BYTES,
+            NATIVE_COPY_BYTES / 4,
+            NATIVE_COPY_BYTES / 16,
+        ] {
+            if aya_ebpf::helpers::generated::bpf_probe_read_user(dst, size as u32, src) == 0 {
+                len = size as u32;
+                break;
+            }
+        }
+        (*copy).len = len;
+    }
+    slot.submit(BPF_RB_NO_WAKEUP as u64);
+}
+
+/// A thread of the target renamed itself: short-lived threads are gone before user space
+/// could read their name, so the kernel sends it.
+#[tracepoint]
+pub fn task_rename(ctx: TracePointContext) -> u32 {
+    if (bpf_get_current_pid_tgid() >> 32) as u32 != setting(&TARGET_TGID) {
+        return 0;
+    }
+    let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&RENAME_PID_OFFSET) as usize) }) else {
+        return 0;
+    };
+    let Ok(comm) = (unsafe { ctx.read_at::<[u8; 16]>(setting(&RENAME_NEWCOMM_OFFSET) as usize) })
+    else {
+        return 0;
+    };
+    match EVENTS.reserve::<ThreadRename>(0) {
+        Some(mut slot) => {
+            slot.write(ThreadRename {
+                kind: kind::RENAME,
+                tid: pid as u32,
+                comm,
+            });
+            slot.submit(BPF_RB_NO_WAKEUP as u64);
+        }
+        None => count(counter::LOST_EVENTS),
+    }
+    0
+}
+
+/// A Java thread that releases a waiter from inside a system call (an unpark, a mutex
+/// unlock) gets its stack copied as it leaves that call, like a blocked one.
+#[inline(always)]
+fn request_waker_java_stack(tid: u32, wake_ns: u64) {
+    let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
+        return;
+    };
+    let layout: JvmLayout = setting(&JVM_LAYOUT);
+    let sp = read_user::<u64>((entry & !CARRIER_BIT) + layout.anchor_sp as u64).unwrap_or(0);
+    if sp == 0 {
+        return;
+    }
+    let request = StackRequest {
+        start_ns: wake_ns,
+        anchor_sp: sp,
+    };
+    if STACK_REQUESTS.insert(tid, request, 0).is_err() {
+        count(counter::STACK_COPY_MISSES);
+    }
 }
 
 #[tracepoint]

@@ -170,6 +170,79 @@ pub struct JavaBlock {
     pub anchor: [u64; 3],
 }
 
+/// A system call of the target that lasted at least the threshold; for a futex wait, with
+/// the thread that ended it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Syscall {
+    pub tid: u32,
+    pub nr: u32,
+    /// Its name (`read`, `futex`...), or `syscall_<nr>`.
+    pub name: String,
+    pub args: [u64; 4],
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The return value (negative: -errno).
+    pub ret: i64,
+    /// The caller's native stack.
+    pub user_stack: Option<StackId>,
+    /// What the file descriptor argument named when the call ended: a path, `pipe:[...]`,
+    /// `socket:[...]` with its addresses where readable.
+    pub fd: Option<String>,
+    pub futex: Option<FutexWait>,
+}
+
+/// The futex side of a long futex wait.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FutexWait {
+    pub uaddr: u64,
+    pub op: u64,
+    /// The timeout it gave, if any (relative, or absolute for bitset waits).
+    pub timeout_ns: Option<u64>,
+    /// The thread that woke it (a `sched_waking` in that thread), if one did.
+    pub waker: Option<FutexWaker>,
+}
+
+/// The thread that released a futex waiter, and where.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FutexWaker {
+    pub tid: u32,
+    /// A thread of the target (not another process, nor the kernel).
+    pub in_target: bool,
+    pub wake_ns: u64,
+    /// Its stacks at the wake: the releasing code. Its Java stack, if walked, is the
+    /// `JavaStack` of (`tid`, `wake_ns`).
+    pub user_stack: Option<StackId>,
+    pub kernel_stack: Option<StackId>,
+}
+
+impl Syscall {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Sums of system calls below the threshold, per (thread, call), cumulative.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SyscallSum {
+    pub tid: u32,
+    pub nr: u32,
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Kernel lock contention (`lock:contention_begin/end`) of the target's threads, per lock.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct KernelLock {
+    pub addr: u64,
+    /// The kernel symbol the lock lives in, when it is a static one.
+    pub symbol: Option<String>,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
 /// Agreement between two ways of naming compiled Java frames.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct FramePointerCheck {
@@ -218,12 +291,14 @@ pub struct Counters {
     pub short_intervals: u64,
     /// Java stacks wanted but not copied (the thread moved on first, or no room).
     pub java_stack_misses: u64,
+    /// System calls or lock waits not timed because a per-thread map was full.
+    pub syscall_map_full: u64,
 }
 
 impl Counters {
     /// Everything that was dropped rather than recorded.
     pub fn lost(&self) -> u64 {
-        self.lost_events + self.start_map_full
+        self.lost_events + self.start_map_full + self.syscall_map_full
     }
 }
 
@@ -276,6 +351,17 @@ pub enum Event {
     },
     /// Something capture could not do, said once to the user with the results.
     Warning(String),
+    Syscall(Syscall),
+    /// Cumulative snapshot of the short system calls; the last one wins.
+    SyscallSums {
+        time_ns: u64,
+        sums: Vec<SyscallSum>,
+    },
+    /// Cumulative snapshot of kernel lock contention; the last one wins.
+    KernelLocks {
+        time_ns: u64,
+        locks: Vec<KernelLock>,
+    },
     /// `--fp-cross-check`: how often pinprof's Java walk and a frame-pointer walk named through
     /// the JVM's perf map agreed on the compiled frames (cumulative; the last one wins).
     FramePointerCheck(FramePointerCheck),

@@ -5,6 +5,7 @@
 
 mod capture;
 mod events;
+mod fdname;
 mod flamegraph;
 mod jvm;
 mod model;
@@ -14,6 +15,7 @@ mod recording;
 mod report;
 mod symbolize;
 mod target;
+mod unwind;
 
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -56,6 +58,13 @@ enum Command {
         /// Ring buffer size in MiB (a power of two); raise it if events are lost.
         #[arg(long, default_value_t = 8)]
         ring_buffer_mib: u32,
+        /// System calls and futex waits at least this long (microseconds) are recorded one by
+        /// one with their stacks, file and waker; shorter ones are counted per thread and call.
+        #[arg(long, default_value_t = 1000)]
+        min_syscall_us: u64,
+        /// Do not trace system calls, futex waits and kernel lock contention.
+        #[arg(long)]
+        no_syscalls: bool,
         /// Do not use the JVM's attach protocol (pinprof uses it once, to read the
         /// scheduler's settings; it starts the JVM's "Attach Listener" thread).
         #[arg(long)]
@@ -125,6 +134,8 @@ fn run(command: Command) -> Result<()> {
             java_stack_min_us,
             ring_buffer_mib,
             no_attach,
+            min_syscall_us,
+            no_syscalls,
             fp_cross_check,
             quiet,
         } => {
@@ -150,6 +161,7 @@ fn run(command: Command) -> Result<()> {
                 ring_buffer_bytes,
                 min_java_stack: Duration::from_micros(java_stack_min_us),
                 attach: !no_attach,
+                min_syscall: (!no_syscalls).then(|| Duration::from_micros(min_syscall_us)),
                 fp_cross_check,
                 progress: !quiet,
             };

@@ -18,9 +18,11 @@ use anyhow::{Context as _, Result};
 use crate::{
     capture::{self, Capture, Raw},
     events::{
-        Event, Frame, FrameKind, FramePointerCheck, JavaBlock, JavaThreadInfo, JavaThreadState,
-        OffCpu, OffCpuState, Stack, ThreadName,
+        Event, Frame, FrameKind, FramePointerCheck, FutexWait, FutexWaker, JavaBlock,
+        JavaThreadInfo, JavaThreadState, KernelLock, OffCpu, OffCpuState, Stack, Syscall,
+        SyscallSum, ThreadName,
     },
+    fdname,
     jvm::{
         self,
         hotspot::{Hotspot, JavaThread, ThreadStates},
@@ -29,6 +31,7 @@ use crate::{
     recording::{End, Header, RecordingWriter, StopReason},
     symbolize::Symbolizer,
     target::Target,
+    unwind::NativeUnwinder,
 };
 
 #[derive(Clone, Debug)]
@@ -40,6 +43,8 @@ pub struct Options {
     pub ring_buffer_bytes: u32,
     /// Ask the JVM for its settings through the attach protocol (no agent is loaded).
     pub attach: bool,
+    /// System calls and futex waits at least this long are events (None: not traced).
+    pub min_syscall: Option<Duration>,
     /// Also walk each copied Java stack by frame pointers, name it from the perf map, and
     /// count agreement (a JVM with -XX:+PreserveFramePointer and a perf map; for testing).
     pub fp_cross_check: bool,
@@ -106,7 +111,11 @@ pub fn run(options: &Options) -> Result<Summary> {
         ring_buffer_bytes: options.ring_buffer_bytes,
         jvm: hotspot.as_ref().map(|h| h.layout),
         min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
+        min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
     })?;
+    if let Some(why) = &capture.kernel_locks_missing {
+        warnings.push(format!("kernel lock contention is not traced: {why}"));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
@@ -122,6 +131,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         hostname: read_trimmed("/proc/sys/kernel/hostname"),
         kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
+        min_syscall_ns: options.min_syscall.map(|d| d.as_nanos() as u64),
     };
     let mut writer = RecordingWriter::create(&options.output, &header)?;
     for warning in warnings {
@@ -141,6 +151,8 @@ pub fn run(options: &Options) -> Result<Summary> {
         known_threads: HashSet::new(),
         known_stacks: HashSet::new(),
         java_stacks: HashMap::new(),
+        native: NativeUnwinder::new(options.pid),
+        native_stacks: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
     };
@@ -182,13 +194,20 @@ struct Session {
     known_stacks: HashSet<u32>,
     /// Java stacks written so far, by their frames; their ids follow `JAVA_STACK_IDS`.
     java_stacks: HashMap<Vec<Frame>, u32>,
+    native: NativeUnwinder,
+    /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
+    native_stacks: HashMap<(u32, u64), u32>,
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
 }
 
-/// Java stacks get ids of their own, above any id of the kernel's stack map.
-const JAVA_STACK_IDS: u32 = 1 << 31;
+/// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above any id
+/// of the kernel's stack map.
+const OWN_STACK_IDS: u32 = 1 << 31;
+
+/// Unwound native stacks kept for events still to come; more means they were never claimed.
+const MAX_PENDING_NATIVE: usize = 4096;
 
 /// Follows the JVM's thread list, so the kernel knows every Java thread's `JavaThread`.
 struct JvmWatch {
@@ -330,6 +349,15 @@ impl Session {
                     self.events += 1;
                 }
                 Raw::StackCopy(copy) => self.java_stack(copy)?,
+                Raw::Syscall(e) => self.syscall(e)?,
+                Raw::NativeStack(copy) => self.native_stack(copy)?,
+                Raw::Rename(r) => {
+                    let end = r.comm.iter().position(|&b| b == 0).unwrap_or(r.comm.len());
+                    let name = String::from_utf8_lossy(&r.comm[..end]).into_owned();
+                    self.known_threads.insert(r.tid);
+                    self.writer
+                        .write_event(&Event::Thread(ThreadName { tid: r.tid, name }))?;
+                }
                 Raw::Exit(e) => {
                     self.writer
                         .write_event(&Event::TargetExit { time_ns: e.time_ns })?;
@@ -338,6 +366,92 @@ impl Session {
             }
         }
         Ok(exited)
+    }
+
+    /// Records a long system call or futex wait, naming its call, its file and its stacks.
+    fn syscall(&mut self, e: &profiler_ebpf::SyscallEvent) -> Result<()> {
+        let name = syscall_name(e.nr);
+        let fd = fdname::takes_fd(&name)
+            .then(|| fdname::name(self.target.pid, e.args[0]))
+            .flatten();
+        let futex = if e.kind == profiler_ebpf::kind::FUTEX_WAIT {
+            let waker = if e.waker.tid != 0 {
+                // The DWARF-unwound stack when there is one: it sees through libc.
+                let unwound = self.native_stacks.remove(&(e.waker.tid, e.waker.wake_ns));
+                Some(FutexWaker {
+                    tid: e.waker.tid,
+                    in_target: e.waker.in_target != 0,
+                    wake_ns: e.waker.wake_ns,
+                    user_stack: match unwound {
+                        Some(id) => Some(id),
+                        None => self.stack(e.waker.user_stack_id, false)?,
+                    },
+                    kernel_stack: self.stack(e.waker.kernel_stack_id, true)?,
+                })
+            } else {
+                None
+            };
+            if let Some(w) = waker.as_ref().filter(|w| w.in_target) {
+                self.thread(w.tid)?;
+            }
+            Some(FutexWait {
+                uaddr: e.args[0],
+                op: e.args[1],
+                timeout_ns: (e.timeout_ns != u64::MAX).then_some(e.timeout_ns),
+                waker,
+            })
+        } else {
+            None
+        };
+        let event = Syscall {
+            tid: e.tid,
+            nr: e.nr,
+            name,
+            args: e.args,
+            start_ns: e.start_ns,
+            end_ns: e.end_ns,
+            ret: e.ret,
+            user_stack: match self.native_stacks.remove(&(e.tid, e.start_ns)) {
+                Some(id) => Some(id),
+                None => self.stack(e.user_stack_id, false)?,
+            },
+            fd,
+            futex,
+        };
+        self.thread(e.tid)?;
+        self.writer.write_event(&Event::Syscall(event))?;
+        self.events += 1;
+        Ok(())
+    }
+
+    /// The id of a stack made in user space, writing it the first time.
+    fn own_stack(&mut self, frames: Vec<Frame>) -> Result<u32> {
+        if let Some(&id) = self.java_stacks.get(&frames) {
+            return Ok(id);
+        }
+        let id = OWN_STACK_IDS + self.java_stacks.len() as u32;
+        self.java_stacks.insert(frames.clone(), id);
+        self.writer
+            .write_event(&Event::Stack(Stack { id, frames }))?;
+        Ok(id)
+    }
+
+    /// Unwinds a native stack the kernel copied and keeps it for its event.
+    fn native_stack(&mut self, copy: &profiler_ebpf::NativeStackCopy) -> Result<()> {
+        let len = (copy.len as usize).min(copy.data.len());
+        let addrs = self
+            .native
+            .unwind(copy.ip, copy.sp, copy.bp, &copy.data[..len]);
+        if addrs.is_empty() {
+            return Ok(());
+        }
+        let frames = self.symbolizer.user(&addrs);
+        let id = self.own_stack(frames)?;
+        if self.native_stacks.len() >= MAX_PENDING_NATIVE {
+            self.native_stacks.clear();
+        }
+        self.native_stacks.insert((copy.tid, copy.key_ns), id);
+        Ok(())
     }
 
     /// Walks a Java stack the kernel copied and records its frames for the interval.
@@ -396,16 +510,7 @@ impl Session {
         if frames.is_empty() {
             return Ok(());
         }
-        let next = JAVA_STACK_IDS + self.java_stacks.len() as u32;
-        let id = match self.java_stacks.get(&frames) {
-            Some(&id) => id,
-            None => {
-                self.java_stacks.insert(frames.clone(), next);
-                self.writer
-                    .write_event(&Event::Stack(Stack { id: next, frames }))?;
-                next
-            }
-        };
+        let id = self.own_stack(frames)?;
         self.writer.write_event(&Event::JavaStack {
             tid: copy.tid,
             start_ns: copy.start_ns,
@@ -477,6 +582,43 @@ impl Session {
 
     fn checkpoint(&mut self) -> Result<()> {
         self.cpu_snapshot()?;
+        let sums: Vec<SyscallSum> = self
+            .capture
+            .syscall_sums()
+            .into_iter()
+            .map(|(k, s)| SyscallSum {
+                tid: k.tid,
+                nr: k.nr,
+                name: syscall_name(k.nr),
+                count: s.count,
+                total_ns: s.total_ns,
+                max_ns: s.max_ns,
+            })
+            .collect();
+        if !sums.is_empty() {
+            let time_ns = capture::monotonic_ns();
+            self.writer
+                .write_event(&Event::SyscallSums { time_ns, sums })?;
+        }
+        let locks = self.capture.kernel_locks();
+        if !locks.is_empty() {
+            let addrs: Vec<u64> = locks.iter().map(|(a, _)| *a).collect();
+            let names = self.symbolizer.kernel(&addrs);
+            let locks = locks
+                .into_iter()
+                .zip(names)
+                .map(|((addr, s), frame)| KernelLock {
+                    addr,
+                    symbol: frame.name,
+                    count: s.count,
+                    total_ns: s.total_ns,
+                    max_ns: s.max_ns,
+                })
+                .collect();
+            let time_ns = capture::monotonic_ns();
+            self.writer
+                .write_event(&Event::KernelLocks { time_ns, locks })?;
+        }
         if let Some(check) = &self.fp_check {
             self.writer
                 .write_event(&Event::FramePointerCheck(check.clone()))?;
@@ -529,6 +671,13 @@ impl Progress {
             eprintln!();
         }
     }
+}
+
+/// The name of an x86_64 system call number.
+fn syscall_name(nr: u32) -> String {
+    syscalls::Sysno::new(nr as usize)
+        .map(|s| s.name().to_string())
+        .unwrap_or_else(|| format!("syscall_{nr}"))
 }
 
 fn thread_state(states: &ThreadStates, raw: u32) -> JavaThreadState {

@@ -14,7 +14,10 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap},
     programs::TracePoint,
 };
-use profiler_ebpf::{ExitEvent, OffCpuEvent, StackCopy, counter, kind};
+use profiler_ebpf::{
+    ExitEvent, NativeStackCopy, OffCpuEvent, StackCopy, SyscallEvent, SyscallKey, ThreadRename,
+    WaitSum, counter, kind,
+};
 
 use crate::events::{Counters, ShortOffCpu};
 
@@ -32,6 +35,9 @@ pub struct Options {
     pub jvm: Option<profiler_ebpf::JvmLayout>,
     /// Java stacks are copied for blocks at least this long (0: never).
     pub min_java_stack_ns: u64,
+    /// System calls and futex waits at least this long are events; shorter ones are summed.
+    /// None: system calls are not traced.
+    pub min_syscall_ns: Option<u64>,
 }
 
 /// A record as the kernel sent it.
@@ -40,6 +46,11 @@ pub enum Raw {
     OffCpu(OffCpuEvent),
     Exit(ExitEvent),
     StackCopy(Box<StackCopy>),
+    /// A long system call, or a long futex wait with its waker.
+    Syscall(SyscallEvent),
+    /// User registers and stack of a long system call or of a waker, for DWARF unwinding.
+    NativeStack(Box<NativeStackCopy>),
+    Rename(ThreadRename),
 }
 
 /// Loaded and attached programs. Dropping it detaches and unloads everything.
@@ -50,6 +61,10 @@ pub struct Capture {
     short: HashMap<MapData, u32, profiler_ebpf::ShortOffCpu>,
     starts: HashMap<MapData, u32, profiler_ebpf::OffCpuStart>,
     java_threads: HashMap<MapData, u32, u64>,
+    syscall_sums: Option<HashMap<MapData, SyscallKey, WaitSum>>,
+    kernel_locks: Option<HashMap<MapData, u64, WaitSum>>,
+    /// Why kernel lock contention is not traced, if it is not.
+    pub kernel_locks_missing: Option<String>,
     /// Records the ring buffer held that were too short for their kind.
     malformed: u64,
     // Keeps the programs loaded and attached; dropped last.
@@ -68,10 +83,18 @@ impl Capture {
         let offset = |cat, name, field| tracefs::field_offset(&tracefs, cat, name, field);
         let prev_state = offset("sched", "sched_switch", "prev_state")?;
         let next_pid = offset("sched", "sched_switch", "next_pid")?;
-        let wakeup_pid = offset("sched", "sched_wakeup", "pid")?;
+        let wakeup_pid = offset("sched", "sched_waking", "pid")?;
+        let enter_id = offset("raw_syscalls", "sys_enter", "id")?;
+        let enter_args = offset("raw_syscalls", "sys_enter", "args")?;
+        let exit_ret = offset("raw_syscalls", "sys_exit", "ret")?;
+        // Kernel lock contention needs CONFIG_LOCKDEP-free lock tracepoints (5.19+).
+        let lock_addr = offset("lock", "contention_end", "lock_addr");
+        let rename_pid = offset("task", "task_rename", "pid")?;
+        let rename_comm = offset("task", "task_rename", "newcomm")?;
         let group_dead = offset("sched", "sched_process_exit", "group_dead")?;
 
         let jvm = options.jvm.unwrap_or_default();
+        let min_syscall_ns = options.min_syscall_ns.unwrap_or(u64::MAX);
         let min_java_stack_ns = if options.jvm.is_some() {
             options.min_java_stack_ns
         } else {
@@ -80,6 +103,13 @@ impl Capture {
         let mut ebpf = EbpfLoader::new()
             .override_global("JVM_LAYOUT", &jvm, true)
             .override_global("MIN_JAVA_STACK_NS", &min_java_stack_ns, true)
+            .override_global("MIN_SYSCALL_NS", &min_syscall_ns, true)
+            .override_global("SYS_ENTER_ID_OFFSET", &enter_id, true)
+            .override_global("SYS_ENTER_ARGS_OFFSET", &enter_args, true)
+            .override_global("SYS_EXIT_RET_OFFSET", &exit_ret, true)
+            .override_global("LOCK_ADDR_OFFSET", lock_addr.as_ref().unwrap_or(&8), true)
+            .override_global("RENAME_PID_OFFSET", &rename_pid, true)
+            .override_global("RENAME_NEWCOMM_OFFSET", &rename_comm, true)
             .override_global("TARGET_TGID", &options.pid, true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
             .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
@@ -92,15 +122,30 @@ impl Capture {
 
         // Wake-ups first, so no switch-in misses its waker; exits before switches so nothing
         // of a dying thread lingers.
+        // sched_waking runs in the waker's context (sched_wakeup may run on the wakee's CPU).
         let mut programs = vec![
-            ("sched_wakeup", "sched", "sched_wakeup"),
+            ("sched_waking", "sched", "sched_waking"),
             ("sched_process_exit", "sched", "sched_process_exit"),
             ("sched_switch", "sched", "sched_switch"),
+            ("task_rename", "task", "task_rename"),
         ];
-        // Java stacks are copied as threads leave the system call they blocked in: this one
-        // runs on every system call of the machine (and returns at once for other processes).
-        if min_java_stack_ns > 0 {
+        // System calls are timed from enter to exit, and Java stacks are copied as threads
+        // leave the call they blocked in. These run on every system call of the machine (and
+        // return at once for other processes).
+        let syscalls = options.min_syscall_ns.is_some();
+        if syscalls {
+            programs.push(("sys_enter", "raw_syscalls", "sys_enter"));
+        }
+        if syscalls || min_java_stack_ns > 0 {
             programs.push(("sys_exit", "raw_syscalls", "sys_exit"));
+        }
+        let kernel_locks_missing = match &lock_addr {
+            Err(e) if syscalls => Some(format!("{e:#}")),
+            _ => None,
+        };
+        if syscalls && lock_addr.is_ok() {
+            programs.push(("contention_begin", "lock", "contention_begin"));
+            programs.push(("contention_end", "lock", "contention_end"));
         }
         for (program, category, name) in programs {
             let tp: &mut TracePoint = ebpf
@@ -123,8 +168,19 @@ impl Capture {
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
         let starts = HashMap::try_from(take(&mut ebpf, "STARTS")?)?;
         let java_threads = HashMap::try_from(take(&mut ebpf, "JAVA_THREADS")?)?;
+        let (syscall_sums, kernel_locks) = if syscalls {
+            (
+                Some(HashMap::try_from(take(&mut ebpf, "SYSCALL_SUMS")?)?),
+                Some(HashMap::try_from(take(&mut ebpf, "KERNEL_LOCKS")?)?),
+            )
+        } else {
+            (None, None)
+        };
         Ok(Self {
             java_threads,
+            syscall_sums,
+            kernel_locks,
+            kernel_locks_missing,
             events,
             stacks,
             counters,
@@ -180,6 +236,7 @@ impl Capture {
             start_map_full: read(counter::START_MAP_FULL),
             short_intervals: read(counter::SHORT_INTERVALS),
             java_stack_misses: read(counter::STACK_COPY_MISSES),
+            syscall_map_full: read(counter::SYSCALL_MAP_FULL),
         }
     }
 
@@ -216,6 +273,22 @@ impl Capture {
         Ok(())
     }
 
+    /// Per-(thread, system call) sums of the calls below the threshold, cumulative.
+    pub fn syscall_sums(&self) -> Vec<(SyscallKey, WaitSum)> {
+        match &self.syscall_sums {
+            Some(map) => map.iter().flatten().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Kernel lock contention of the target's threads per lock address, cumulative.
+    pub fn kernel_locks(&self) -> Vec<(u64, WaitSum)> {
+        match &self.kernel_locks {
+            Some(map) => map.iter().flatten().collect(),
+            None => Vec::new(),
+        }
+    }
+
     /// Threads that are off CPU right now, with where and since when.
     pub fn open_intervals(&self) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
         self.starts.iter().flatten().collect()
@@ -246,6 +319,9 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
         kind::OFF_CPU => read(bytes).map(Raw::OffCpu),
         kind::EXIT => read(bytes).map(Raw::Exit),
         kind::STACK_COPY => read(bytes).map(|copy| Raw::StackCopy(Box::new(copy))),
+        kind::SYSCALL | kind::FUTEX_WAIT => read(bytes).map(Raw::Syscall),
+        kind::NATIVE_STACK => read(bytes).map(|copy| Raw::NativeStack(Box::new(copy))),
+        kind::RENAME => read(bytes).map(Raw::Rename),
         _ => None,
     }
 }

@@ -3,6 +3,7 @@
 //! and never look at raw events.
 
 pub mod carriers;
+pub mod waits;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,6 +24,8 @@ pub struct Model {
     pub start_unix_ns: u64,
     pub end_mono_ns: u64,
     pub min_off_cpu_ns: u64,
+    /// Long system calls start here (0 when system calls were not traced).
+    pub min_syscall_ns: u64,
     pub names: HashMap<u32, String>,
     pub stacks: HashMap<StackId, Vec<Frame>>,
     pub off_cpu: Vec<OffCpu>,
@@ -43,6 +46,13 @@ pub struct Model {
     /// Java stacks of off-CPU intervals, by (thread, interval start).
     pub java_stacks: HashMap<(u32, u64), StackId>,
     pub fp_check: Option<crate::events::FramePointerCheck>,
+    /// Java stacks by thread, by interval start, in time order (to find a wait's).
+    pub java_stack_starts: HashMap<u32, Vec<(u64, StackId)>>,
+    /// Long system calls and futex waits.
+    pub syscalls: Vec<crate::events::Syscall>,
+    /// Short system calls, by (thread, call): the last snapshot.
+    pub syscall_sums: HashMap<(u32, u32), crate::events::SyscallSum>,
+    pub kernel_locks: Vec<crate::events::KernelLock>,
 }
 
 /// Pinned time at one site: same reason, operation and stack.
@@ -159,6 +169,7 @@ impl Model {
             start_unix_ns: header.start_unix_ns,
             end_mono_ns: header.start_mono_ns,
             min_off_cpu_ns: header.min_off_cpu_ns,
+            min_syscall_ns: header.min_syscall_ns.unwrap_or(0),
             ..Default::default()
         }
     }
@@ -227,12 +238,23 @@ impl Model {
             }
             Event::Warning(w) => self.warnings.push(w.clone()),
             Event::FramePointerCheck(check) => self.fp_check = Some(check.clone()),
+            Event::Syscall(call) => {
+                self.end_mono_ns = self.end_mono_ns.max(call.end_ns);
+                self.syscalls.push(call.clone());
+            }
+            Event::SyscallSums { sums, .. } => {
+                self.syscall_sums = sums.iter().map(|s| ((s.tid, s.nr), s.clone())).collect();
+            }
+            Event::KernelLocks { locks, .. } => self.kernel_locks = locks.clone(),
             Event::JavaStack {
                 tid,
                 start_ns,
                 stack,
             } => {
                 self.java_stacks.insert((*tid, *start_ns), *stack);
+                let starts = self.java_stack_starts.entry(*tid).or_default();
+                let at = starts.partition_point(|(s, _)| s <= start_ns);
+                starts.insert(at, (*start_ns, *stack));
             }
         }
     }
@@ -443,11 +465,21 @@ impl Model {
         user: Option<StackId>,
         java: Option<StackId>,
     ) -> Vec<&Frame> {
-        [kernel, user, java]
+        let kernel = kernel
+            .and_then(|id| self.stacks.get(&id))
+            .into_iter()
+            .flatten();
+        let java = java.and_then(|id| self.stacks.get(&id));
+        // With Java frames to follow, native frames end where JIT code begins (addresses in
+        // no file): the Java walk names those frames properly.
+        let user = user
+            .and_then(|id| self.stacks.get(&id))
             .into_iter()
             .flatten()
-            .filter_map(|id| self.stacks.get(&id))
-            .flatten()
+            .take_while(|f| java.is_none() || f.name.is_some() || f.module.is_some());
+        kernel
+            .chain(user)
+            .chain(java.into_iter().flatten())
             .collect()
     }
 

@@ -36,6 +36,8 @@ pub struct Header {
     pub kernel_release: String,
     /// Off-CPU intervals shorter than this were summed in the kernel, not recorded one by one.
     pub min_off_cpu_ns: u64,
+    /// System calls shorter than this were summed; None: system calls were not traced.
+    pub min_syscall_ns: Option<u64>,
 }
 
 /// Why a recording stopped.

@@ -14,6 +14,7 @@ fn header() -> Header {
         hostname: "h".into(),
         kernel_release: "6.18".into(),
         min_off_cpu_ns: 0,
+        min_syscall_ns: Some(1_000_000),
     }
 }
 

@@ -82,6 +82,44 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             })
         })
         .collect();
+    let locks: Vec<Value> = model
+        .locks()
+        .into_iter()
+        .take(options.top)
+        .map(|l| {
+            json!({
+                "address": format!("{:#x}", l.address),
+                "kind": l.kind,
+                "waits": l.waits,
+                "wait_ns": l.wait_ns,
+                "max_wait_ns": l.max_wait_ns,
+                "holder_frames": l.holder_frames,
+                "waiter_frames": l.waiter_frames,
+                "long_held": l.max_wait_ns >= options.long_held_ns,
+                "symbol": l.symbol,
+                "waiters": l.waiters,
+                "holders": l.holders.iter().map(|(tid, name, waits, ns)| {
+                    json!({ "tid": tid, "name": name, "waits": waits, "wait_ns": ns })
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let syscalls: Vec<Value> = model
+        .syscall_rows()
+        .into_iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "events": s.events,
+                "total_ns": s.total_ns,
+                "max_ns": s.max_ns,
+                "long_events": s.long_events,
+                "files": s.files.iter().take(options.top).map(|(name, n, ns)| {
+                    json!({ "name": name, "events": n, "total_ns": ns })
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
     json!({
         "schema": 1,
         "target": {
@@ -109,8 +147,8 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "total_ns": episodes.iter().map(|e| e.end_ns - e.start_ns).sum::<u64>(),
             "episodes": starvation,
         },
-        "locks": [],
-        "syscalls": [],
+        "locks": locks,
+        "syscalls": syscalls,
         "off_cpu": {
             "events": model.off_cpu.len(),
             "blocked_ns": blocked_total_ns(&rows),

@@ -13,10 +13,16 @@ pub struct Options {
     pub top: usize,
     /// Frames shown per stack in the text report (JSON always has them all).
     pub depth: usize,
+    /// A lock whose release ended a wait at least this long is long-held.
+    pub long_held_ns: u64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { top: 10, depth: 16 }
+        Self {
+            top: 10,
+            depth: 16,
+            long_held_ns: 10_000_000,
+        }
     }
 }

@@ -59,6 +59,8 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     }
 
     write_carriers(out, model, options)?;
+    write_locks(out, model, options)?;
+    write_syscalls(out, model, options)?;
 
     writeln!(out, "\nThreads (most blocked first):")?;
     writeln!(
@@ -223,6 +225,89 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         }
         if shown.len() > options.depth {
             writeln!(out, "      ... {} more frames", shown.len() - options.depth)?;
+        }
+    }
+    Ok(())
+}
+
+/// Locks by wait time: who waited, who held them, where the holder released.
+fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
+    let locks = model.locks();
+    if locks.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nLocks (futex words from waits of {} or more, and kernel locks; most wait first):",
+        secs(model.min_syscall_ns)
+    )?;
+    for l in locks.iter().take(options.top) {
+        let long = if l.max_wait_ns >= options.long_held_ns {
+            "  LONG-HELD"
+        } else {
+            ""
+        };
+        let what = l.symbol.as_deref().unwrap_or("");
+        writeln!(
+            out,
+            "  {} {:#x} {what}: {} waits, {} (max {}){long}",
+            l.kind,
+            l.address,
+            l.waits,
+            secs(l.wait_ns),
+            secs(l.max_wait_ns)
+        )?;
+        if !l.waiters.is_empty() {
+            let waiters: Vec<&str> = l.waiters.iter().take(4).map(String::as_str).collect();
+            writeln!(out, "      waiters: {}", waiters.join(", "))?;
+        }
+        if !l.holders.is_empty() {
+            let holders: Vec<String> = l
+                .holders
+                .iter()
+                .take(4)
+                .map(|(tid, name, n, ns)| format!("{name} {tid} ({n} releases, {})", secs(*ns)))
+                .collect();
+            writeln!(out, "      released by: {}", holders.join(", "))?;
+        }
+        if !l.holder_frames.is_empty() {
+            writeln!(out, "      release stack:")?;
+            for frame in l.holder_frames.iter().take(options.depth) {
+                writeln!(out, "        {frame}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// System call time by call, with the files the long calls used.
+fn write_syscalls(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
+    let rows = model.syscall_rows();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nSystem calls (by time; long = {} or more):",
+        secs(model.min_syscall_ns)
+    )?;
+    writeln!(
+        out,
+        "  {:<18} {:>9} {:>10} {:>10} {:>6}",
+        "call", "calls", "time", "max", "long"
+    )?;
+    for r in rows.iter().take(options.top) {
+        writeln!(
+            out,
+            "  {:<18} {:>9} {:>10} {:>10} {:>6}",
+            truncate(&r.name, 18),
+            r.events,
+            secs(r.total_ns),
+            secs(r.max_ns),
+            r.long_events
+        )?;
+        for (file, n, ns) in r.files.iter().take(3) {
+            writeln!(out, "      {n} x {} on {file}", secs(*ns))?;
         }
     }
     Ok(())

@@ -1,0 +1,211 @@
+//! Locks and system calls: long futex waits grouped by the word they wait on, with the
+//! threads that released them and where (the holders' release stacks), kernel lock
+//! contention, and system call time by call and by file.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::Model;
+use crate::events::{Frame, Syscall};
+
+/// A lock: a futex word of the target, or a kernel lock its threads contended on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LockRow {
+    pub address: u64,
+    /// "futex" or "kernel".
+    pub kind: &'static str,
+    /// The kernel symbol of a static kernel lock.
+    pub symbol: Option<String>,
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub max_wait_ns: u64,
+    /// Threads that waited, by name.
+    pub waiters: BTreeSet<String>,
+    /// Threads that released waiters: (tid, name, waits released, wait time released), most
+    /// first.
+    pub holders: Vec<(u32, String, u64, u64)>,
+    /// The top holder's stack as it released (native, then Java frames), innermost first.
+    pub holder_frames: Vec<String>,
+    /// The longest waiter's stack.
+    pub waiter_frames: Vec<String>,
+}
+
+/// Time spent in one system call, long calls and short ones together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyscallRow {
+    pub name: String,
+    pub events: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Calls at least as long as the recording's threshold, recorded one by one.
+    pub long_events: u64,
+    /// Long calls by the file they used: (name, calls, time), most time first.
+    pub files: Vec<(String, u64, u64)>,
+}
+
+impl Model {
+    /// Long futex waits that another thread of the target ended: lock waits. (Waits that
+    /// timed out, or that a signal or another process ended, are not waits for a holder.)
+    pub fn lock_waits(&self) -> impl Iterator<Item = &Syscall> {
+        self.syscalls.iter().filter(|s| {
+            s.futex
+                .as_ref()
+                .and_then(|f| f.waker.as_ref())
+                .is_some_and(|w| w.in_target && w.tid != s.tid)
+        })
+    }
+
+    /// The Java stack of the off-CPU interval of `tid` that began inside [start, end].
+    pub fn java_stack_within(&self, tid: u32, start: u64, end: u64) -> Option<u32> {
+        let starts = self.java_stack_starts.get(&tid)?;
+        let i = starts.partition_point(|(s, _)| *s < start);
+        starts.get(i).filter(|(s, _)| *s <= end).map(|(_, id)| *id)
+    }
+
+    /// The frames of a futex waiter: its native stack, then the Java stack it blocked with.
+    pub fn waiter_frames(&self, s: &Syscall) -> Vec<&Frame> {
+        let java = self.java_stack_within(s.tid, s.start_ns, s.end_ns);
+        self.frames_of(None, s.user_stack, java)
+    }
+
+    /// The frames of the thread that released a futex waiter, as it released it.
+    pub fn holder_frames(&self, s: &Syscall) -> Vec<&Frame> {
+        let Some(w) = s.futex.as_ref().and_then(|f| f.waker.as_ref()) else {
+            return Vec::new();
+        };
+        let java = self.java_stacks.get(&(w.tid, w.wake_ns)).copied();
+        self.frames_of(None, w.user_stack, java)
+    }
+
+    /// Locks by wait time, most first: futex words from long waits, then kernel locks.
+    pub fn locks(&self) -> Vec<LockRow> {
+        #[derive(Default)]
+        struct Acc<'a> {
+            waits: u64,
+            wait_ns: u64,
+            longest: Option<&'a Syscall>,
+            waiters: BTreeSet<String>,
+            holders: HashMap<u32, (u64, u64)>,
+            /// The wait each holder released for longest, for its stack.
+            releases: HashMap<u32, &'a Syscall>,
+        }
+        let mut by_word: BTreeMap<u64, Acc> = BTreeMap::new();
+        for s in self.lock_waits() {
+            let futex = s.futex.as_ref().expect("futex wait");
+            let acc = by_word.entry(futex.uaddr).or_default();
+            let d = s.duration_ns();
+            acc.waits += 1;
+            acc.wait_ns += d;
+            if acc.longest.is_none_or(|l| l.duration_ns() < d) {
+                acc.longest = Some(s);
+            }
+            acc.waiters.insert(self.thread_name(s.tid));
+            if let Some(w) = &futex.waker {
+                let h = acc.holders.entry(w.tid).or_default();
+                h.0 += 1;
+                h.1 += d;
+                let r = acc.releases.entry(w.tid).or_insert(s);
+                if r.duration_ns() < d {
+                    *r = s;
+                }
+            }
+        }
+        let labels = |frames: Vec<&Frame>| frames.iter().map(|f| f.label()).collect::<Vec<_>>();
+        let mut rows: Vec<LockRow> = by_word
+            .into_iter()
+            .map(|(address, acc)| {
+                let mut holders: Vec<(u32, u64, u64)> = acc
+                    .holders
+                    .iter()
+                    .map(|(t, (n, ns))| (*t, *n, *ns))
+                    .collect();
+                holders.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+                let holder_frames = holders
+                    .first()
+                    .and_then(|(t, _, _)| acc.releases.get(t))
+                    .map(|s| labels(self.holder_frames(s)))
+                    .unwrap_or_default();
+                LockRow {
+                    address,
+                    kind: "futex",
+                    symbol: None,
+                    waits: acc.waits,
+                    wait_ns: acc.wait_ns,
+                    max_wait_ns: acc.longest.map_or(0, |s| s.duration_ns()),
+                    waiters: acc.waiters,
+                    holders: holders
+                        .into_iter()
+                        .map(|(t, n, ns)| (t, self.thread_name(t), n, ns))
+                        .collect(),
+                    holder_frames,
+                    waiter_frames: acc
+                        .longest
+                        .map(|s| labels(self.waiter_frames(s)))
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        rows.extend(self.kernel_locks.iter().map(|k| LockRow {
+            address: k.addr,
+            kind: "kernel",
+            symbol: k.symbol.clone(),
+            waits: k.count,
+            wait_ns: k.total_ns,
+            max_wait_ns: k.max_ns,
+            waiters: BTreeSet::new(),
+            holders: Vec::new(),
+            holder_frames: Vec::new(),
+            waiter_frames: Vec::new(),
+        }));
+        rows.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.address.cmp(&b.address)));
+        rows
+    }
+
+    /// System call time by call, most first: long calls (events) and short ones (sums).
+    pub fn syscall_rows(&self) -> Vec<SyscallRow> {
+        let mut rows: BTreeMap<&str, SyscallRow> = BTreeMap::new();
+        let mut files: HashMap<(&str, &str), (u64, u64)> = HashMap::new();
+        for s in &self.syscalls {
+            let r = rows.entry(&s.name).or_insert_with(|| empty_row(&s.name));
+            let d = s.duration_ns();
+            r.events += 1;
+            r.long_events += 1;
+            r.total_ns += d;
+            r.max_ns = r.max_ns.max(d);
+            if let Some(fd) = &s.fd {
+                let f = files.entry((&s.name, fd)).or_default();
+                f.0 += 1;
+                f.1 += d;
+            }
+        }
+        for sum in self.syscall_sums.values() {
+            let r = rows
+                .entry(&sum.name)
+                .or_insert_with(|| empty_row(&sum.name));
+            r.events += sum.count;
+            r.total_ns += sum.total_ns;
+            r.max_ns = r.max_ns.max(sum.max_ns);
+        }
+        for ((name, file), (n, ns)) in files {
+            if let Some(r) = rows.get_mut(name) {
+                r.files.push((file.to_string(), n, ns));
+            }
+        }
+        let mut rows: Vec<SyscallRow> = rows.into_values().collect();
+        for r in &mut rows {
+            r.files.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        }
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        rows
+    }
+}
+
+fn empty_row(name: &str) -> SyscallRow {
+    SyscallRow {
+        name: name.to_string(),
+        events: 0,
+        total_ns: 0,
+        max_ns: 0,
+        long_events: 0,
+        files: Vec::new(),
+    }
+}

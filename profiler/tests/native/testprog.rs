@@ -1,0 +1,144 @@
+//! pinprof-testprog: known blocking patterns for pinprof's lock and system call tests.
+//!
+//! Prints `ready <pid>`, waits for a line on stdin (so pinprof can attach first), runs the
+//! scenario named by its argument, prints what it measured with CLOCK_MONOTONIC, then `done`,
+//! and waits for stdin to close.
+//!
+//! - `mutex N`: thread `holder` takes a pthread mutex, tells thread `waiter`, holds it 50 ms
+//!   (in `hold_ledger`) and releases it; the waiter's `pthread_mutex_lock` waits meanwhile.
+//!   Prints `waited <start> <end>` per round.
+//! - `pipe N`: the main thread reads a pipe that a thread writes 30 ms later.
+//!   Prints `read <start> <end>` per round.
+//! - `fsync PATH N`: writes 1 MiB to PATH and fsyncs it. Prints `fsync <start> <end>`.
+
+use std::{
+    io::{BufRead as _, Read as _, Write as _},
+    sync::{Arc, Barrier},
+    time::Duration,
+};
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A pthread mutex shared by two threads.
+struct Ledger(std::cell::UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: a pthread mutex is made to be shared between threads.
+unsafe impl Sync for Ledger {}
+
+impl Ledger {
+    fn lock(&self) {
+        // SAFETY: initialised mutex, used only through these calls.
+        unsafe { libc::pthread_mutex_lock(self.0.get()) };
+    }
+
+    fn unlock(&self) {
+        // SAFETY: as above; the caller holds it.
+        unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+    }
+}
+
+/// Holds the ledger for 50 ms: the release at its end is what wakes the waiter.
+#[inline(never)]
+fn hold_ledger(ledger: &Ledger, held: &Barrier) {
+    ledger.lock();
+    held.wait();
+    std::thread::sleep(Duration::from_millis(50));
+    ledger.unlock();
+}
+
+#[inline(never)]
+fn wait_for_ledger(ledger: &Ledger, held: &Barrier) {
+    held.wait();
+    let start = now_ns();
+    ledger.lock();
+    let end = now_ns();
+    ledger.unlock();
+    println!("waited {start} {end}");
+}
+
+fn mutex(rounds: usize) {
+    let ledger = Arc::new(Ledger(std::cell::UnsafeCell::new(
+        libc::PTHREAD_MUTEX_INITIALIZER,
+    )));
+    for _ in 0..rounds {
+        let held = Arc::new(Barrier::new(2));
+        let (l, h) = (Arc::clone(&ledger), Arc::clone(&held));
+        let holder = std::thread::Builder::new()
+            .name("holder".into())
+            .spawn(move || hold_ledger(&l, &h))
+            .expect("spawn holder");
+        let (l, h) = (Arc::clone(&ledger), Arc::clone(&held));
+        let waiter = std::thread::Builder::new()
+            .name("waiter".into())
+            .spawn(move || wait_for_ledger(&l, &h))
+            .expect("spawn waiter");
+        holder.join().expect("holder");
+        waiter.join().expect("waiter");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn pipe(rounds: usize) {
+    for _ in 0..rounds {
+        let (mut reader, mut writer) = std::io::pipe().expect("pipe");
+        let feeder = std::thread::Builder::new()
+            .name("feeder".into())
+            .spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                writer.write_all(b"x").expect("write the pipe");
+            })
+            .expect("spawn feeder");
+        let mut byte = [0u8];
+        let start = now_ns();
+        reader.read_exact(&mut byte).expect("read the pipe");
+        let end = now_ns();
+        println!("read {start} {end}");
+        feeder.join().expect("feeder");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn fsync(path: &str, rounds: usize) {
+    let data = vec![7u8; 1 << 20];
+    for _ in 0..rounds {
+        let mut file = std::fs::File::create(path).expect("create the file");
+        file.write_all(&data).expect("write the file");
+        let start = now_ns();
+        file.sync_all().expect("fsync");
+        let end = now_ns();
+        println!("fsync {start} {end}");
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let number = |i: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(5);
+    println!("ready {}", std::process::id());
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    let _ = stdin.lock().read_line(&mut line);
+    match args.get(1).map(String::as_str) {
+        Some("mutex") => mutex(number(2)),
+        Some("pipe") => pipe(number(2)),
+        Some("fsync") => fsync(
+            args.get(2).map_or("/tmp/pinprof-fsync", String::as_str),
+            number(3),
+        ),
+        other => {
+            eprintln!("usage: pinprof-testprog mutex|pipe|fsync ... (got {other:?})");
+            std::process::exit(2);
+        }
+    }
+    println!("done");
+    let _ = std::io::stdout().flush();
+    // Stay alive until the test closes stdin, so the recording can finish first.
+    let _ = stdin.lock().read_line(&mut line);
+}
