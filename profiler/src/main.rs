@@ -100,6 +100,10 @@ enum Command {
         /// One tower per thread, named at the root.
         #[arg(long)]
         per_thread: bool,
+        /// What to weigh: blocked time (off-cpu), pinned carrier time, futex waits, long system
+        /// calls, or lock wait time charged to the releasing holder's stack (locks).
+        #[arg(long, value_enum, default_value_t = flamegraph::Kind::OffCpu)]
+        kind: flamegraph::Kind,
     },
 
     /// Debug: dump the live JVM's VMStructs fields whose type or name contains FILTER.
@@ -194,13 +198,14 @@ fn run(command: Command) -> Result<()> {
             file,
             output,
             per_thread,
+            kind,
         } => {
             let model = load(&file)?;
             let svg = std::fs::File::create(&output)
                 .with_context(|| format!("cannot create {}", output.display()))?;
             flamegraph::write_svg(
                 &model,
-                &flamegraph::Options { per_thread },
+                &flamegraph::Options { per_thread, kind },
                 std::io::BufWriter::new(svg),
             )?;
             eprintln!("pinprof: wrote {}", output.display());

@@ -153,6 +153,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         java_stacks: HashMap::new(),
         native: NativeUnwinder::new(options.pid),
         native_stacks: HashMap::new(),
+        unwound: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
     };
@@ -197,6 +198,8 @@ struct Session {
     native: NativeUnwinder,
     /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
     native_stacks: HashMap<(u32, u64), u32>,
+    /// Stack ids of the native stacks unwound so far, by their addresses.
+    unwound: HashMap<Vec<u64>, u32>,
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
@@ -445,8 +448,16 @@ impl Session {
         if addrs.is_empty() {
             return Ok(());
         }
-        let frames = self.symbolizer.user(&addrs);
-        let id = self.own_stack(frames)?;
+        // The same addresses name the same frames: symbolize each stack once.
+        let id = match self.unwound.get(&addrs) {
+            Some(&id) => id,
+            None => {
+                let frames = self.symbolizer.user(&addrs);
+                let id = self.own_stack(frames)?;
+                self.unwound.insert(addrs, id);
+                id
+            }
+        };
         if self.native_stacks.len() >= MAX_PENDING_NATIVE {
             self.native_stacks.clear();
         }

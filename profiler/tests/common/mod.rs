@@ -107,11 +107,17 @@ pub fn record_with(pid: u32, seconds: f64, name: &str, options: &[&str]) -> Path
 
 /// Starts `pinprof record` with no duration (it runs until stopped), stderr captured.
 pub fn spawn_record(pid: u32, name: &str) -> (std::process::Child, PathBuf) {
+    spawn_record_with(pid, name, &[])
+}
+
+/// `spawn_record` with more `pinprof record` options.
+pub fn spawn_record_with(pid: u32, name: &str, options: &[&str]) -> (std::process::Child, PathBuf) {
     let out = scratch(name);
     let _ = std::fs::remove_file(&out);
     let child = pinprof()
         .args(["record", "--quiet", "--pid", &pid.to_string(), "--output"])
         .arg(&out)
+        .args(options)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start pinprof record");

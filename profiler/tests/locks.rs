@@ -1,0 +1,186 @@
+//! Locks and system calls, end to end: a native program with known blocking patterns (a held
+//! pthread mutex, a slow pipe, an fsync) and a JVM whose platform threads contend on a
+//! ReentrantLock, checked against what the programs measured themselves.
+
+mod common;
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use common::*;
+use serde_json::Value;
+
+/// pinprof-testprog running one scenario, recorded from before it starts to after it ends.
+/// Returns the report and the (start, end) pairs the program measured, by their label.
+fn run_native(args: &[&str], label: &str, record_options: &[&str]) -> (Value, Vec<(u64, u64)>) {
+    require_root();
+    let mut prog: Child = Command::new(env!("CARGO_BIN_EXE_pinprof-testprog"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start pinprof-testprog");
+    let mut lines = BufReader::new(prog.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    let pid: u32 = ready.trim_start_matches("ready ").parse().unwrap();
+    let name = format!("native-{}.pinrec", args[0]);
+    let (recorder, recording) = spawn_record_with(pid, &name, record_options);
+    let mut stdin = prog.stdin.take().unwrap();
+    writeln!(stdin, "go").unwrap();
+    let mut measured = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line == "done" {
+            break;
+        }
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        if parts[0] == label {
+            measured.push((parts[1].parse().unwrap(), parts[2].parse().unwrap()));
+        }
+    }
+    // Let the last events drain, then stop the recording as a user would.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
+    let output = recorder.wait_with_output().unwrap();
+    assert_ok(&output, "pinprof record");
+    drop(stdin);
+    let _ = prog.wait();
+    (report_json(&recording), measured)
+}
+
+fn mean_ms(pairs: &[(u64, u64)]) -> f64 {
+    pairs.iter().map(|(a, b)| (b - a) as f64).sum::<f64>() / pairs.len() as f64 / 1e6
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_held_pthread_mutex_names_its_holder_and_where_it_released() {
+    let (report, waited) = run_native(&["mutex", "5"], "waited", &[]);
+    assert_eq!(waited.len(), 5);
+    let lock = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| strings(&l["waiters"]).contains(&"waiter"))
+        .expect("a lock the waiter thread waited on");
+    let waits = lock["waits"].as_u64().unwrap();
+    assert_eq!(waits, 5, "{lock}");
+    let ours = lock["wait_ns"].as_f64().unwrap() / waits as f64 / 1e6;
+    let truth = mean_ms(&waited);
+    eprintln!("mutex wait: pinprof {ours:.2} ms, the waiter measured {truth:.2} ms");
+    assert!(
+        (ours - truth).abs() <= 0.10 * truth,
+        "pinprof {ours} ms, measured {truth} ms"
+    );
+    assert!((ours - 50.0).abs() <= 5.0, "a 50 ms hold: {ours} ms");
+    assert_eq!(lock["long_held"], true);
+    let holders = lock["holders"].as_array().unwrap();
+    assert!(holders.iter().all(|h| h["name"] == "holder"), "{holders:?}");
+    let release = strings(&lock["holder_frames"]);
+    assert!(
+        release.contains(&"pinprof_testprog::hold_ledger"),
+        "the release stack names the holder's function: {release:?}"
+    );
+    assert_eq!(report["lost_events"], 0);
+}
+
+#[test]
+fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
+    let (report, reads) = run_native(&["pipe", "5"], "read", &[]);
+    assert_eq!(reads.len(), 5);
+    let read = report["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "read")
+        .expect("read in the system calls");
+    let files = read["files"].as_array().unwrap();
+    let pipe: Vec<&Value> = files
+        .iter()
+        .filter(|f| f["name"].as_str().unwrap().starts_with("pipe:["))
+        .collect();
+    let (n, ns) = pipe.iter().fold((0, 0), |(n, ns), f| {
+        (
+            n + f["events"].as_u64().unwrap(),
+            ns + f["total_ns"].as_u64().unwrap(),
+        )
+    });
+    assert_eq!(n, 5, "five long reads on pipes: {files:?}");
+    let ours = ns as f64 / n as f64 / 1e6;
+    let truth = mean_ms(&reads);
+    eprintln!("pipe read: pinprof {ours:.2} ms, the reader measured {truth:.2} ms");
+    assert!(
+        (ours - truth).abs() <= 0.10 * truth,
+        "pinprof {ours} ms, measured {truth} ms"
+    );
+    assert!((ours - 30.0).abs() <= 3.0, "a 30 ms wait: {ours} ms");
+}
+
+#[test]
+fn an_fsync_names_its_file() {
+    let path = scratch("fsync-target.dat");
+    let path = path.to_str().unwrap();
+    // Every call is an event here, however fast the disk.
+    let (report, syncs) = run_native(&["fsync", path, "3"], "fsync", &["--min-syscall-us", "1"]);
+    assert_eq!(syncs.len(), 3);
+    let fsync = report["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "fsync")
+        .expect("fsync in the system calls");
+    let files = fsync["files"].as_array().unwrap();
+    assert!(
+        files.iter().any(|f| f["name"] == path && f["events"] == 3),
+        "fsync of {path}: {files:?}"
+    );
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn jvm_lock_waits_name_the_releasing_thread_and_its_java_stack() {
+    let jvm = start(21, "LockContention", &["3"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let report = report_json(&record(jvm.pid, 2.0, "lockcontention.pinrec"));
+    let tellers: Vec<&Value> = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            strings(&l["waiters"])
+                .iter()
+                .all(|w| w.starts_with("teller-"))
+        })
+        .collect();
+    assert!(!tellers.is_empty(), "locks the tellers waited on");
+    let mut released = 0;
+    for lock in &tellers {
+        let waiters = strings(&lock["waiters"]);
+        for h in lock["holders"].as_array().unwrap() {
+            let holder = h["name"].as_str().unwrap();
+            // The waker is the teller that released the lock: another teller.
+            assert!(holder.starts_with("teller-"), "{lock}");
+            assert!(!waiters.contains(&holder), "{lock}");
+            released += h["waits"].as_u64().unwrap();
+        }
+        let release = strings(&lock["holder_frames"]);
+        assert!(
+            release.contains(&"LockContention$Account.transfer")
+                && release.contains(&"jdk.internal.misc.Unsafe.unpark"),
+            "the holder's Java stack as it released: {release:?}"
+        );
+    }
+    assert!(released >= 50, "only {released} released waits");
+    assert_eq!(report["lost_events"], 0);
+}
