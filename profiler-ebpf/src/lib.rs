@@ -195,6 +195,28 @@ pub struct SyscallEvent {
     pub args: [u64; 4],
     pub timeout_ns: u64,
     pub waker: Waker,
+    /// For a call on a file descriptor: its inode number and mode (`S_IFIFO`, `S_IFSOCK`...),
+    /// read as the call ends, so a descriptor closed right after can still be named.
+    pub fd_inode: u64,
+    pub fd_mode: u32,
+    pub _pad: u32,
+}
+
+/// Where the kernel keeps a file descriptor's inode, from the kernel's BTF; all zero when
+/// unknown (then descriptors are named from /proc only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FdLayout {
+    pub task_files: u32,
+    pub files_fdt: u32,
+    pub fdt_max_fds: u32,
+    pub fdt_fd: u32,
+    pub file_inode: u32,
+    pub inode_ino: u32,
+    pub inode_mode: u32,
+    pub _pad: u32,
+    /// Bit n: system call n takes a file descriptor as its first argument.
+    pub fd_syscalls: [u64; 8],
 }
 
 /// Key of the per-(thread, system call) sums of calls shorter than the threshold.
@@ -338,6 +360,7 @@ mod user {
     unsafe impl aya::Pod for super::StackRequest {}
     unsafe impl aya::Pod for super::SyscallKey {}
     unsafe impl aya::Pod for super::WaitSum {}
+    unsafe impl aya::Pod for super::FdLayout {}
 }
 
 #[cfg(test)]
@@ -357,7 +380,11 @@ mod tests {
         let waker = 4 + 4 + 4 + 4 + 8;
         assert_eq!(size_of::<Waker>(), waker);
         assert_eq!(size_of::<SyscallStart>(), 8 + 4 + 4 + 32 + 8 + waker);
-        assert_eq!(size_of::<SyscallEvent>(), 4 * 4 + 8 * 3 + 32 + 8 + waker);
+        assert_eq!(
+            size_of::<SyscallEvent>(),
+            4 * 4 + 8 * 3 + 32 + 8 + waker + 16
+        );
+        assert_eq!(size_of::<FdLayout>(), 8 * 4 + 64);
         assert_eq!(size_of::<SyscallKey>(), 8);
         assert_eq!(size_of::<WaitSum>(), 24);
         assert_eq!(

@@ -10,10 +10,10 @@ use aya_ebpf::{
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
-    CARRIER_BIT, ExitEvent, JavaState, JvmLayout, NATIVE_COPY_BYTES, NativeStackCopy, OffCpuEvent,
-    OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackCopy, StackRequest, SyscallEvent, SyscallKey,
-    SyscallStart, ThreadRename, WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags,
-    sysno, task_state,
+    CARRIER_BIT, ExitEvent, FdLayout, JavaState, JvmLayout, NATIVE_COPY_BYTES, NativeStackCopy,
+    OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackCopy, StackRequest, SyscallEvent,
+    SyscallKey, SyscallStart, ThreadRename, WaitSum, Waker, counter, futex_op, java_flags, kind,
+    syscall_flags, sysno, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -64,6 +64,19 @@ static SYS_ENTER_ARGS_OFFSET: u32 = 16;
 static SYS_EXIT_RET_OFFSET: u32 = 16;
 #[unsafe(no_mangle)]
 static LOCK_ADDR_OFFSET: u32 = 8;
+/// Where a file descriptor's inode is, for this kernel (see `FdLayout`).
+#[unsafe(no_mangle)]
+static FD_LAYOUT: FdLayout = FdLayout {
+    task_files: 0,
+    files_fdt: 0,
+    fdt_max_fds: 0,
+    fdt_fd: 0,
+    file_inode: 0,
+    inode_ino: 0,
+    inode_mode: 0,
+    _pad: 0,
+    fd_syscalls: [0; 8],
+};
 #[unsafe(no_mangle)]
 static RENAME_PID_OFFSET: u32 = 8;
 #[unsafe(no_mangle)]
@@ -326,6 +339,7 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
     }
     if duration >= setting(&MIN_SYSCALL_NS) {
         copy_native_stack(tid, call.start_ns);
+        let (fd_inode, fd_mode) = fd_inode(call.nr, call.args[0]);
         let ret =
             unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_RET_OFFSET) as usize) }.unwrap_or(0);
         match EVENTS.reserve::<SyscallEvent>(0) {
@@ -345,6 +359,9 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
                     args: call.args,
                     timeout_ns: call.timeout_ns,
                     waker: call.waker,
+                    fd_inode,
+                    fd_mode,
+                    _pad: 0,
                 });
                 slot.submit(BPF_RB_NO_WAKEUP as u64);
             }
@@ -354,6 +371,43 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
     }
     let key = SyscallKey { tid, nr: call.nr };
     add_wait(&SYSCALL_SUMS, &key, duration);
+}
+
+/// The inode number and mode of the current thread's file descriptor `fd`, if system call
+/// `nr` takes one first: task->files->fdt->fd[fd]->f_inode.
+#[inline(always)]
+fn fd_inode(nr: u32, fd: u64) -> (u64, u32) {
+    let layout: FdLayout = setting(&FD_LAYOUT);
+    let word = (nr / 64) as usize;
+    if layout.task_files == 0 || word >= 8 || layout.fd_syscalls[word] & (1 << (nr % 64)) == 0 {
+        return (0, 0);
+    }
+    let kernel = |addr: u64| -> Option<u64> {
+        if addr == 0 {
+            return None;
+        }
+        unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
+    };
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+    let inode = (|| {
+        let files = kernel(task + layout.task_files as u64)?;
+        let fdt = kernel(files + layout.files_fdt as u64)?;
+        let max = unsafe { bpf_probe_read_kernel((fdt + layout.fdt_max_fds as u64) as *const u32) }
+            .ok()?;
+        if fd >= max as u64 {
+            return None;
+        }
+        let table = kernel(fdt + layout.fdt_fd as u64)?;
+        let file = kernel(table + 8 * fd)?;
+        kernel(file + layout.file_inode as u64)
+    })();
+    let Some(inode) = inode else {
+        return (0, 0);
+    };
+    let ino = kernel(inode + layout.inode_ino as u64).unwrap_or(0);
+    let mode = unsafe { bpf_probe_read_kernel((inode + layout.inode_mode as u64) as *const u16) }
+        .unwrap_or(0);
+    (ino, mode as u32)
 }
 
 #[inline(always)]

@@ -51,6 +51,35 @@ pub fn takes_fd(name: &str) -> bool {
     FD_FIRST.contains(&name)
 }
 
+/// `S_IFMT` types of an inode's mode.
+const S_IFMT: u32 = 0o170_000;
+const S_IFIFO: u32 = 0o010_000;
+const S_IFSOCK: u32 = 0o140_000;
+const S_IFREG: u32 = 0o100_000;
+
+/// Names `fd` of process `pid` as it was when the kernel saw it (inode `ino` of type `mode`;
+/// 0 when unknown): from /proc if the descriptor still refers to that inode, else from the
+/// inode alone (a pipe or socket is named by its inode anyway).
+pub fn name_at(pid: u32, fd: u64, ino: u64, mode: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    if ino == 0 {
+        return name(pid, fd);
+    }
+    let same = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|m| m.ino() == ino);
+    if same && let Some(named) = name(pid, fd) {
+        return Some(named);
+    }
+    Some(match mode & S_IFMT {
+        S_IFIFO => format!("pipe:[{ino}]"),
+        S_IFSOCK => match socket_addresses(pid, ino) {
+            Some(addresses) => format!("socket:[{ino}] {addresses}"),
+            None => format!("socket:[{ino}]"),
+        },
+        S_IFREG => format!("[closed file, inode {ino}]"),
+        _ => format!("[closed descriptor, inode {ino}]"),
+    })
+}
+
 /// What `fd` of process `pid` is now (None once it is closed or the process is gone).
 pub fn name(pid: u32, fd: u64) -> Option<String> {
     let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;

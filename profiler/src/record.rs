@@ -375,7 +375,7 @@ impl Session {
     fn syscall(&mut self, e: &profiler_ebpf::SyscallEvent) -> Result<()> {
         let name = syscall_name(e.nr);
         let fd = fdname::takes_fd(&name)
-            .then(|| fdname::name(self.target.pid, e.args[0]))
+            .then(|| fdname::name_at(self.target.pid, e.args[0], e.fd_inode, e.fd_mode))
             .flatten();
         let futex = if e.kind == profiler_ebpf::kind::FUTEX_WAIT {
             let waker = if e.waker.tid != 0 {

@@ -158,9 +158,10 @@ fn jvm_lock_waits_name_the_releasing_thread_and_its_java_stack() {
         .unwrap()
         .iter()
         .filter(|l| {
-            strings(&l["waiters"])
-                .iter()
-                .all(|w| w.starts_with("teller-"))
+            let waiters = strings(&l["waiters"]);
+            l["kind"] == "futex"
+                && !waiters.is_empty()
+                && waiters.iter().all(|w| w.starts_with("teller-"))
         })
         .collect();
     assert!(!tellers.is_empty(), "locks the tellers waited on");

@@ -1,6 +1,7 @@
 //! Kernel side of pinprof, seen from user space: loads the programs, attaches them, and turns
 //! what they send into raw records. It knows nothing of files or reports.
 
+mod btf;
 mod tracefs;
 
 use std::{
@@ -94,6 +95,7 @@ impl Capture {
         let group_dead = offset("sched", "sched_process_exit", "group_dead")?;
 
         let jvm = options.jvm.unwrap_or_default();
+        let fd_layout = fd_layout().unwrap_or_default();
         let min_syscall_ns = options.min_syscall_ns.unwrap_or(u64::MAX);
         let min_java_stack_ns = if options.jvm.is_some() {
             options.min_java_stack_ns
@@ -109,6 +111,7 @@ impl Capture {
             .override_global("SYS_EXIT_RET_OFFSET", &exit_ret, true)
             .override_global("LOCK_ADDR_OFFSET", lock_addr.as_ref().unwrap_or(&8), true)
             .override_global("RENAME_PID_OFFSET", &rename_pid, true)
+            .override_global("FD_LAYOUT", &fd_layout, true)
             .override_global("RENAME_NEWCOMM_OFFSET", &rename_comm, true)
             .override_global("TARGET_TGID", &options.pid, true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
@@ -307,6 +310,29 @@ impl Capture {
             })
             .collect()
     }
+}
+
+/// Where this kernel keeps a file descriptor's inode, and which system calls take one first.
+fn fd_layout() -> Result<profiler_ebpf::FdLayout> {
+    let btf = btf::Btf::from_sys_fs()?;
+    let mut fd_syscalls = [0u64; 8];
+    for sysno in syscalls::Sysno::iter() {
+        let nr = sysno.id() as usize;
+        if crate::fdname::takes_fd(sysno.name()) && nr < 512 {
+            fd_syscalls[nr / 64] |= 1 << (nr % 64);
+        }
+    }
+    Ok(profiler_ebpf::FdLayout {
+        task_files: btf.offset("task_struct", "files")?,
+        files_fdt: btf.offset("files_struct", "fdt")?,
+        fdt_max_fds: btf.offset("fdtable", "max_fds")?,
+        fdt_fd: btf.offset("fdtable", "fd")?,
+        file_inode: btf.offset("file", "f_inode")?,
+        inode_ino: btf.offset("inode", "i_ino")?,
+        inode_mode: btf.offset("inode", "i_mode")?,
+        _pad: 0,
+        fd_syscalls,
+    })
 }
 
 fn decode(bytes: &[u8]) -> Option<Raw> {

@@ -9,7 +9,8 @@
 //!   Prints `waited <start> <end>` per round.
 //! - `pipe N`: the main thread reads a pipe that a thread writes 30 ms later.
 //!   Prints `read <start> <end>` per round.
-//! - `fsync PATH N`: writes 1 MiB to PATH and fsyncs it. Prints `fsync <start> <end>`.
+//! - `fsync PATH N`: writes 1 MiB to PATH and fsyncs it, N times, keeping it open (as a log
+//!   would be). Prints `fsync <start> <end>`.
 
 use std::{
     io::{BufRead as _, Read as _, Write as _},
@@ -106,16 +107,17 @@ fn pipe(rounds: usize) {
     }
 }
 
-fn fsync(path: &str, rounds: usize) {
+fn fsync(path: &str, rounds: usize) -> std::fs::File {
     let data = vec![7u8; 1 << 20];
+    let mut file = std::fs::File::create(path).expect("create the file");
     for _ in 0..rounds {
-        let mut file = std::fs::File::create(path).expect("create the file");
         file.write_all(&data).expect("write the file");
         let start = now_ns();
         file.sync_all().expect("fsync");
         let end = now_ns();
         println!("fsync {start} {end}");
     }
+    file
 }
 
 fn main() {
@@ -125,13 +127,15 @@ fn main() {
     let stdin = std::io::stdin();
     let mut line = String::new();
     let _ = stdin.lock().read_line(&mut line);
+    // Kept open until the end, like a log.
+    let mut _log = None;
     match args.get(1).map(String::as_str) {
         Some("mutex") => mutex(number(2)),
         Some("pipe") => pipe(number(2)),
-        Some("fsync") => fsync(
-            args.get(2).map_or("/tmp/pinprof-fsync", String::as_str),
-            number(3),
-        ),
+        Some("fsync") => {
+            let path = args.get(2).map_or("/tmp/pinprof-fsync", String::as_str);
+            _log = Some(fsync(path, number(3)));
+        }
         other => {
             eprintln!("usage: pinprof-testprog mutex|pipe|fsync ... (got {other:?})");
             std::process::exit(2);
