@@ -109,6 +109,9 @@ static CONTENTION_STARTS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 102
 /// Kernel lock contention of the target's threads, per lock address.
 #[map]
 static KERNEL_LOCKS: HashMap<u64, WaitSum> = HashMap::with_max_entries(16 * 1024, 0);
+/// The same contention, per thread.
+#[map]
+static KERNEL_LOCK_THREADS: HashMap<u32, WaitSum> = HashMap::with_max_entries(64 * 1024, 0);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
@@ -507,6 +510,7 @@ pub fn contention_end(ctx: TracePointContext) -> u32 {
     let lock = unsafe { ctx.read_at::<u64>(setting(&LOCK_ADDR_OFFSET) as usize) }.unwrap_or(0);
     let now = unsafe { bpf_ktime_get_ns() };
     add_wait(&KERNEL_LOCKS, &lock, now.saturating_sub(start));
+    add_wait(&KERNEL_LOCK_THREADS, &tid, now.saturating_sub(start));
     0
 }
 

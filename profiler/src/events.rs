@@ -361,6 +361,8 @@ pub enum Event {
     KernelLocks {
         time_ns: u64,
         locks: Vec<KernelLock>,
+        /// Per thread: (tid, waits, total ns).
+        threads: Vec<(u32, u64, u64)>,
     },
     /// `--fp-cross-check`: how often pinprof's Java walk and a frame-pointer walk named through
     /// the JVM's perf map agreed on the compiled frames (cumulative; the last one wins).

@@ -626,9 +626,18 @@ impl Session {
                     max_ns: s.max_ns,
                 })
                 .collect();
+            let threads = self
+                .capture
+                .kernel_lock_threads()
+                .into_iter()
+                .map(|(tid, s)| (tid, s.count, s.total_ns))
+                .collect();
             let time_ns = capture::monotonic_ns();
-            self.writer
-                .write_event(&Event::KernelLocks { time_ns, locks })?;
+            self.writer.write_event(&Event::KernelLocks {
+                time_ns,
+                locks,
+                threads,
+            })?;
         }
         if let Some(check) = &self.fp_check {
             self.writer

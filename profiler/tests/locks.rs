@@ -149,6 +149,37 @@ fn an_fsync_names_its_file() {
 }
 
 #[test]
+fn kernel_lock_contention_is_a_wait_kind_per_thread() {
+    // Four threads mapping and unmapping at once contend on their address space's lock.
+    let (report, _) = run_native(&["mmap", "5"], "-", &[]);
+    let mappers: Vec<&Value> = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"].as_str().unwrap().starts_with("mapper-"))
+        .collect();
+    assert_eq!(mappers.len(), 4, "{:?}", report["threads"]);
+    let contended: u64 = mappers
+        .iter()
+        .map(|t| t["kernel_lock_ns"].as_u64().unwrap())
+        .sum();
+    eprintln!("kernel lock contention of the mappers: {contended} ns");
+    assert!(contended > 0, "the mappers contended in the kernel");
+    let kernel_waits: u64 = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "kernel")
+        .map(|l| l["waits"].as_u64().unwrap())
+        .sum();
+    assert!(
+        kernel_waits > 0,
+        "kernel locks listed: {:?}",
+        report["locks"]
+    );
+}
+
+#[test]
 fn jvm_lock_waits_name_the_releasing_thread_and_its_java_stack() {
     let jvm = start(21, "LockContention", &["3"]);
     std::thread::sleep(Duration::from_millis(1500));

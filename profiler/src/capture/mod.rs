@@ -64,6 +64,7 @@ pub struct Capture {
     java_threads: HashMap<MapData, u32, u64>,
     syscall_sums: Option<HashMap<MapData, SyscallKey, WaitSum>>,
     kernel_locks: Option<HashMap<MapData, u64, WaitSum>>,
+    kernel_lock_threads: Option<HashMap<MapData, u32, WaitSum>>,
     /// Why kernel lock contention is not traced, if it is not.
     pub kernel_locks_missing: Option<String>,
     /// Records the ring buffer held that were too short for their kind.
@@ -171,18 +172,20 @@ impl Capture {
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
         let starts = HashMap::try_from(take(&mut ebpf, "STARTS")?)?;
         let java_threads = HashMap::try_from(take(&mut ebpf, "JAVA_THREADS")?)?;
-        let (syscall_sums, kernel_locks) = if syscalls {
+        let (syscall_sums, kernel_locks, kernel_lock_threads) = if syscalls {
             (
                 Some(HashMap::try_from(take(&mut ebpf, "SYSCALL_SUMS")?)?),
                 Some(HashMap::try_from(take(&mut ebpf, "KERNEL_LOCKS")?)?),
+                Some(HashMap::try_from(take(&mut ebpf, "KERNEL_LOCK_THREADS")?)?),
             )
         } else {
-            (None, None)
+            (None, None, None)
         };
         Ok(Self {
             java_threads,
             syscall_sums,
             kernel_locks,
+            kernel_lock_threads,
             kernel_locks_missing,
             events,
             stacks,
@@ -287,6 +290,14 @@ impl Capture {
     /// Kernel lock contention of the target's threads per lock address, cumulative.
     pub fn kernel_locks(&self) -> Vec<(u64, WaitSum)> {
         match &self.kernel_locks {
+            Some(map) => map.iter().flatten().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Kernel lock contention per thread of the target, cumulative.
+    pub fn kernel_lock_threads(&self) -> Vec<(u32, WaitSum)> {
+        match &self.kernel_lock_threads {
             Some(map) => map.iter().flatten().collect(),
             None => Vec::new(),
         }

@@ -53,6 +53,8 @@ pub struct Model {
     /// Short system calls, by (thread, call): the last snapshot.
     pub syscall_sums: HashMap<(u32, u32), crate::events::SyscallSum>,
     pub kernel_locks: Vec<crate::events::KernelLock>,
+    /// Kernel lock contention per thread: (waits, total ns).
+    pub kernel_lock_threads: HashMap<u32, (u64, u64)>,
 }
 
 /// Pinned time at one site: same reason, operation and stack.
@@ -138,6 +140,8 @@ pub struct ThreadRow {
     pub preempted_ns: u64,
     /// Off-CPU intervals, recorded one by one or summed in the kernel.
     pub intervals: u64,
+    /// Time spent contending on kernel locks (a kind of wait; part of blocked or running).
+    pub kernel_lock_ns: u64,
     /// Of those recorded one by one, the ones spent waiting (not preempted).
     pub blocked_intervals: u64,
 }
@@ -245,7 +249,11 @@ impl Model {
             Event::SyscallSums { sums, .. } => {
                 self.syscall_sums = sums.iter().map(|s| ((s.tid, s.nr), s.clone())).collect();
             }
-            Event::KernelLocks { locks, .. } => self.kernel_locks = locks.clone(),
+            Event::KernelLocks { locks, threads, .. } => {
+                self.kernel_locks = locks.clone();
+                self.kernel_lock_threads =
+                    threads.iter().map(|(t, n, ns)| (*t, (*n, *ns))).collect();
+            }
             Event::JavaStack {
                 tid,
                 start_ns,
@@ -407,6 +415,7 @@ impl Model {
             .into_values()
             .map(|mut r| {
                 self.account(&mut r, window);
+                r.kernel_lock_ns = self.kernel_lock_threads.get(&r.tid).map_or(0, |k| k.1);
                 r
             })
             .collect();

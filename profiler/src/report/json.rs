@@ -30,6 +30,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                 "preempted_ns": t.preempted_ns,
                 "intervals": t.intervals,
                 "blocked_intervals": t.blocked_intervals,
+                "kernel_lock_ns": t.kernel_lock_ns,
             })
         })
         .collect();

@@ -9,6 +9,8 @@
 //!   Prints `waited <start> <end>` per round.
 //! - `pipe N`: the main thread reads a pipe that a thread writes 30 ms later.
 //!   Prints `read <start> <end>` per round.
+//! - `mmap N`: 4 threads map and unmap memory for N hundred ms: the address space's lock in
+//!   the kernel is contended. Prints `mapped <count>`.
 //! - `fsync PATH N`: writes 1 MiB to PATH and fsyncs it, N times, keeping it open (as a log
 //!   would be). Prints `fsync <start> <end>`.
 
@@ -107,6 +109,42 @@ fn pipe(rounds: usize) {
     }
 }
 
+fn mmap(hundred_ms: usize) {
+    let until = std::time::Instant::now() + Duration::from_millis(100 * hundred_ms as u64);
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            std::thread::Builder::new()
+                .name(format!("mapper-{i}"))
+                .spawn(move || {
+                    let mut count = 0u64;
+                    while std::time::Instant::now() < until {
+                        // SAFETY: an anonymous private mapping, touched, then unmapped.
+                        unsafe {
+                            let len = 1 << 20;
+                            let p = libc::mmap(
+                                std::ptr::null_mut(),
+                                len,
+                                libc::PROT_READ | libc::PROT_WRITE,
+                                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                                -1,
+                                0,
+                            );
+                            if p != libc::MAP_FAILED {
+                                *(p as *mut u8) = 1;
+                                libc::munmap(p, len);
+                            }
+                        }
+                        count += 1;
+                    }
+                    count
+                })
+                .expect("spawn mapper")
+        })
+        .collect();
+    let total: u64 = workers.into_iter().map(|w| w.join().expect("mapper")).sum();
+    println!("mapped {total}");
+}
+
 fn fsync(path: &str, rounds: usize) -> std::fs::File {
     let data = vec![7u8; 1 << 20];
     let mut file = std::fs::File::create(path).expect("create the file");
@@ -132,12 +170,13 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("mutex") => mutex(number(2)),
         Some("pipe") => pipe(number(2)),
+        Some("mmap") => mmap(number(2)),
         Some("fsync") => {
             let path = args.get(2).map_or("/tmp/pinprof-fsync", String::as_str);
             _log = Some(fsync(path, number(3)));
         }
         other => {
-            eprintln!("usage: pinprof-testprog mutex|pipe|fsync ... (got {other:?})");
+            eprintln!("usage: pinprof-testprog mutex|pipe|mmap|fsync ... (got {other:?})");
             std::process::exit(2);
         }
     }
