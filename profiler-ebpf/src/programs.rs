@@ -341,7 +341,11 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
         return;
     }
     if duration >= setting(&MIN_SYSCALL_NS) {
-        copy_native_stack(tid, call.start_ns);
+        // Java threads get their Java stacks; the native part of a JVM wait is the same few
+        // VM frames every time, so only other threads need their native stacks unwound.
+        if unsafe { JAVA_THREADS.get(&tid) }.is_none() {
+            copy_native_stack(tid, call.start_ns);
+        }
         let (fd_inode, fd_mode) = fd_inode(call.nr, call.args[0]);
         let ret =
             unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_RET_OFFSET) as usize) }.unwrap_or(0);

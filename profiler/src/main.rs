@@ -56,7 +56,7 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         java_stack_min_us: u64,
         /// Ring buffer size in MiB (a power of two); raise it if events are lost.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 16)]
         ring_buffer_mib: u32,
         /// System calls and futex waits at least this long (microseconds) are recorded one by
         /// one with their stacks, file and waker; shorter ones are counted per thread and call.

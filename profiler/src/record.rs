@@ -63,6 +63,10 @@ pub struct Summary {
     pub seconds: f64,
 }
 
+/// How often the ring buffer is drained when the target is not busy (the kernel programs do
+/// not wake user space per record).
+const DRAIN_PERIOD: Duration = Duration::from_millis(100);
+
 /// How often counters are snapshot into the file and the file is flushed.
 const CHECKPOINT: Duration = Duration::from_secs(1);
 
@@ -232,6 +236,7 @@ impl Session {
         let mut last_checkpoint = Instant::now();
         let mut raws = Vec::new();
         let progress = Progress::new(options.progress);
+        let mut wait = DRAIN_PERIOD;
         let reason = loop {
             if stop.load(Ordering::Relaxed) {
                 break StopReason::Interrupted;
@@ -240,7 +245,13 @@ impl Session {
                 break StopReason::Duration;
             }
             raws.clear();
-            self.capture.poll(Duration::from_millis(100), &mut raws)?;
+            let drained = self.capture.poll(wait, &mut raws)?;
+            // A busy target fills the ring buffer faster: come back sooner, before it is full.
+            wait = if drained > self.capture.ring_buffer_bytes / 8 {
+                Duration::from_millis(5)
+            } else {
+                DRAIN_PERIOD
+            };
             self.refresh_java_threads()?;
             if self.handle(&raws)? {
                 break StopReason::TargetExited;

@@ -83,7 +83,8 @@ fn a_held_pthread_mutex_names_its_holder_and_where_it_released() {
         (ours - truth).abs() <= 0.10 * truth,
         "pinprof {ours} ms, measured {truth} ms"
     );
-    assert!((ours - 50.0).abs() <= 5.0, "a 50 ms hold: {ours} ms");
+    // The hold is 50 ms; a busy machine can only make the sleep inside it run late.
+    assert!((45.0..65.0).contains(&ours), "a 50 ms hold: {ours} ms");
     assert_eq!(lock["long_held"], true);
     let holders = lock["holders"].as_array().unwrap();
     assert!(holders.iter().all(|h| h["name"] == "holder"), "{holders:?}");
@@ -124,7 +125,7 @@ fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
         (ours - truth).abs() <= 0.10 * truth,
         "pinprof {ours} ms, measured {truth} ms"
     );
-    assert!((ours - 30.0).abs() <= 3.0, "a 30 ms wait: {ours} ms");
+    assert!((27.0..40.0).contains(&ours), "a 30 ms wait: {ours} ms");
 }
 
 #[test]

@@ -67,6 +67,7 @@ pub struct Capture {
     kernel_lock_threads: Option<HashMap<MapData, u32, WaitSum>>,
     /// Why kernel lock contention is not traced, if it is not.
     pub kernel_locks_missing: Option<String>,
+    pub ring_buffer_bytes: usize,
     /// Records the ring buffer held that were too short for their kind.
     malformed: u64,
     // Keeps the programs loaded and attached; dropped last.
@@ -182,6 +183,7 @@ impl Capture {
             (None, None, None)
         };
         Ok(Self {
+            ring_buffer_bytes: options.ring_buffer_bytes as usize,
             java_threads,
             syscall_sums,
             kernel_locks,
@@ -197,8 +199,9 @@ impl Capture {
         })
     }
 
-    /// Waits up to `timeout` for records, then drains all that are ready into `out`.
-    pub fn poll(&mut self, timeout: Duration, out: &mut Vec<Raw>) -> Result<()> {
+    /// Waits up to `timeout` for records, then drains all that are ready into `out`; returns
+    /// the bytes drained.
+    pub fn poll(&mut self, timeout: Duration, out: &mut Vec<Raw>) -> Result<usize> {
         let mut fd = libc::pollfd {
             fd: self.events.as_fd().as_raw_fd(),
             events: libc::POLLIN,
@@ -213,13 +216,15 @@ impl Capture {
                 return Err(err).context("poll on the ring buffer failed");
             }
         }
+        let mut bytes = 0;
         while let Some(item) = self.events.next() {
+            bytes += item.len();
             match decode(&item) {
                 Some(raw) => out.push(raw),
                 None => self.malformed += 1,
             }
         }
-        Ok(())
+        Ok(bytes)
     }
 
     /// The addresses of stack `id`, innermost first.
