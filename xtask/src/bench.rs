@@ -1,8 +1,8 @@
 //! `cargo xtask bench`: pinprof's cost to the target, as ratios against a baseline measured in
 //! the same run on the same JVM: throughput while pinprof records versus the mean of the
 //! throughput just before and just after, plus pinprof's own CPU use. Two workloads (a mixed
-//! one, and one where every wait pins on JDK 21), each recorded with the default settings and
-//! with the Java stack walk off, which prices the stack capture. No timed assertions: the
+//! one, and one where every wait pins on JDK 21), each recorded with the default settings,
+//! with system call tracing off, and with the Java stack walk off, which prices each. No timed assertions: the
 //! figures are printed and written to target/bench/bench.json.
 
 use std::{
@@ -48,9 +48,11 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut results = Vec::new();
     // (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.
     let workloads = [("mixed", ["64", "10"]), ("pinning", ["64", "1"])];
-    // (name, extra record options): the default, and without the Java stack walk.
-    let configs: [(&str, &[&str]); 2] = [
+    // (name, extra record options): the default, without system call tracing (which runs on
+    // every system call of the machine), and without the Java stack walk.
+    let configs: [(&str, &[&str]); 3] = [
         ("default", &[]),
+        ("no-syscalls", &["--no-syscalls"]),
         ("no-java-stacks", &["--java-stack-min-us", "0"]),
     ];
     for major in jdks {

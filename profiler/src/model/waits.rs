@@ -42,7 +42,65 @@ pub struct SyscallRow {
     pub files: Vec<(String, u64, u64)>,
 }
 
+/// Long futex waits in all, by how they ended and by operation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FutexSummary {
+    pub waits: u64,
+    pub total_ns: u64,
+    /// Ended by another thread of the target (lock waits).
+    pub released: u64,
+    /// Ended by their timeout (`-ETIMEDOUT`).
+    pub timed_out: u64,
+    /// Ended by a signal (`-EINTR`).
+    pub interrupted: u64,
+    /// (operation, waits), most first.
+    pub by_op: Vec<(&'static str, u64)>,
+}
+
+/// The name of a `futex(2)` operation (the command, without the private/clock flags).
+fn futex_op_name(nr: u32, op: u64) -> &'static str {
+    use profiler_ebpf::{futex_op, sysno};
+    match nr {
+        sysno::FUTEX_WAITV => return "waitv",
+        sysno::FUTEX_WAIT => return "wait",
+        _ => {}
+    }
+    match op & futex_op::CMD_MASK {
+        futex_op::WAIT => "wait",
+        futex_op::WAIT_BITSET => "wait_bitset",
+        futex_op::LOCK_PI => "lock_pi",
+        futex_op::LOCK_PI2 => "lock_pi2",
+        futex_op::WAIT_REQUEUE_PI => "wait_requeue_pi",
+        _ => "other",
+    }
+}
+
 impl Model {
+    /// Every long futex wait, summed.
+    pub fn futex_summary(&self) -> FutexSummary {
+        const ETIMEDOUT: i64 = 110;
+        const EINTR: i64 = 4;
+        let mut out = FutexSummary::default();
+        let mut ops: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for s in &self.syscalls {
+            let Some(f) = &s.futex else {
+                continue;
+            };
+            out.waits += 1;
+            out.total_ns += s.duration_ns();
+            match s.ret {
+                r if r == -ETIMEDOUT => out.timed_out += 1,
+                r if r == -EINTR => out.interrupted += 1,
+                _ => {}
+            }
+            *ops.entry(futex_op_name(s.nr, f.op)).or_default() += 1;
+        }
+        out.released = self.lock_waits().count() as u64;
+        out.by_op = ops.into_iter().collect();
+        out.by_op.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        out
+    }
+
     /// Long futex waits that another thread of the target ended: lock waits. (Waits that
     /// timed out, or that a signal or another process ended, are not waits for a holder.)
     pub fn lock_waits(&self) -> impl Iterator<Item = &Syscall> {

@@ -105,6 +105,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             })
         })
         .collect();
+    let futex = model.futex_summary();
     let syscalls: Vec<Value> = model
         .syscall_rows()
         .into_iter()
@@ -150,6 +151,15 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         },
         "locks": locks,
         "syscalls": syscalls,
+        // Every long futex wait, locks or not: how they ended, by operation.
+        "futex_waits": {
+            "events": futex.waits,
+            "total_ns": futex.total_ns,
+            "released_by_another_thread": futex.released,
+            "timed_out": futex.timed_out,
+            "interrupted": futex.interrupted,
+            "by_operation": futex.by_op.iter().map(|(op, n)| json!({ "operation": op, "events": n })).collect::<Vec<_>>(),
+        },
         "off_cpu": {
             "events": model.off_cpu.len(),
             "blocked_ns": blocked_total_ns(&rows),

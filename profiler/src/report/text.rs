@@ -233,6 +233,19 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
 /// Locks by wait time: who waited, who held them, where the holder released.
 fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
     let locks = model.locks();
+    let futex = model.futex_summary();
+    if futex.waits > 0 {
+        writeln!(
+            out,
+            "\nFutex waits of {} or more: {} ({} in all): {} released by another thread, {} timed out, {} interrupted",
+            secs(model.min_syscall_ns),
+            futex.waits,
+            secs(futex.total_ns),
+            futex.released,
+            futex.timed_out,
+            futex.interrupted
+        )?;
+    }
     if locks.is_empty() {
         return Ok(());
     }
