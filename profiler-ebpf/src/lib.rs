@@ -62,7 +62,7 @@ pub mod counter {
     /// A Java thread's stack was wanted but could not be copied (it had moved on, or the ring
     /// buffer was full).
     pub const STACK_COPY_MISSES: u32 = 4;
-    /// A system call could not be timed: the per-thread map was full.
+    /// A system call, a kernel lock wait or a sum could not be kept: its map was full.
     pub const SYSCALL_MAP_FULL: u32 = 5;
     pub const COUNT: u32 = 6;
 }
@@ -161,7 +161,8 @@ pub struct Waker {
     /// The waker's stacks at the wake-up (the releasing code); negative: none.
     pub user_stack_id: i32,
     pub kernel_stack_id: i32,
-    /// 1: the waker is a thread of the target.
+    /// 1: the waker is a thread of the target, inside a futex call (always, today: other
+    /// wake-ups are not recorded as releases).
     pub in_target: u32,
     pub wake_ns: u64,
 }
@@ -306,7 +307,7 @@ pub struct OffCpuStart {
     pub prev_state: u64,
     pub kernel_stack_id: i32,
     pub user_stack_id: i32,
-    /// Thread that woke it (`sched_wakeup` in the waker's context); 0 until then.
+    /// Thread that woke it (`sched_waking` in the waker's context); 0 until then.
     pub waker_tid: u32,
     pub _pad: u32,
     pub java: JavaState,
@@ -361,6 +362,7 @@ mod user {
     unsafe impl aya::Pod for super::SyscallKey {}
     unsafe impl aya::Pod for super::WaitSum {}
     unsafe impl aya::Pod for super::FdLayout {}
+    unsafe impl aya::Pod for super::SyscallStart {}
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use aya_ebpf::{
         bpf_probe_read_kernel, bpf_probe_read_user,
     },
     macros::{map, tracepoint},
-    maps::{HashMap, PerCpuArray, RingBuf, StackTrace},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
@@ -108,7 +108,7 @@ static SYSCALL_SUMS: HashMap<SyscallKey, WaitSum> = HashMap::with_max_entries(64
 static CONTENTION_STARTS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0);
 /// Kernel lock contention of the target's threads, per lock address.
 #[map]
-static KERNEL_LOCKS: HashMap<u64, WaitSum> = HashMap::with_max_entries(16 * 1024, 0);
+static KERNEL_LOCKS: PerCpuHashMap<u64, WaitSum> = PerCpuHashMap::with_max_entries(16 * 1024, 0);
 /// The same contention, per thread.
 #[map]
 static KERNEL_LOCK_THREADS: HashMap<u32, WaitSum> = HashMap::with_max_entries(64 * 1024, 0);
@@ -151,8 +151,10 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
 
     // The current task is still `prev`: its stacks are the ones that go off CPU.
     if tgid == target && tid != 0 {
+        // The low byte is the state; TASK_REPORT_MAX (0x100) marks a preemption in the kernel.
         let prev_state = unsafe { ctx.read_at::<i64>(setting(&SWITCH_PREV_STATE_OFFSET) as usize) }
-            .unwrap_or(0) as u64;
+            .unwrap_or(0) as u64
+            & 0xff;
         let java = java_state(tid);
         // A carrier with nothing mounted is going idle: its stack is always the scheduler's
         // own wait, and on JDK 24+ these are most switches, so skip the two stack walks.
@@ -418,15 +420,39 @@ fn fd_inode(nr: u32, fd: u64) -> (u64, u32) {
 }
 
 #[inline(always)]
+unsafe fn add_to(sum: *mut WaitSum, duration: u64) {
+    unsafe {
+        (*sum).count += 1;
+        (*sum).total_ns += duration;
+        if duration > (*sum).max_ns {
+            (*sum).max_ns = duration;
+        }
+    }
+}
+
+/// Adds to a per-CPU sum: a kernel lock's entry is updated from every CPU at once, and plain
+/// adds to one shared entry would lose counts under the very contention being measured.
+#[inline(always)]
+fn add_wait_per_cpu(map: &PerCpuHashMap<u64, WaitSum>, key: &u64, duration: u64) {
+    match map.get_ptr_mut(key) {
+        Some(sum) => unsafe { add_to(sum, duration) },
+        None => {
+            let first = WaitSum {
+                count: 1,
+                total_ns: duration,
+                max_ns: duration,
+            };
+            if map.insert(key, &first, 0).is_err() {
+                count(counter::SYSCALL_MAP_FULL);
+            }
+        }
+    }
+}
+
+#[inline(always)]
 fn add_wait<K>(map: &HashMap<K, WaitSum>, key: &K, duration: u64) {
     match map.get_ptr_mut(key) {
-        Some(sum) => unsafe {
-            (*sum).count += 1;
-            (*sum).total_ns += duration;
-            if duration > (*sum).max_ns {
-                (*sum).max_ns = duration;
-            }
-        },
+        Some(sum) => unsafe { add_to(sum, duration) },
         None => {
             let first = WaitSum {
                 count: 1,
@@ -513,7 +539,7 @@ pub fn contention_end(ctx: TracePointContext) -> u32 {
     let _ = CONTENTION_STARTS.remove(tid);
     let lock = unsafe { ctx.read_at::<u64>(setting(&LOCK_ADDR_OFFSET) as usize) }.unwrap_or(0);
     let now = unsafe { bpf_ktime_get_ns() };
-    add_wait(&KERNEL_LOCKS, &lock, now.saturating_sub(start));
+    add_wait_per_cpu(&KERNEL_LOCKS, &lock, now.saturating_sub(start));
     add_wait(&KERNEL_LOCK_THREADS, &tid, now.saturating_sub(start));
     0
 }
@@ -566,6 +592,9 @@ fn copy_java_stack(tid: u32) {
             sp as *const core::ffi::c_void,
         );
         (*copy).len = if read == 0 { len as u32 } else { 0 };
+        if read != 0 {
+            count(counter::STACK_COPY_MISSES);
+        }
     }
     slot.submit(BPF_RB_NO_WAKEUP as u64);
 }
@@ -614,7 +643,11 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let flags = unsafe { (*call).flags };
-    if flags & syscall_flags::FUTEX_WAIT == 0 || flags & syscall_flags::WOKEN != 0 {
+    // Not a futex wait, already woken, or an idle carrier's park (the scheduler handing it
+    // work is not a lock release).
+    if flags & syscall_flags::FUTEX_WAIT == 0
+        || flags & (syscall_flags::WOKEN | syscall_flags::IDLE) != 0
+    {
         return 0;
     }
     let now = unsafe { bpf_ktime_get_ns() };
@@ -634,26 +667,21 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
     if !ours {
         return 0;
     }
-    let (user_stack_id, kernel_stack_id) = if ours {
-        (stack_id(&ctx, BPF_F_USER_STACK as u64), stack_id(&ctx, 0))
-    } else {
-        (NOT_CAPTURED, NOT_CAPTURED)
-    };
+    let (user_stack_id, kernel_stack_id) =
+        (stack_id(&ctx, BPF_F_USER_STACK as u64), stack_id(&ctx, 0));
     unsafe {
         (*call).flags |= syscall_flags::WOKEN;
         (*call).waker = Waker {
             tid: waker_tid,
             user_stack_id,
             kernel_stack_id,
-            in_target: u32::from(ours),
+            in_target: 1,
             wake_ns: now,
         };
     }
-    if ours {
-        copy_native_stack(waker_tid, now);
-        if setting(&MIN_JAVA_STACK_NS) != 0 {
-            request_waker_java_stack(waker_tid, now);
-        }
+    copy_native_stack(waker_tid, now);
+    if setting(&MIN_JAVA_STACK_NS) != 0 {
+        request_waker_java_stack(waker_tid, now);
     }
     0
 }
@@ -767,7 +795,11 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     if tgid != setting(&TARGET_TGID) {
         return 0;
     }
+    // A thread ends inside exit(2), whose sys_exit never comes: drop what it left open.
     let _ = STARTS.remove(tid);
+    let _ = IN_SYSCALL.remove(tid);
+    let _ = STACK_REQUESTS.remove(tid);
+    let _ = CONTENTION_STARTS.remove(tid);
     let group_dead =
         unsafe { ctx.read_at::<u8>(setting(&EXIT_GROUP_DEAD_OFFSET) as usize) }.unwrap_or(0);
     if group_dead != 0 {

@@ -189,6 +189,9 @@ pub struct Syscall {
     /// `socket:[...]` with its addresses where readable.
     pub fd: Option<String>,
     pub futex: Option<FutexWait>,
+    /// Still in progress when the recording stopped (a deadlock's waits look like this);
+    /// `end_ns` is then the end of the window.
+    pub unfinished: bool,
 }
 
 /// The futex side of a long futex wait.

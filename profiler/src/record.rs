@@ -94,7 +94,15 @@ pub fn run(options: &Options) -> Result<Summary> {
         },
         _ => None,
     };
-    if hotspot.is_some()
+    if let Some(h) = &hotspot
+        && options.attach
+        && h.attach_disabled()
+    {
+        warnings.push(
+            "the JVM runs with -XX:+DisableAttachMechanism: its scheduler settings are not asked"
+                .into(),
+        );
+    } else if hotspot.is_some()
         && options.attach
         && let Some(runtime) = &mut info.runtime
     {
@@ -117,9 +125,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
         min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
     })?;
-    if let Some(why) = &capture.kernel_locks_missing {
-        warnings.push(format!("kernel lock contention is not traced: {why}"));
-    }
+    warnings.extend(capture.warnings.iter().cloned());
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
@@ -155,7 +161,11 @@ pub fn run(options: &Options) -> Result<Summary> {
         known_threads: HashSet::new(),
         known_stacks: HashSet::new(),
         java_stacks: HashMap::new(),
+        min_syscall_ns: options
+            .min_syscall
+            .map_or(u64::MAX, |d| d.as_nanos() as u64),
         native: NativeUnwinder::new(options.pid),
+        fds: fdname::FdNamer::new(options.pid),
         native_stacks: HashMap::new(),
         unwound: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
@@ -199,7 +209,10 @@ struct Session {
     known_stacks: HashSet<u32>,
     /// Java stacks written so far, by their frames; their ids follow `JAVA_STACK_IDS`.
     java_stacks: HashMap<Vec<Frame>, u32>,
+    /// System calls shorter than this are not events (u64::MAX: not traced).
+    min_syscall_ns: u64,
     native: NativeUnwinder,
+    fds: fdname::FdNamer,
     /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
     native_stacks: HashMap<(u32, u64), u32>,
     /// Stack ids of the native stacks unwound so far, by their addresses.
@@ -275,6 +288,7 @@ impl Session {
         self.capture.poll(Duration::ZERO, &mut raws)?;
         self.handle(&raws)?;
         self.close_open_intervals()?;
+        self.close_open_syscalls()?;
         self.checkpoint()?;
         progress.finish(
             started.elapsed(),
@@ -386,7 +400,7 @@ impl Session {
     fn syscall(&mut self, e: &profiler_ebpf::SyscallEvent) -> Result<()> {
         let name = syscall_name(e.nr);
         let fd = fdname::takes_fd(&name)
-            .then(|| fdname::name_at(self.target.pid, e.args[0], e.fd_inode, e.fd_mode))
+            .then(|| self.fds.name_at(e.args[0], e.fd_inode, e.fd_mode))
             .flatten();
         let futex = if e.kind == profiler_ebpf::kind::FUTEX_WAIT {
             let waker = if e.waker.tid != 0 {
@@ -431,6 +445,7 @@ impl Session {
             },
             fd,
             futex,
+            unfinished: false,
         };
         self.thread(e.tid)?;
         self.writer.write_event(&Event::Syscall(event))?;
@@ -470,7 +485,9 @@ impl Session {
             }
         };
         if self.native_stacks.len() >= MAX_PENDING_NATIVE {
-            self.native_stacks.clear();
+            // Unclaimed for a minute: their events were lost or never came.
+            let horizon = copy.key_ns.saturating_sub(60_000_000_000);
+            self.native_stacks.retain(|(_, key), _| *key >= horizon);
         }
         self.native_stacks.insert((copy.tid, copy.key_ns), id);
         Ok(())
@@ -482,6 +499,10 @@ impl Session {
             return Ok(());
         };
         let len = (copy.len as usize).min(copy.data.len());
+        if len == 0 {
+            // The kernel could not read the stack (counted there as a miss).
+            return Ok(());
+        }
         let anchor = [copy.anchor_sp, copy.anchor_pc, copy.anchor_fp];
         let walked = jvm.hotspot.walk(copy.anchor_sp, &copy.data[..len], anchor);
         if let Some(check) = &mut self.fp_check {
@@ -540,6 +561,47 @@ impl Session {
         })
     }
 
+    /// System calls still in progress when capture stops (a deadlock's waits among them)
+    /// are recorded as unfinished, up to the window's end.
+    fn close_open_syscalls(&mut self) -> Result<()> {
+        let now = capture::monotonic_ns();
+        for (tid, call) in self.capture.open_syscalls() {
+            if call.flags & profiler_ebpf::syscall_flags::IDLE != 0
+                || now.saturating_sub(call.start_ns) < self.min_syscall_ns
+            {
+                continue;
+            }
+            let name = syscall_name(call.nr);
+            let fd = fdname::takes_fd(&name)
+                .then(|| self.fds.name(call.args[0]))
+                .flatten();
+            let futex =
+                (call.flags & profiler_ebpf::syscall_flags::FUTEX_WAIT != 0).then(|| FutexWait {
+                    uaddr: call.args[0],
+                    op: call.args[1],
+                    timeout_ns: (call.timeout_ns != u64::MAX).then_some(call.timeout_ns),
+                    waker: None,
+                });
+            let event = Syscall {
+                tid,
+                nr: call.nr,
+                name,
+                args: call.args,
+                start_ns: call.start_ns,
+                end_ns: now,
+                ret: 0,
+                user_stack: None,
+                fd,
+                futex,
+                unfinished: true,
+            };
+            self.thread(tid)?;
+            self.writer.write_event(&Event::Syscall(event))?;
+            self.events += 1;
+        }
+        Ok(())
+    }
+
     /// Intervals still open when capture stops end at the window's end.
     fn close_open_intervals(&mut self) -> Result<()> {
         let now = capture::monotonic_ns();
@@ -558,8 +620,45 @@ impl Session {
             self.thread(tid)?;
             self.writer.write_event(&Event::OffCpu(event))?;
             self.events += 1;
+            self.open_java_stack(tid, &start)?;
         }
         Ok(())
+    }
+
+    /// The Java stack of a Java thread still blocked as capture stops: it never left its
+    /// system call, so the kernel made no copy. Its stack does not move while it stays
+    /// blocked: read it now, and keep it only if the thread was still blocked afterwards.
+    fn open_java_stack(&mut self, tid: u32, start: &profiler_ebpf::OffCpuStart) -> Result<()> {
+        let java = &start.java;
+        let carrier_idle = java.flags & profiler_ebpf::java_flags::CARRIER != 0
+            && java.flags & profiler_ebpf::java_flags::MOUNTED == 0;
+        if java.anchor_sp == 0 || carrier_idle || self.jvm.is_none() {
+            return Ok(());
+        }
+        let Some(data) = read_stack(self.target.pid, java.anchor_sp) else {
+            return Ok(());
+        };
+        let still_blocked = self
+            .capture
+            .open_intervals()
+            .iter()
+            .any(|(t, s)| *t == tid && s.start_ns == start.start_ns);
+        if !still_blocked {
+            return Ok(());
+        }
+        let mut copy = Box::new(profiler_ebpf::StackCopy {
+            kind: profiler_ebpf::kind::STACK_COPY,
+            tid,
+            start_ns: start.start_ns,
+            anchor_sp: java.anchor_sp,
+            anchor_pc: java.anchor_pc,
+            anchor_fp: java.anchor_fp,
+            len: data.len() as u32,
+            _pad: 0,
+            data: [0; profiler_ebpf::STACK_COPY_BYTES],
+        });
+        copy.data[..data.len()].copy_from_slice(&data);
+        self.java_stack(&copy)
     }
 
     /// Names a stack the first time its id is seen, and writes it before any event uses it.
@@ -702,6 +801,22 @@ impl Progress {
             eprintln!();
         }
     }
+}
+
+/// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
+fn read_stack(pid: u32, sp: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut data = vec![0u8; profiler_ebpf::STACK_COPY_BYTES];
+    let mut len = data.len();
+    while len >= 512 {
+        if mem.read_exact_at(&mut data[..len], sp).is_ok() {
+            data.truncate(len);
+            return Some(data);
+        }
+        len /= 2;
+    }
+    None
 }
 
 /// The name of an x86_64 system call number.

@@ -44,7 +44,7 @@ impl NativeUnwinder {
         }
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let at = addr.checked_sub(sp).ok_or(())? as usize;
-            let word = stack.get(at..at + 8).ok_or(())?;
+            let word = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
         };
         let mut frames = self.unwinder.iter_frames(

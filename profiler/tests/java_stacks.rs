@@ -82,12 +82,12 @@ fn check(what: &str, all: u64, found: (u64, u64, u64, u64), phase: Phase) {
 }
 
 /// A recording taken once the method is compiled: when that happens depends on the JIT and on
-/// how busy the machine is, so record 2 s windows until one shows it compiled (at most 20 s).
+/// how busy the machine is, so record 3 s windows until one shows it compiled (at most 28 s).
 fn warmed_up(pid: u32, name: &str, found: impl Fn(&Value) -> (u64, u64, u64, u64)) -> Value {
     let mut report = Value::Null;
     for _ in 0..8 {
         std::thread::sleep(Duration::from_millis(500));
-        report = report_json(&record(pid, 2.0, name));
+        report = report_json(&record(pid, 3.0, name));
         let (named, _, compiled, _) = found(&report);
         if named > 0 && compiled as f64 >= 0.9 * named as f64 {
             break;

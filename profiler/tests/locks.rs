@@ -16,6 +16,16 @@ use serde_json::Value;
 /// pinprof-testprog running one scenario, recorded from before it starts to after it ends.
 /// Returns the report and the (start, end) pairs the program measured, by their label.
 fn run_native(args: &[&str], label: &str, record_options: &[&str]) -> (Value, Vec<(u64, u64)>) {
+    let (report, measured, _) = run_native_with_stdin(args, label, record_options);
+    (report, measured)
+}
+
+/// `run_native`, also returning what the program's standard input is (a pipe it reads).
+fn run_native_with_stdin(
+    args: &[&str],
+    label: &str,
+    record_options: &[&str],
+) -> (Value, Vec<(u64, u64)>, String) {
     require_root();
     let mut prog: Child = Command::new(env!("CARGO_BIN_EXE_pinprof-testprog"))
         .args(args)
@@ -26,6 +36,9 @@ fn run_native(args: &[&str], label: &str, record_options: &[&str]) -> (Value, Ve
     let mut lines = BufReader::new(prog.stdout.take().unwrap()).lines();
     let ready = lines.next().unwrap().unwrap();
     let pid: u32 = ready.trim_start_matches("ready ").parse().unwrap();
+    let stdin_name = std::fs::read_link(format!("/proc/{pid}/fd/0"))
+        .map(|l| l.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let name = format!("native-{}.pinrec", args[0]);
     let (recorder, recording) = spawn_record_with(pid, &name, record_options);
     let mut stdin = prog.stdin.take().unwrap();
@@ -49,7 +62,7 @@ fn run_native(args: &[&str], label: &str, record_options: &[&str]) -> (Value, Ve
     assert_ok(&output, "pinprof record");
     drop(stdin);
     let _ = prog.wait();
-    (report_json(&recording), measured)
+    (report_json(&recording), measured, stdin_name)
 }
 
 fn mean_ms(pairs: &[(u64, u64)]) -> f64 {
@@ -84,7 +97,7 @@ fn a_held_pthread_mutex_names_its_holder_and_where_it_released() {
         "pinprof {ours} ms, measured {truth} ms"
     );
     // The hold is 50 ms; a busy machine can only make the sleep inside it run late.
-    assert!((45.0..65.0).contains(&ours), "a 50 ms hold: {ours} ms");
+    assert!(ours >= 45.0, "a 50 ms hold: {ours} ms");
     assert_eq!(lock["long_held"], true);
     let holders = lock["holders"].as_array().unwrap();
     assert!(holders.iter().all(|h| h["name"] == "holder"), "{holders:?}");
@@ -98,7 +111,7 @@ fn a_held_pthread_mutex_names_its_holder_and_where_it_released() {
 
 #[test]
 fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
-    let (report, reads) = run_native(&["pipe", "5"], "read", &[]);
+    let (report, reads, stdin) = run_native_with_stdin(&["pipe", "5"], "read", &[]);
     assert_eq!(reads.len(), 5);
     let read = report["syscalls"]
         .as_array()
@@ -109,7 +122,8 @@ fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
     let files = read["files"].as_array().unwrap();
     let pipe: Vec<&Value> = files
         .iter()
-        .filter(|f| f["name"].as_str().unwrap().starts_with("pipe:["))
+        // (Its wait for "go" on standard input, a pipe too, is not one of them.)
+        .filter(|f| f["name"].as_str().unwrap().starts_with("pipe:[") && f["name"] != stdin)
         .collect();
     let (n, ns) = pipe.iter().fold((0, 0), |(n, ns), f| {
         (
@@ -125,7 +139,7 @@ fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
         (ours - truth).abs() <= 0.10 * truth,
         "pinprof {ours} ms, measured {truth} ms"
     );
-    assert!((27.0..40.0).contains(&ours), "a 30 ms wait: {ours} ms");
+    assert!(ours >= 27.0, "a 30 ms wait: {ours} ms");
 }
 
 #[test]

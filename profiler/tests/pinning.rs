@@ -174,10 +174,10 @@ fn jdk25_synchronized_does_not_pin() {
     // What little pins on 25 here (JDK critical sections) is what JFR sees too.
     let (all, _) = pinned(&report, |_, _| true);
     eprintln!("JDK 25: {all} pinned events, JFR {}", truth.len());
+    let (ours, jfr) = (all as i64, truth.len() as i64);
     assert!(
-        all <= truth.len() as u64 + 5,
-        "pinprof {all} pinned events, JFR {}",
-        truth.len()
+        (ours - jfr).abs() <= 5.max(jfr / 5),
+        "pinprof {all} pinned events, JFR {jfr}"
     );
 }
 
@@ -310,14 +310,12 @@ fn scheduler_settings_come_from_the_jvm_itself() {
 #[test]
 fn a_jvm_with_attach_disabled_is_left_alone() {
     // pinprof must not signal a JVM that cannot answer; it records without its settings.
-    let jvm = Jvm::start_with(
-        &java(21),
-        &["-XX:+DisableAttachMechanism"],
-        &workloads(),
-        "Pinning",
-        &["sleep"],
-    )
-    .expect("start the workload JVM");
+    // The flag is in an argument file, not on the command line: pinprof reads it from the JVM.
+    let args = scratch("noattach.args");
+    std::fs::write(&args, "-XX:+DisableAttachMechanism\n").unwrap();
+    let option = format!("@{}", args.display());
+    let jvm = Jvm::start_with(&java(21), &[&option], &workloads(), "Pinning", &["sleep"])
+        .expect("start the workload JVM");
     let recording = scratch("noattach.pinrec");
     let out = pinprof()
         .args([
@@ -334,10 +332,7 @@ fn a_jvm_with_attach_disabled_is_left_alone() {
         .unwrap();
     assert_ok(&out, "pinprof record");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("cannot ask the JVM for its scheduler settings"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("DisableAttachMechanism"), "{stderr}");
     let report = report_json(&recording);
     assert!(
         report["pinned"]["events"].as_u64().unwrap() > 10,
@@ -347,5 +342,11 @@ fn a_jvm_with_attach_disabled_is_left_alone() {
     assert!(
         std::path::Path::new(&format!("/proc/{}", jvm.pid)).exists(),
         "the JVM is still alive"
+    );
+    // Not signalled: a SIGQUIT would have printed a thread dump.
+    let printed: Vec<String> = jvm.lines.try_iter().collect();
+    assert!(
+        !printed.iter().any(|l| l.contains("Full thread dump")),
+        "the JVM was sent SIGQUIT"
     );
 }

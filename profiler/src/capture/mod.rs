@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
     programs::TracePoint,
 };
 use profiler_ebpf::{
@@ -63,10 +63,11 @@ pub struct Capture {
     starts: HashMap<MapData, u32, profiler_ebpf::OffCpuStart>,
     java_threads: HashMap<MapData, u32, u64>,
     syscall_sums: Option<HashMap<MapData, SyscallKey, WaitSum>>,
-    kernel_locks: Option<HashMap<MapData, u64, WaitSum>>,
+    kernel_locks: Option<PerCpuHashMap<MapData, u64, WaitSum>>,
     kernel_lock_threads: Option<HashMap<MapData, u32, WaitSum>>,
-    /// Why kernel lock contention is not traced, if it is not.
-    pub kernel_locks_missing: Option<String>,
+    /// What could not be traced on this kernel, said to the user.
+    pub warnings: Vec<String>,
+    in_syscall: Option<HashMap<MapData, u32, profiler_ebpf::SyscallStart>>,
     pub ring_buffer_bytes: usize,
     /// Records the ring buffer held that were too short for their kind.
     malformed: u64,
@@ -92,12 +93,21 @@ impl Capture {
         let exit_ret = offset("raw_syscalls", "sys_exit", "ret")?;
         // Kernel lock contention needs CONFIG_LOCKDEP-free lock tracepoints (5.19+).
         let lock_addr = offset("lock", "contention_end", "lock_addr");
-        let rename_pid = offset("task", "task_rename", "pid")?;
-        let rename_comm = offset("task", "task_rename", "newcomm")?;
+        // Names of short-lived threads; optional.
+        let rename = offset("task", "task_rename", "pid")
+            .and_then(|pid| Ok((pid, offset("task", "task_rename", "newcomm")?)));
+        let (rename_pid, rename_comm) = rename.as_ref().map_or((8, 28), |r| *r);
         let group_dead = offset("sched", "sched_process_exit", "group_dead")?;
 
         let jvm = options.jvm.unwrap_or_default();
-        let fd_layout = fd_layout().unwrap_or_default();
+        let mut warnings = Vec::new();
+        let fd_layout = fd_layout().unwrap_or_else(|e| {
+            warnings.push(format!(
+                "file descriptors are named from /proc only ({e:#}): one closed right after its \
+                 call stays unnamed"
+            ));
+            Default::default()
+        });
         let min_syscall_ns = options.min_syscall_ns.unwrap_or(u64::MAX);
         let min_java_stack_ns = if options.jvm.is_some() {
             options.min_java_stack_ns
@@ -112,8 +122,8 @@ impl Capture {
             .override_global("SYS_ENTER_ARGS_OFFSET", &enter_args, true)
             .override_global("SYS_EXIT_RET_OFFSET", &exit_ret, true)
             .override_global("LOCK_ADDR_OFFSET", lock_addr.as_ref().unwrap_or(&8), true)
-            .override_global("RENAME_PID_OFFSET", &rename_pid, true)
             .override_global("FD_LAYOUT", &fd_layout, true)
+            .override_global("RENAME_PID_OFFSET", &rename_pid, true)
             .override_global("RENAME_NEWCOMM_OFFSET", &rename_comm, true)
             .override_global("TARGET_TGID", &options.pid, true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
@@ -132,8 +142,13 @@ impl Capture {
             ("sched_waking", "sched", "sched_waking"),
             ("sched_process_exit", "sched", "sched_process_exit"),
             ("sched_switch", "sched", "sched_switch"),
-            ("task_rename", "task", "task_rename"),
         ];
+        match &rename {
+            Ok(_) => programs.push(("task_rename", "task", "task_rename")),
+            Err(e) => warnings.push(format!(
+                "names of threads that end before pinprof reads them are not known ({e:#})"
+            )),
+        }
         // System calls are timed from enter to exit, and Java stacks are copied as threads
         // leave the call they blocked in. These run on every system call of the machine (and
         // return at once for other processes).
@@ -144,10 +159,9 @@ impl Capture {
         if syscalls || min_java_stack_ns > 0 {
             programs.push(("sys_exit", "raw_syscalls", "sys_exit"));
         }
-        let kernel_locks_missing = match &lock_addr {
-            Err(e) if syscalls => Some(format!("{e:#}")),
-            _ => None,
-        };
+        if let (Err(e), true) = (&lock_addr, syscalls) {
+            warnings.push(format!("kernel lock contention is not traced: {e:#}"));
+        }
         if syscalls && lock_addr.is_ok() {
             programs.push(("contention_begin", "lock", "contention_begin"));
             programs.push(("contention_end", "lock", "contention_end"));
@@ -173,10 +187,15 @@ impl Capture {
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
         let starts = HashMap::try_from(take(&mut ebpf, "STARTS")?)?;
         let java_threads = HashMap::try_from(take(&mut ebpf, "JAVA_THREADS")?)?;
+        let in_syscall = if syscalls {
+            Some(HashMap::try_from(take(&mut ebpf, "IN_SYSCALL")?)?)
+        } else {
+            None
+        };
         let (syscall_sums, kernel_locks, kernel_lock_threads) = if syscalls {
             (
                 Some(HashMap::try_from(take(&mut ebpf, "SYSCALL_SUMS")?)?),
-                Some(HashMap::try_from(take(&mut ebpf, "KERNEL_LOCKS")?)?),
+                Some(PerCpuHashMap::try_from(take(&mut ebpf, "KERNEL_LOCKS")?)?),
                 Some(HashMap::try_from(take(&mut ebpf, "KERNEL_LOCK_THREADS")?)?),
             )
         } else {
@@ -188,7 +207,8 @@ impl Capture {
             syscall_sums,
             kernel_locks,
             kernel_lock_threads,
-            kernel_locks_missing,
+            warnings,
+            in_syscall,
             events,
             stacks,
             counters,
@@ -294,7 +314,25 @@ impl Capture {
 
     /// Kernel lock contention of the target's threads per lock address, cumulative.
     pub fn kernel_locks(&self) -> Vec<(u64, WaitSum)> {
-        match &self.kernel_locks {
+        let Some(map) = &self.kernel_locks else {
+            return Vec::new();
+        };
+        map.iter()
+            .flatten()
+            .map(|(lock, per_cpu)| {
+                let sum = per_cpu.iter().fold(WaitSum::default(), |a, s| WaitSum {
+                    count: a.count + s.count,
+                    total_ns: a.total_ns + s.total_ns,
+                    max_ns: a.max_ns.max(s.max_ns),
+                });
+                (lock, sum)
+            })
+            .collect()
+    }
+
+    /// System calls in progress now: (thread, call).
+    pub fn open_syscalls(&self) -> Vec<(u32, profiler_ebpf::SyscallStart)> {
+        match &self.in_syscall {
             Some(map) => map.iter().flatten().collect(),
             None => Vec::new(),
         }
@@ -406,7 +444,7 @@ fn explain_bpf_error(err: anyhow::Error, what: &str) -> anyhow::Error {
         );
     }
     anyhow!(
-        "cannot {what}: {text}. pinprof needs Linux >= 5.8 with BTF, BPF ring buffers and tracepoints"
+        "cannot {what}: {text}. pinprof needs Linux >= 5.15 with BTF, BPF ring buffers and tracepoints"
     )
 }
 

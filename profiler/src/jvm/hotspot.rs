@@ -199,6 +199,15 @@ impl Hotspot {
         }
     }
 
+    /// Whether the JVM runs with -XX:+DisableAttachMechanism (set anywhere: on the command
+    /// line, in JAVA_TOOL_OPTIONS, in an argument file): then it must not be signalled.
+    pub fn attach_disabled(&self) -> bool {
+        read_flags(&self.mem, &self.vm, &["DisableAttachMechanism"])
+            .get("DisableAttachMechanism")
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// The current `ThreadsList*`: it changes whenever a Java thread starts or ends.
     pub fn thread_list_version(&self) -> Result<u64> {
         self.mem.u64(self.thread_list)

@@ -51,12 +51,16 @@ impl Memory {
         let mut out = Vec::new();
         let mut chunk = [0u8; 64];
         while out.len() < max {
-            // A string may end just before an unmapped page: fall back to byte reads there.
-            if self.read(addr + out.len() as u64, &mut chunk).is_err() {
+            let at = addr.wrapping_add(out.len() as u64);
+            // A string may end just before an unmapped page: read it a byte at a time there.
+            if self.read(at, &mut chunk).is_err() {
                 let mut one = [0u8; 1];
-                self.read(addr + out.len() as u64, &mut one)?;
-                chunk[..1].copy_from_slice(&one);
-                chunk[1..].fill(0);
+                self.read(at, &mut one)?;
+                if one[0] == 0 {
+                    return Ok(String::from_utf8_lossy(&out).into_owned());
+                }
+                out.push(one[0]);
+                continue;
             }
             match chunk.iter().position(|&b| b == 0) {
                 Some(end) => {

@@ -48,7 +48,13 @@ pub fn describe(pid: u32) -> Result<String> {
         .with_context(|| format!("process {pid} ({}) is not a HotSpot JVM", info.command))?;
     let mut hotspot = hotspot::Hotspot::attach(pid)?;
     let threads = hotspot.java_threads()?;
-    let settings = scheduler_settings(pid);
+    let settings = if hotspot.attach_disabled() {
+        Err(anyhow::anyhow!(
+            "the JVM runs with -XX:+DisableAttachMechanism"
+        ))
+    } else {
+        scheduler_settings(pid)
+    };
     let mut out = String::new();
     let version = runtime.version.as_deref().unwrap_or("(version unknown)");
     let _ = writeln!(out, "pid {pid} ({}): HotSpot {version}", info.command);

@@ -62,19 +62,22 @@ pub struct JavaFrame {
     pub holds_monitor: bool,
 }
 
-/// A copy of stack memory starting at `base`; reads outside it go to the live process.
+/// A copy of stack memory starting at `base`, made as the thread blocked. Nothing outside it is
+/// read: the live stack has moved on since.
 pub struct StackBytes<'a> {
     pub base: u64,
     pub data: &'a [u8],
 }
 
 impl StackBytes<'_> {
-    fn word(&self, mem: &Memory, addr: u64) -> Option<u64> {
-        if addr >= self.base && addr + 8 <= self.base + self.data.len() as u64 {
-            let at = (addr - self.base) as usize;
-            return Some(u64::from_ne_bytes(self.data[at..at + 8].try_into().ok()?));
-        }
-        mem.u64(addr).ok()
+    fn word(&self, _mem: &Memory, addr: u64) -> Option<u64> {
+        let at = usize::try_from(addr.checked_sub(self.base)?).ok()?;
+        let bytes = self.data.get(at..at.checked_add(8)?)?;
+        Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+    }
+
+    fn end(&self) -> u64 {
+        self.base.saturating_add(self.data.len() as u64)
     }
 }
 
@@ -99,7 +102,6 @@ struct Layout {
     block_size: u64,
     blob_name: u64,
     blob_frame_size: u64,
-    blob_code_begin: u64,
     nmethod_method: u64,
     method_const: u64,
     method_flags: u64,
@@ -122,7 +124,7 @@ pub struct Walker {
     layout: Layout,
     heaps: Vec<Heap>,
     methods: HashMap<u64, Option<String>>,
-    blobs: HashMap<u64, Option<Blob>>,
+    blobs: HashMap<u64, Blob>,
     debug: bool,
 }
 
@@ -156,9 +158,6 @@ impl Walker {
             block_size,
             blob_name: f("CodeBlob", "_name")?,
             blob_frame_size: f("CodeBlob", "_frame_size")?,
-            // JDK 21 keeps a pointer to the code; 25 an offset from the blob.
-            blob_code_begin: f("CodeBlob", "_code_begin")
-                .or_else(|_| f("CodeBlob", "_code_offset"))?,
             nmethod_method: f("nmethod", "_method").or_else(|_| f("CompiledMethod", "_method"))?,
             method_const: f("Method", "_constMethod")?,
             method_flags: f("Method", "_access_flags")? + f("AccessFlags", "_flags")?,
@@ -201,7 +200,7 @@ impl Walker {
                 low: mem.u64(memory + l.space_low)?,
                 high: mem.u64(memory + l.space_high)?,
                 segmap: mem.u64(segmap + l.space_low)?,
-                log2_segment: mem.u32(heap + l.heap_log2)?,
+                log2_segment: mem.u32(heap + l.heap_log2)?.min(63),
             });
         }
         Ok(())
@@ -214,10 +213,12 @@ impl Walker {
         if sp == 0 {
             return frames;
         }
+        // HotSpot sets the pc before blocking; without it, the return address just below sp
+        // (below the copy) is read live, once.
         let mut pc = if pc != 0 {
             pc
         } else {
-            stack.word(mem, sp - 8).unwrap_or(0)
+            mem.u64(sp.wrapping_sub(8)).unwrap_or(0)
         };
         while frames.len() < MAX_FRAMES {
             let (lo, hi) = self.layout.interpreter;
@@ -233,7 +234,7 @@ impl Walker {
                 // sender sp, return address, saved fp
                 (
                     stack.word(mem, slot(fp, INTERPRETER_SENDER_SP)),
-                    stack.word(mem, fp + 8),
+                    stack.word(mem, fp.wrapping_add(8)),
                     stack.word(mem, fp),
                 )
             } else if pc == self.layout.call_stub_return {
@@ -248,14 +249,17 @@ impl Walker {
                 let Some(wrapper) = stack.word(mem, slot(fp, ENTRY_FRAME_CALL_WRAPPER)) else {
                     break;
                 };
-                let at = |field: u64| stack.word(mem, wrapper + self.layout.wrapper_anchor + field);
+                let at = |field: u64| {
+                    let addr = wrapper.wrapping_add(self.layout.wrapper_anchor + field);
+                    stack.word(mem, addr)
+                };
                 let caller_sp = at(self.layout.anchor_sp).unwrap_or(0);
                 if caller_sp == 0 {
                     break; // the thread's first Java call
                 }
                 let caller_pc = at(self.layout.anchor_pc)
                     .filter(|&p| p != 0)
-                    .or_else(|| stack.word(mem, caller_sp - 8));
+                    .or_else(|| stack.word(mem, caller_sp.wrapping_sub(8)));
                 (Some(caller_sp), caller_pc, at(self.layout.anchor_fp))
             } else if let Some(blob) = self.blob(mem, pc) {
                 let tier = match (&blob.method, blob.name.as_str()) {
@@ -283,11 +287,11 @@ impl Walker {
                 if bottom || blob.frame_words == 0 {
                     break;
                 }
-                let sender_sp = sp + 8 * blob.frame_words;
+                let sender_sp = sp.wrapping_add(blob.frame_words.wrapping_mul(8));
                 (
                     Some(sender_sp),
-                    stack.word(mem, sender_sp - 8),
-                    stack.word(mem, sender_sp - 16),
+                    stack.word(mem, sender_sp.wrapping_sub(8)),
+                    stack.word(mem, sender_sp.wrapping_sub(16)),
                 )
             } else {
                 frames.push(JavaFrame {
@@ -306,6 +310,16 @@ impl Walker {
                 (Some(next_sp), Some(next_pc), next_fp)
                     if next_sp > sp && next_sp.is_multiple_of(8) =>
                 {
+                    if next_sp >= stack.end() {
+                        // Deeper than the copy the kernel made: say so rather than guess.
+                        frames.push(JavaFrame {
+                            pc: next_pc,
+                            name: "[more frames beyond the copied stack]".into(),
+                            tier: Tier::Unknown,
+                            holds_monitor: false,
+                        });
+                        break;
+                    }
                     sp = next_sp;
                     pc = next_pc;
                     fp = next_fp.unwrap_or(0);
@@ -325,7 +339,7 @@ impl Walker {
             heap = self.heaps.iter().find(|h| (h.low..h.high).contains(&pc));
         }
         let heap = heap?;
-        let mut i = (pc - heap.low) >> heap.log2_segment;
+        let mut i = (pc - heap.low).checked_shr(heap.log2_segment)?;
         for _ in 0..1024 {
             let mut tag = [0u8];
             mem.read(heap.segmap + i, &mut tag).ok()?;
@@ -335,16 +349,37 @@ impl Walker {
                 n => i = i.checked_sub(n as u64)?,
             }
         }
-        let block = heap.low + (i << heap.log2_segment);
-        let start = block + self.layout.block_size;
-        if let Some(known) = self.blobs.get(&start) {
-            return known.clone();
-        }
+        let block = heap.low.wrapping_add(i << heap.log2_segment);
+        let start = block.wrapping_add(self.layout.block_size);
         let mut used = [0u8];
-        mem.read(block + self.layout.block_used, &mut used).ok()?;
-        let blob = (used[0] != 0).then(|| self.read_blob(mem, start)).flatten();
+        mem.read(block.wrapping_add(self.layout.block_used), &mut used)
+            .ok()?;
+        if used[0] == 0 {
+            return None;
+        }
+        // Code is freed and its space reused (recompilation, unloading): a cached blob is
+        // trusted only while it still holds the same method.
+        let method_now = self.current_method(mem, start);
+        if let Some(known) = self.blobs.get(&start)
+            && known.method == method_now
+        {
+            return Some(known.clone());
+        }
+        let blob = self.read_blob(mem, start)?;
         self.blobs.insert(start, blob.clone());
-        blob
+        Some(blob)
+    }
+
+    /// The `Method*` a code blob at `blob` holds now, if it is an nmethod.
+    fn current_method(&self, mem: &Memory, blob: u64) -> Option<u64> {
+        let name = mem.u64(blob.wrapping_add(self.layout.blob_name)).ok()?;
+        let name = mem.c_string(name, 32).ok()?;
+        if !name.contains("nmethod") {
+            return None;
+        }
+        mem.u64(blob.wrapping_add(self.layout.nmethod_method))
+            .ok()
+            .filter(|&m| m != 0)
     }
 
     fn read_blob(&self, mem: &Memory, blob: u64) -> Option<Blob> {
@@ -356,7 +391,6 @@ impl Walker {
         } else {
             None
         };
-        let _ = l.blob_code_begin;
         Some(Blob {
             name,
             frame_words: frame_words.max(0) as u64,
@@ -378,11 +412,15 @@ impl Walker {
         if fp == 0
             && let Some(blob) = self.blob(mem, pc)
         {
-            fp = (sp + 8 * blob.frame_words).saturating_sub(16);
+            fp = sp
+                .wrapping_add(blob.frame_words.wrapping_mul(8))
+                .wrapping_sub(16);
         }
         let mut pcs = vec![pc];
         while pcs.len() < MAX_FRAMES && fp != 0 {
-            let (Some(ret), Some(next)) = (stack.word(mem, fp + 8), stack.word(mem, fp)) else {
+            let (Some(ret), Some(next)) =
+                (stack.word(mem, fp.wrapping_add(8)), stack.word(mem, fp))
+            else {
                 break;
             };
             pcs.push(ret);
@@ -468,7 +506,10 @@ fn interpreted_frame_locks(mem: &Memory, stack: &StackBytes, fp: u64) -> bool {
     if top >= bottom || !(bottom - top).is_multiple_of(16) || bottom - top > 64 * 16 {
         return false;
     }
-    (0..(bottom - top) / 16).any(|i| stack.word(mem, top + 16 * i + 8).is_some_and(|o| o != 0))
+    (0..(bottom - top) / 16).any(|i| {
+        let object = top.wrapping_add(16 * i + 8);
+        stack.word(mem, object).is_some_and(|o| o != 0)
+    })
 }
 
 fn slot(fp: u64, words: i64) -> u64 {

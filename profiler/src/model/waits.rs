@@ -53,6 +53,8 @@ pub struct FutexSummary {
     pub timed_out: u64,
     /// Ended by a signal (`-EINTR`).
     pub interrupted: u64,
+    /// Still waiting when the recording stopped (a deadlock's waits are here).
+    pub unfinished: u64,
     /// (operation, waits), most first.
     pub by_op: Vec<(&'static str, u64)>,
 }
@@ -89,6 +91,7 @@ impl Model {
             out.waits += 1;
             out.total_ns += s.duration_ns();
             match s.ret {
+                _ if s.unfinished => out.unfinished += 1,
                 r if r == -ETIMEDOUT => out.timed_out += 1,
                 r if r == -EINTR => out.interrupted += 1,
                 _ => {}

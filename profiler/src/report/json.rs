@@ -158,6 +158,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "released_by_another_thread": futex.released,
             "timed_out": futex.timed_out,
             "interrupted": futex.interrupted,
+            "unfinished": futex.unfinished,
             "by_operation": futex.by_op.iter().map(|(op, n)| json!({ "operation": op, "events": n })).collect::<Vec<_>>(),
         },
         "off_cpu": {

@@ -46,8 +46,15 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     if model.counters.lost() > 0 {
         writeln!(
             out,
-            "warning: {} events were lost in the kernel (ring buffer full or too many threads); totals are low",
+            "warning: {} events were lost in the kernel (ring buffer or a map full: try --ring-buffer-mib); totals are low",
             model.counters.lost()
+        )?;
+    }
+    if model.counters.java_stack_misses > 0 {
+        writeln!(
+            out,
+            "note: {} Java stacks could not be copied (the thread had moved on, or no room)",
+            model.counters.java_stack_misses
         )?;
     }
     if model.counters.stack_misses > 0 {
@@ -237,13 +244,14 @@ fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::
     if futex.waits > 0 {
         writeln!(
             out,
-            "\nFutex waits of {} or more: {} ({} in all): {} released by another thread, {} timed out, {} interrupted",
+            "\nFutex waits of {} or more: {} ({} in all): {} released by another thread, {} timed out, {} interrupted, {} still waiting at the end",
             secs(model.min_syscall_ns),
             futex.waits,
             secs(futex.total_ns),
             futex.released,
             futex.timed_out,
-            futex.interrupted
+            futex.interrupted,
+            futex.unfinished
         )?;
     }
     if locks.is_empty() {

@@ -126,6 +126,7 @@ pub fn spawn_record_with(pid: u32, name: &str, options: &[&str]) -> (std::proces
     while !out.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert!(out.exists(), "pinprof record did not start within 15 s");
     (child, out)
 }
 
