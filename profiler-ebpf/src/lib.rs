@@ -64,7 +64,9 @@ pub mod counter {
     pub const STACK_COPY_MISSES: u32 = 4;
     /// A system call, a kernel lock wait or a sum could not be kept: its map was full.
     pub const SYSCALL_MAP_FULL: u32 = 5;
-    pub const COUNT: u32 = 6;
+    /// Lock releases recorded without the releasing thread's stacks (capture budget spent).
+    pub const WAKER_STACKS_SKIPPED: u32 = 6;
+    pub const COUNT: u32 = 7;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames

@@ -112,6 +112,9 @@ static KERNEL_LOCKS: PerCpuHashMap<u64, WaitSum> = PerCpuHashMap::with_max_entri
 /// The same contention, per thread.
 #[map]
 static KERNEL_LOCK_THREADS: HashMap<u32, WaitSum> = HashMap::with_max_entries(64 * 1024, 0);
+/// Per CPU: when a waker's stacks were last captured (see `capture_budget`).
+#[map]
+static LAST_WAKER_CAPTURE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
@@ -667,8 +670,15 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
     if !ours {
         return 0;
     }
-    let (user_stack_id, kernel_stack_id) =
-        (stack_id(&ctx, BPF_F_USER_STACK as u64), stack_id(&ctx, 0));
+    // The releasing code's stacks cost a few stack walks and copies in the waker's own time:
+    // at most one such capture per CPU per CAPTURE_GAP_NS (a busy scheduler wakes threads
+    // thousands of times a second); the wake itself is always recorded.
+    let capture = capture_budget(now);
+    let (user_stack_id, kernel_stack_id) = if capture {
+        (stack_id(&ctx, BPF_F_USER_STACK as u64), stack_id(&ctx, 0))
+    } else {
+        (NOT_CAPTURED, NOT_CAPTURED)
+    };
     unsafe {
         (*call).flags |= syscall_flags::WOKEN;
         (*call).waker = Waker {
@@ -679,11 +689,38 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
             wake_ns: now,
         };
     }
-    copy_native_stack(waker_tid, now);
-    if setting(&MIN_JAVA_STACK_NS) != 0 {
-        request_waker_java_stack(waker_tid, now);
+    if !capture {
+        count(counter::WAKER_STACKS_SKIPPED);
+        return 0;
+    }
+    // A Java waker's Java stack says where it released; other threads need their native stack
+    // unwound (the kernel's frame-pointer walk stops in libc).
+    if unsafe { JAVA_THREADS.get(&waker_tid) }.is_some() {
+        if setting(&MIN_JAVA_STACK_NS) != 0 {
+            request_waker_java_stack(waker_tid, now);
+        }
+    } else {
+        copy_native_stack(waker_tid, now);
     }
     0
+}
+
+/// Waker stacks are captured at most once per this many ns on each CPU.
+const CAPTURE_GAP_NS: u64 = 1_000_000;
+
+/// Whether this CPU may capture a waker's stacks now (and if so, takes the turn).
+#[inline(always)]
+fn capture_budget(now: u64) -> bool {
+    let Some(last) = LAST_WAKER_CAPTURE.get_ptr_mut(0) else {
+        return false;
+    };
+    unsafe {
+        if now.saturating_sub(*last) < CAPTURE_GAP_NS {
+            return false;
+        }
+        *last = now;
+    }
+    true
 }
 
 /// Copies the current thread's user registers and the top of its user stack, so that user

@@ -296,6 +296,8 @@ pub struct Counters {
     pub java_stack_misses: u64,
     /// System calls or lock waits not timed because a per-thread map was full.
     pub syscall_map_full: u64,
+    /// Lock releases recorded without the releasing thread's stacks, to bound the cost.
+    pub waker_stacks_skipped: u64,
 }
 
 impl Counters {

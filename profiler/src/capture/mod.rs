@@ -268,6 +268,7 @@ impl Capture {
             short_intervals: read(counter::SHORT_INTERVALS),
             java_stack_misses: read(counter::STACK_COPY_MISSES),
             syscall_map_full: read(counter::SYSCALL_MAP_FULL),
+            waker_stacks_skipped: read(counter::WAKER_STACKS_SKIPPED),
         }
     }
 

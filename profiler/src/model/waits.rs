@@ -146,8 +146,8 @@ impl Model {
             longest: Option<&'a Syscall>,
             waiters: BTreeSet<String>,
             holders: HashMap<u32, (u64, u64)>,
-            /// The wait each holder released for longest, for its stack.
-            releases: HashMap<u32, &'a Syscall>,
+            /// The waits each holder released, for its stack.
+            releases: HashMap<u32, Vec<&'a Syscall>>,
         }
         let mut by_word: BTreeMap<u64, Acc> = BTreeMap::new();
         for s in self.lock_waits() {
@@ -164,10 +164,7 @@ impl Model {
                 let h = acc.holders.entry(w.tid).or_default();
                 h.0 += 1;
                 h.1 += d;
-                let r = acc.releases.entry(w.tid).or_insert(s);
-                if r.duration_ns() < d {
-                    *r = s;
-                }
+                acc.releases.entry(w.tid).or_default().push(s);
             }
         }
         let labels = |frames: Vec<&Frame>| frames.iter().map(|f| f.label()).collect::<Vec<_>>();
@@ -180,10 +177,20 @@ impl Model {
                     .map(|(t, (n, ns))| (*t, *n, *ns))
                     .collect();
                 holders.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+                // The top holder's release stack: from its longest release whose stacks were
+                // captured (the kernel captures them within a budget).
                 let holder_frames = holders
                     .first()
                     .and_then(|(t, _, _)| acc.releases.get(t))
-                    .map(|s| labels(self.holder_frames(s)))
+                    .map(|releases| {
+                        let mut releases = releases.clone();
+                        releases.sort_by_key(|s| std::cmp::Reverse(s.duration_ns()));
+                        releases
+                            .iter()
+                            .map(|s| labels(self.holder_frames(s)))
+                            .find(|frames| !frames.is_empty())
+                            .unwrap_or_default()
+                    })
                     .unwrap_or_default();
                 LockRow {
                     address,

@@ -171,6 +171,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "short_intervals": model.counters.short_intervals,
             "java_stacks": model.java_stacks.len(),
             "java_stack_misses": model.counters.java_stack_misses,
+            "waker_stacks_skipped": model.counters.waker_stacks_skipped,
             "fp_cross_check": model.fp_check,
             "min_off_cpu_ns": model.min_off_cpu_ns,
             "target_exited": model.target_exit_ns.is_some(),
