@@ -111,6 +111,10 @@ pub struct JvmLayout {
     pub java_tid: u32,
     /// `JavaThread::_stack_base`: the top (highest address) of the thread's stack.
     pub stack_base: u32,
+    /// The `JavaThread` fields above lie in [window_start, window_start + JAVA_WINDOW_BYTES):
+    /// read in one go (0 length: read one by one).
+    pub window_start: u32,
+    pub window_len: u32,
     pub _pad: u32,
     /// Address of `SafepointSynchronize::_state` (non-zero while a safepoint is under way).
     pub safepoint_state: u64,
@@ -267,6 +271,10 @@ pub struct StackCopy {
     pub data: [u8; STACK_COPY_BYTES],
 }
 
+/// Bytes of a `JavaThread` read at once at a block (its fields pinprof needs span ~470 bytes
+/// in JDK 21 and 25).
+pub const JAVA_WINDOW_BYTES: usize = 512;
+
 /// Bits of [`JavaState::flags`].
 pub mod java_flags {
     /// The thread is a Java thread and its `JavaThread` was read.
@@ -379,7 +387,7 @@ mod tests {
     fn records_have_no_padding() {
         let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8;
         assert_eq!(size_of::<JavaState>(), java);
-        assert_eq!(size_of::<JvmLayout>(), 14 * 4 + 8);
+        assert_eq!(size_of::<JvmLayout>(), 16 * 4 + 8);
         assert_eq!(size_of::<StackRequest>(), 16);
         let waker = 4 + 4 + 4 + 4 + 8;
         assert_eq!(size_of::<Waker>(), waker);

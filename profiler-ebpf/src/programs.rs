@@ -10,10 +10,10 @@ use aya_ebpf::{
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
-    CARRIER_BIT, ExitEvent, FdLayout, JavaState, JvmLayout, NATIVE_COPY_BYTES, NativeStackCopy,
-    OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackCopy, StackRequest, SyscallEvent,
-    SyscallKey, SyscallStart, ThreadRename, WaitSum, Waker, counter, futex_op, java_flags, kind,
-    syscall_flags, sysno, task_state,
+    CARRIER_BIT, ExitEvent, FdLayout, JAVA_WINDOW_BYTES, JavaState, JvmLayout, NATIVE_COPY_BYTES,
+    NativeStackCopy, OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackCopy,
+    StackRequest, SyscallEvent, SyscallKey, SyscallStart, ThreadRename, WaitSum, Waker, counter,
+    futex_op, java_flags, kind, syscall_flags, sysno, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -46,6 +46,8 @@ static JVM_LAYOUT: JvmLayout = JvmLayout {
     anchor_fp: 0,
     java_tid: 0,
     stack_base: 0,
+    window_start: 0,
+    window_len: 0,
     _pad: 0,
     safepoint_state: 0,
 };
@@ -112,6 +114,9 @@ static KERNEL_LOCKS: PerCpuHashMap<u64, WaitSum> = PerCpuHashMap::with_max_entri
 /// The same contention, per thread.
 #[map]
 static KERNEL_LOCK_THREADS: HashMap<u32, WaitSum> = HashMap::with_max_entries(64 * 1024, 0);
+/// Per CPU: the `JavaThread` bytes read at a block (see `JvmLayout::window_start`).
+#[map]
+static JAVA_WINDOW: PerCpuArray<[u8; JAVA_WINDOW_BYTES]> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: when a waker's stacks were last captured (see `capture_budget`).
 #[map]
 static LAST_WAKER_CAPTURE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
@@ -250,31 +255,51 @@ fn java_state(tid: u32) -> JavaState {
     };
     let thread = entry & !CARRIER_BIT;
     let layout: JvmLayout = setting(&JVM_LAYOUT);
-    let field = |offset: u32| thread + offset as u64;
-    let Some(thread_state) = read_user::<u32>(field(layout.thread_state)) else {
+    // One read of the span of `JavaThread` that holds every field below, instead of one read
+    // per field: this runs at every switch-out of a Java thread.
+    let window = JAVA_WINDOW.get_ptr_mut(0).filter(|buf| {
+        layout.window_len != 0
+            && unsafe {
+                aya_ebpf::helpers::generated::bpf_probe_read_user(
+                    buf.cast(),
+                    JAVA_WINDOW_BYTES as u32,
+                    (thread + layout.window_start as u64) as *const core::ffi::c_void,
+                )
+            } == 0
+    });
+    let word = |offset: u32| -> Option<u64> {
+        let i = offset.wrapping_sub(layout.window_start) as usize;
+        match window {
+            Some(buf) if i <= JAVA_WINDOW_BYTES - 8 => {
+                Some(unsafe { core::ptr::read_unaligned(buf.cast::<u8>().add(i).cast::<u64>()) })
+            }
+            _ => read_user::<u64>(thread + offset as u64),
+        }
+    };
+    let Some(thread_state) = word(layout.thread_state) else {
         return state;
     };
     state.flags = java_flags::KNOWN;
     if entry & CARRIER_BIT != 0 {
         state.flags |= java_flags::CARRIER;
     }
-    state.thread_state = thread_state;
+    state.thread_state = thread_state as u32;
     if read_user::<u32>(layout.safepoint_state).is_some_and(|s| s != 0) {
         state.flags |= java_flags::SAFEPOINT;
     }
-    state.pending_monitor = read_user::<u64>(field(layout.pending_monitor)).unwrap_or(0);
-    state.waiting_monitor = read_user::<u64>(field(layout.waiting_monitor)).unwrap_or(0);
+    state.pending_monitor = word(layout.pending_monitor).unwrap_or(0);
+    state.waiting_monitor = word(layout.waiting_monitor).unwrap_or(0);
     if layout.held_monitor_count != 0 {
-        state.held_monitors = read_user::<u32>(field(layout.held_monitor_count)).unwrap_or(0);
+        state.held_monitors = word(layout.held_monitor_count).unwrap_or(0) as u32;
     }
-    state.anchor_sp = read_user::<u64>(field(layout.anchor_sp)).unwrap_or(0);
-    state.anchor_pc = read_user::<u64>(field(layout.anchor_pc)).unwrap_or(0);
-    state.anchor_fp = read_user::<u64>(field(layout.anchor_fp)).unwrap_or(0);
+    state.anchor_sp = word(layout.anchor_sp).unwrap_or(0);
+    state.anchor_pc = word(layout.anchor_pc).unwrap_or(0);
+    state.anchor_fp = word(layout.anchor_fp).unwrap_or(0);
 
     // Mounted: the thread it runs (`_vthread`) is not its own `Thread` object. Both are
     // OopHandles, pointers to slots that hold the object's address.
-    let own = read_user::<u64>(field(layout.thread_obj)).and_then(read_user::<u64>);
-    let current = read_user::<u64>(field(layout.vthread)).and_then(read_user::<u64>);
+    let own = word(layout.thread_obj).and_then(read_user::<u64>);
+    let current = word(layout.vthread).and_then(read_user::<u64>);
     if let (Some(own), Some(current)) = (own, current)
         && current != 0
         && current != own
@@ -282,7 +307,7 @@ fn java_state(tid: u32) -> JavaState {
         state.flags |= java_flags::MOUNTED;
         state.vthread_id = read_user::<u64>(current + layout.java_tid as u64).unwrap_or(0);
         if layout.cont_entry != 0 && layout.cont_pin_count != 0 {
-            state.pin_count = read_user::<u64>(field(layout.cont_entry))
+            state.pin_count = word(layout.cont_entry)
                 .and_then(|entry| read_user::<u32>(entry + layout.cont_pin_count as u64))
                 .unwrap_or(0);
         }

@@ -102,9 +102,32 @@ impl Hotspot {
             anchor_fp: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_fp")?) as u32,
             java_tid: java_offset(JAVA_FIELD_OFFSETS[0])? as u32,
             stack_base: thread_field("_stack_base")? as u32,
+            window_start: 0,
+            window_len: 0,
             _pad: 0,
             safepoint_state: lib.symbol(SAFEPOINT_STATE).unwrap_or(0),
         };
+        let mut layout = layout;
+        // The fields read at every block, in one span of JavaThread if they fit (JDK 21 and 25:
+        // about 470 bytes). Fields read as 8-byte words, so the span ends 8 bytes after the last.
+        let fields = [
+            layout.thread_obj,
+            layout.vthread,
+            layout.thread_state,
+            layout.pending_monitor,
+            layout.waiting_monitor,
+            layout.held_monitor_count,
+            layout.cont_entry,
+            layout.anchor_sp,
+            layout.anchor_pc,
+            layout.anchor_fp,
+        ];
+        let used = fields.iter().copied().filter(|&f| f != 0);
+        let (low, high) = used.fold((u32::MAX, 0), |(lo, hi), f| (lo.min(f), hi.max(f + 8)));
+        if high > low && (high - low) as usize <= profiler_ebpf::JAVA_WINDOW_BYTES {
+            layout.window_start = low;
+            layout.window_len = high - low;
+        }
         let constant = |name: &str| -> Result<u32> { Ok(vm.int_constant(name)? as u32) };
         let states = ThreadStates {
             in_native: constant("_thread_in_native")?,
