@@ -123,6 +123,28 @@ static LAST_WAKER_CAPTURE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
+/// Adds one wait to a sum in `map` (a hash map, or a per-CPU one: a kernel lock's entry is
+/// updated from every CPU at once, and plain adds to one shared entry would lose counts under
+/// the very contention being measured). The two map types share no trait, hence a macro.
+macro_rules! add_wait {
+    ($map:expr, $key:expr, $duration:expr) => {{
+        let duration: u64 = $duration;
+        match $map.get_ptr_mut($key) {
+            Some(sum) => unsafe { add_to(sum, duration) },
+            None => {
+                let first = WaitSum {
+                    count: 1,
+                    total_ns: duration,
+                    max_ns: duration,
+                };
+                if $map.insert($key, &first, 0).is_err() {
+                    count(counter::SYSCALL_MAP_FULL);
+                }
+            }
+        }
+    }};
+}
+
 #[inline(always)]
 fn setting<T: Copy>(value: &T) -> T {
     // Volatile, or the compiler folds the defaults in before user space can set them.
@@ -344,11 +366,9 @@ fn request_java_stack(tid: u32, start: &OffCpuStart, duration: u64) {
 /// was then, and this is its own context, where its memory can be read.
 #[tracepoint]
 pub fn sys_exit(ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
+    let Some(tid) = target_tid() else {
         return 0;
-    }
-    let tid = pid_tgid as u32;
+    };
     end_syscall(&ctx, tid);
     copy_java_stack(tid);
     0
@@ -407,7 +427,7 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
         return;
     }
     let key = SyscallKey { tid, nr: call.nr };
-    add_wait(&SYSCALL_SUMS, &key, duration);
+    add_wait!(SYSCALL_SUMS, &key, duration);
 }
 
 /// The inode number and mode of the current thread's file descriptor `fd`, if system call
@@ -458,50 +478,19 @@ unsafe fn add_to(sum: *mut WaitSum, duration: u64) {
     }
 }
 
-/// Adds to a per-CPU sum: a kernel lock's entry is updated from every CPU at once, and plain
-/// adds to one shared entry would lose counts under the very contention being measured.
+/// The current thread's id if it belongs to the target.
 #[inline(always)]
-fn add_wait_per_cpu(map: &PerCpuHashMap<u64, WaitSum>, key: &u64, duration: u64) {
-    match map.get_ptr_mut(key) {
-        Some(sum) => unsafe { add_to(sum, duration) },
-        None => {
-            let first = WaitSum {
-                count: 1,
-                total_ns: duration,
-                max_ns: duration,
-            };
-            if map.insert(key, &first, 0).is_err() {
-                count(counter::SYSCALL_MAP_FULL);
-            }
-        }
-    }
-}
-
-#[inline(always)]
-fn add_wait<K>(map: &HashMap<K, WaitSum>, key: &K, duration: u64) {
-    match map.get_ptr_mut(key) {
-        Some(sum) => unsafe { add_to(sum, duration) },
-        None => {
-            let first = WaitSum {
-                count: 1,
-                total_ns: duration,
-                max_ns: duration,
-            };
-            if map.insert(key, &first, 0).is_err() {
-                count(counter::SYSCALL_MAP_FULL);
-            }
-        }
-    }
+fn target_tid() -> Option<u32> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    ((pid_tgid >> 32) as u32 == setting(&TARGET_TGID)).then_some(pid_tgid as u32)
 }
 
 /// Starts timing a system call of the target.
 #[tracepoint]
 pub fn sys_enter(ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
+    let Some(tid) = target_tid() else {
         return 0;
-    }
-    let tid = pid_tgid as u32;
+    };
     let nr = unsafe { ctx.read_at::<i64>(setting(&SYS_ENTER_ID_OFFSET) as usize) }.unwrap_or(-1);
     let args_at = setting(&SYS_ENTER_ARGS_OFFSET) as usize;
     let arg = |i: usize| unsafe { ctx.read_at::<u64>(args_at + 8 * i) }.unwrap_or(0);
@@ -541,12 +530,11 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
 /// Kernel lock contention of the target's threads: begins.
 #[tracepoint]
 pub fn contention_begin(_ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
+    let Some(tid) = target_tid() else {
         return 0;
-    }
+    };
     let now = unsafe { bpf_ktime_get_ns() };
-    if CONTENTION_STARTS.insert(pid_tgid as u32, now, 0).is_err() {
+    if CONTENTION_STARTS.insert(tid, now, 0).is_err() {
         count(counter::SYSCALL_MAP_FULL);
     }
     0
@@ -555,11 +543,9 @@ pub fn contention_begin(_ctx: TracePointContext) -> u32 {
 /// Kernel lock contention of the target's threads: ends; summed per lock address.
 #[tracepoint]
 pub fn contention_end(ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if (pid_tgid >> 32) as u32 != setting(&TARGET_TGID) {
+    let Some(tid) = target_tid() else {
         return 0;
-    }
-    let tid = pid_tgid as u32;
+    };
     let Some(start) = CONTENTION_STARTS.get_ptr(tid) else {
         return 0;
     };
@@ -567,8 +553,8 @@ pub fn contention_end(ctx: TracePointContext) -> u32 {
     let _ = CONTENTION_STARTS.remove(tid);
     let lock = unsafe { ctx.read_at::<u64>(setting(&LOCK_ADDR_OFFSET) as usize) }.unwrap_or(0);
     let now = unsafe { bpf_ktime_get_ns() };
-    add_wait_per_cpu(&KERNEL_LOCKS, &lock, now.saturating_sub(start));
-    add_wait(&KERNEL_LOCK_THREADS, &tid, now.saturating_sub(start));
+    add_wait!(KERNEL_LOCKS, &lock, now.saturating_sub(start));
+    add_wait!(KERNEL_LOCK_THREADS, &tid, now.saturating_sub(start));
     0
 }
 
@@ -805,7 +791,7 @@ fn copy_native_stack(tid: u32, key_ns: u64) {
 /// could read their name, so the kernel sends it.
 #[tracepoint]
 pub fn task_rename(ctx: TracePointContext) -> u32 {
-    if (bpf_get_current_pid_tgid() >> 32) as u32 != setting(&TARGET_TGID) {
+    if target_tid().is_none() {
         return 0;
     }
     let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&RENAME_PID_OFFSET) as usize) }) else {

@@ -62,12 +62,7 @@ pub struct Model {
 pub struct PinnedSite {
     pub reason: Reason,
     pub operation: Operation,
-    /// Innermost first.
-    pub frames: Vec<String>,
-    /// What each frame is: kernel, native, jit, or how a Java frame ran.
-    pub frame_kinds: Vec<&'static str>,
-    /// Indexes of the frames known to hold a monitor.
-    pub monitor_frames: Vec<usize>,
+    pub stack: StackLabels,
     pub events: u64,
     pub total_ns: u64,
     pub max_ns: u64,
@@ -75,6 +70,26 @@ pub struct PinnedSite {
     pub virtual_threads: std::collections::BTreeSet<u64>,
     /// Thread ids of the carriers they pinned.
     pub carriers: std::collections::BTreeSet<u32>,
+}
+
+/// A stack as views show it, innermost frame first.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StackLabels {
+    pub frames: Vec<String>,
+    /// What each frame is: kernel, native, jit, or how a Java frame ran.
+    pub frame_kinds: Vec<&'static str>,
+    /// Indexes of the frames known to hold a monitor.
+    pub monitor_frames: Vec<usize>,
+}
+
+impl StackLabels {
+    pub fn new(stack: &[&Frame], monitor_frames: Vec<usize>) -> Self {
+        Self {
+            frames: stack.iter().map(|f| f.label()).collect(),
+            frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
+            monitor_frames,
+        }
+    }
 }
 
 /// Indexes of the frames that hold a monitor during a pinning. A thread entering a contended
@@ -154,10 +169,8 @@ pub fn blocked_total_ns(threads: &[ThreadRow]) -> u64 {
 /// Blocked time charged to one (kernel, user) stack pair.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StackRow {
-    /// Innermost first: kernel frames, then user frames.
-    pub frames: Vec<String>,
-    pub frame_kinds: Vec<&'static str>,
-    pub monitor_frames: Vec<usize>,
+    /// Kernel frames, then native, then Java.
+    pub stack: StackLabels,
     pub events: u64,
     pub total_ns: u64,
     pub max_ns: u64,
@@ -328,15 +341,13 @@ impl Model {
         let mut sites: HashMap<(Reason, Operation, Vec<String>), PinnedSite> = HashMap::new();
         for e in events {
             let stack = self.frames_of(e.kernel_stack, e.user_stack, e.java_stack);
-            let frames: Vec<String> = stack.iter().map(|f| f.label()).collect();
+            let labels = StackLabels::new(&stack, holders(&stack, e.operation));
             let site = sites
-                .entry((e.reason, e.operation, frames.clone()))
+                .entry((e.reason, e.operation, labels.frames.clone()))
                 .or_insert_with(|| PinnedSite {
                     reason: e.reason,
                     operation: e.operation,
-                    frames,
-                    frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
-                    monitor_frames: holders(&stack, e.operation),
+                    stack: labels,
                     events: 0,
                     total_ns: 0,
                     max_ns: 0,
@@ -350,7 +361,7 @@ impl Model {
             site.max_ns = site.max_ns.max(e.duration_ns());
         }
         let mut sites: Vec<PinnedSite> = sites.into_values().collect();
-        sites.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.frames.cmp(&b.frames)));
+        sites.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.stack.cmp(&b.stack)));
         sites
     }
 
@@ -525,9 +536,7 @@ impl Model {
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 StackRow {
-                    frames: stack.iter().map(|f| f.label()).collect(),
-                    frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
-                    monitor_frames: monitor_frames(&stack),
+                    stack: StackLabels::new(&stack, monitor_frames(&stack)),
                     events,
                     total_ns,
                     max_ns,
@@ -538,7 +547,7 @@ impl Model {
                 }
             })
             .collect();
-        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.frames.cmp(&b.frames)));
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.stack.cmp(&b.stack)));
         rows
     }
 }

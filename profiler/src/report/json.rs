@@ -40,9 +40,9 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         .take(options.top)
         .map(|s| {
             json!({
-                "frames": s.frames,
-                "frame_kinds": s.frame_kinds,
-                "monitor_frames": s.monitor_frames,
+                "frames": s.stack.frames,
+                "frame_kinds": s.stack.frame_kinds,
+                "monitor_frames": s.stack.monitor_frames,
                 "events": s.events,
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,
@@ -58,9 +58,9 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             json!({
                 "reason": s.reason.as_str(),
                 "operation": s.operation.as_str(),
-                "frames": s.frames,
-                "frame_kinds": s.frame_kinds,
-                "monitor_frames": s.monitor_frames,
+                "frames": s.stack.frames,
+                "frame_kinds": s.stack.frame_kinds,
+                "monitor_frames": s.stack.monitor_frames,
                 "events": s.events,
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,

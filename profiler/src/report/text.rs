@@ -114,14 +114,14 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
                 .collect::<Vec<_>>()
                 .join(", ")
         )?;
-        for frame in s.frames.iter().take(options.depth) {
+        for frame in s.stack.frames.iter().take(options.depth) {
             writeln!(out, "      {frame}")?;
         }
-        if s.frames.len() > options.depth {
+        if s.stack.frames.len() > options.depth {
             writeln!(
                 out,
                 "      ... {} more frames",
-                s.frames.len() - options.depth
+                s.stack.frames.len() - options.depth
             )?;
         }
     }
@@ -209,21 +209,22 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         )?;
         // Java frames say where; kernel and native frames only say how, so they go last.
         let label = |(i, f): (usize, &String)| {
-            if site.monitor_frames.contains(&i) {
+            if site.stack.monitor_frames.contains(&i) {
                 format!("{f}  [holds monitor]")
             } else {
                 f.clone()
             }
         };
         let java: Vec<String> = site
+            .stack
             .frames
             .iter()
             .enumerate()
-            .filter(|(i, _)| !matches!(site.frame_kinds[*i], "kernel" | "native"))
+            .filter(|(i, _)| !matches!(site.stack.frame_kinds[*i], "kernel" | "native"))
             .map(label)
             .collect();
         let shown: Vec<String> = if java.is_empty() {
-            site.frames.iter().enumerate().map(label).collect()
+            site.stack.frames.iter().enumerate().map(label).collect()
         } else {
             java
         };
