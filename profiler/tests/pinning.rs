@@ -283,14 +283,20 @@ fn jdk25_class_init_pinning_matches_jfr() {
     assert_eq!(monitor, 0);
 }
 
+/// JDK 21 `Pinning sleep` with `option` in an argument file (`java @file`), where a look at
+/// the command line does not find it.
+fn start_with_argument_file(name: &str, option: &str) -> Jvm {
+    let args = scratch(&format!("{name}.args"));
+    std::fs::write(&args, format!("{option}\n")).unwrap();
+    let file = format!("@{}", args.display());
+    Jvm::start_with(&java(21), &[&file], &workloads(), "Pinning", &["sleep"])
+        .expect("start the workload JVM")
+}
+
 #[test]
 fn scheduler_settings_come_from_the_jvm_itself() {
     // Set in an argument file, so not on the command line: only the JVM can tell.
-    let args = scratch("parallelism.args");
-    std::fs::write(&args, "-Djdk.virtualThreadScheduler.parallelism=3\n").unwrap();
-    let option = format!("@{}", args.display());
-    let jvm = Jvm::start_with(&java(21), &[&option], &workloads(), "Pinning", &["sleep"])
-        .expect("start the workload JVM");
+    let jvm = start_with_argument_file("parallelism", "-Djdk.virtualThreadScheduler.parallelism=3");
     let out = pinprof()
         .args(["jvm", "--pid", &jvm.pid.to_string()])
         .output()
@@ -311,11 +317,7 @@ fn scheduler_settings_come_from_the_jvm_itself() {
 fn a_jvm_with_attach_disabled_is_left_alone() {
     // pinprof must not signal a JVM that cannot answer; it records without its settings.
     // The flag is in an argument file, not on the command line: pinprof reads it from the JVM.
-    let args = scratch("noattach.args");
-    std::fs::write(&args, "-XX:+DisableAttachMechanism\n").unwrap();
-    let option = format!("@{}", args.display());
-    let jvm = Jvm::start_with(&java(21), &[&option], &workloads(), "Pinning", &["sleep"])
-        .expect("start the workload JVM");
+    let jvm = start_with_argument_file("noattach", "-XX:+DisableAttachMechanism");
     let recording = scratch("noattach.pinrec");
     let out = pinprof()
         .args([
