@@ -54,7 +54,7 @@ pub fn run() -> Result<()> {
         .context("cannot run pinprof report")?;
     let text = String::from_utf8_lossy(&report.stdout);
     println!();
-    for line in text.lines().take(40) {
+    for line in text.lines().take(80) {
         println!("{line}");
     }
     println!();
