@@ -74,49 +74,8 @@ pub fn run(options: &Options) -> Result<Summary> {
     capture::check_privileges()?;
     let target = Target::open(options.pid)?;
     let mut info = target.info();
-    // A JVM we cannot read is still profiled, only without its Java view.
     let mut warnings = Vec::new();
-    let hotspot = match &info.runtime {
-        Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid) {
-            Ok(h) => {
-                if let Some(e) = &h.walk_error {
-                    warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));
-                }
-                Some(h)
-            }
-            Err(e) => {
-                warnings.push(format!(
-                    "cannot read the JVM's internals ({e:#}): no carriers, mounted virtual \
-                     threads or pinning in this recording"
-                ));
-                None
-            }
-        },
-        _ => None,
-    };
-    if let Some(h) = &hotspot
-        && options.attach
-        && h.attach_disabled()
-    {
-        warnings.push(
-            "the JVM runs with -XX:+DisableAttachMechanism: its scheduler settings are not asked"
-                .into(),
-        );
-    } else if hotspot.is_some()
-        && options.attach
-        && let Some(runtime) = &mut info.runtime
-    {
-        match jvm::scheduler_settings(options.pid) {
-            Ok(settings) => {
-                runtime.parallelism = settings.parallelism.or(runtime.parallelism);
-                runtime.max_pool_size = settings.max_pool_size;
-            }
-            Err(e) => warnings.push(format!(
-                "cannot ask the JVM for its scheduler settings ({e:#}); parallelism is the \
-                 command line's or the CPU count"
-            )),
-        }
-    }
+    let hotspot = open_jvm(options, &mut info, &mut warnings);
     let capture = Capture::start(&capture::Options {
         pid: options.pid,
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
@@ -160,7 +119,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         writer,
         known_threads: HashSet::new(),
         known_stacks: HashSet::new(),
-        java_stacks: HashMap::new(),
+        own_stacks: HashMap::new(),
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
@@ -200,6 +159,58 @@ pub fn run(options: &Options) -> Result<Summary> {
     })
 }
 
+/// Reads the JVM's internals and, through the attach protocol, its scheduler settings. A JVM
+/// pinprof cannot read is still profiled, only without its Java view: what failed becomes a
+/// warning in the recording.
+fn open_jvm(
+    options: &Options,
+    info: &mut crate::events::TargetInfo,
+    warnings: &mut Vec<String>,
+) -> Option<Hotspot> {
+    let hotspot = match &info.runtime {
+        Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid) {
+            Ok(h) => {
+                if let Some(e) = &h.walk_error {
+                    warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));
+                }
+                Some(h)
+            }
+            Err(e) => {
+                warnings.push(format!(
+                    "cannot read the JVM's internals ({e:#}): no carriers, mounted virtual \
+                     threads or pinning in this recording"
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
+    if let Some(h) = &hotspot
+        && options.attach
+        && h.attach_disabled()
+    {
+        warnings.push(
+            "the JVM runs with -XX:+DisableAttachMechanism: its scheduler settings are not asked"
+                .into(),
+        );
+    } else if hotspot.is_some()
+        && options.attach
+        && let Some(runtime) = &mut info.runtime
+    {
+        match jvm::scheduler_settings(options.pid) {
+            Ok(settings) => {
+                runtime.parallelism = settings.parallelism.or(runtime.parallelism);
+                runtime.max_pool_size = settings.max_pool_size;
+            }
+            Err(e) => warnings.push(format!(
+                "cannot ask the JVM for its scheduler settings ({e:#}); parallelism is the \
+                 command line's or the CPU count"
+            )),
+        }
+    }
+    hotspot
+}
+
 struct Session {
     target: Target,
     capture: Capture,
@@ -207,8 +218,9 @@ struct Session {
     symbolizer: Symbolizer,
     known_threads: HashSet<u32>,
     known_stacks: HashSet<u32>,
-    /// Java stacks written so far, by their frames; their ids follow `JAVA_STACK_IDS`.
-    java_stacks: HashMap<Vec<Frame>, u32>,
+    /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
+    /// their ids start at `OWN_STACK_IDS`.
+    own_stacks: HashMap<Vec<Frame>, u32>,
     /// System calls shorter than this are not events (u64::MAX: not traced).
     min_syscall_ns: u64,
     native: NativeUnwinder,
@@ -455,11 +467,11 @@ impl Session {
 
     /// The id of a stack made in user space, writing it the first time.
     fn own_stack(&mut self, frames: Vec<Frame>) -> Result<u32> {
-        if let Some(&id) = self.java_stacks.get(&frames) {
+        if let Some(&id) = self.own_stacks.get(&frames) {
             return Ok(id);
         }
-        let id = OWN_STACK_IDS + self.java_stacks.len() as u32;
-        self.java_stacks.insert(frames.clone(), id);
+        let id = OWN_STACK_IDS + self.own_stacks.len() as u32;
+        self.own_stacks.insert(frames.clone(), id);
         self.writer
             .write_event(&Event::Stack(Stack { id, frames }))?;
         Ok(id)
