@@ -173,6 +173,7 @@ fn open_jvm(
                 if let Some(e) = &h.walk_error {
                     warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));
                 }
+                warnings.extend(h.limits.clone());
                 Some(h)
             }
             Err(e) => {

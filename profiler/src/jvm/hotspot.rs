@@ -67,6 +67,8 @@ pub struct Hotspot {
     walker: Option<Walker>,
     /// Why Java stacks cannot be walked in this JVM, if they cannot.
     pub walk_error: Option<String>,
+    /// What this JVM's settings keep pinprof from seeing, if anything.
+    pub limits: Option<String>,
 }
 
 impl Hotspot {
@@ -139,8 +141,15 @@ impl Hotspot {
         let flags = read_flags(
             &mem,
             &vm,
-            &["UseCompressedOops", "UseCompressedClassPointers"],
+            &[
+                "UseCompressedOops",
+                "UseCompressedClassPointers",
+                "UseCompactObjectHeaders",
+            ],
         );
+        // With compact object headers (JDK 24+, off by default) the class pointer lives in
+        // the mark word: not read yet, so carriers cannot be told by their class.
+        let compact_headers = flags.get("UseCompactObjectHeaders") == Some(&true);
         let static_pair = |ty: &str, base: &[&str], shift: &[&str]| -> Option<(u64, u32)> {
             let base = base.iter().find_map(|n| vm.address(ty, n).ok())?;
             let shift = shift.iter().find_map(|n| vm.address(ty, n).ok())?;
@@ -175,6 +184,11 @@ impl Hotspot {
         let array_length_offset = klass_field + if compressed_klass.is_some() { 4 } else { 8 };
         let array_base_offset = (array_length_offset + 4).next_multiple_of(8);
 
+        let limits = compact_headers.then(|| {
+            "the JVM runs with -XX:+UseCompactObjectHeaders, which pinprof cannot read yet: \
+             carriers are not identified (mounted state and Java stacks still are)"
+                .to_string()
+        });
         let (walker, walk_error) = match Walker::new(&mem, &vm) {
             Ok(w) => (Some(w), None),
             Err(e) => (None, Some(format!("{e:#}"))),
@@ -182,6 +196,7 @@ impl Hotspot {
         Ok(Self {
             walker,
             walk_error,
+            limits,
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             string_value_offset: java_offset(JAVA_FIELD_OFFSETS[2])?,

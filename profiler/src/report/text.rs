@@ -143,7 +143,10 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         .map_or(String::new(), |p| format!(", parallelism {p}"));
     writeln!(out, "\nCarriers ({}{parallelism}):", carriers.len())?;
     if carriers.is_empty() {
-        writeln!(out, "  none: no virtual thread has run in this JVM yet")?;
+        writeln!(
+            out,
+            "  none known: no virtual thread has run yet, or pinprof could not tell (see warnings)"
+        )?;
     } else {
         writeln!(
             out,
