@@ -167,9 +167,7 @@ pub struct Waker {
     /// The waker's stacks at the wake-up (the releasing code); negative: none.
     pub user_stack_id: i32,
     pub kernel_stack_id: i32,
-    /// 1: the waker is a thread of the target, inside a futex call (always, today: other
-    /// wake-ups are not recorded as releases).
-    pub in_target: u32,
+    pub _pad: u32,
     pub wake_ns: u64,
 }
 

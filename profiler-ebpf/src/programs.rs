@@ -696,7 +696,7 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
             tid: waker_tid,
             user_stack_id,
             kernel_stack_id,
-            in_target: 1,
+            _pad: 0,
             wake_ns: now,
         };
     }

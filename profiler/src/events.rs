@@ -205,12 +205,11 @@ pub struct FutexWait {
     pub waker: Option<FutexWaker>,
 }
 
-/// The thread that released a futex waiter, and where.
+/// The thread of the target that released a futex waiter from inside its own futex call, and
+/// where. (Wake-ups by timers, signals or other processes release nobody: none is recorded.)
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FutexWaker {
     pub tid: u32,
-    /// A thread of the target (not another process, nor the kernel).
-    pub in_target: bool,
     pub wake_ns: u64,
     /// Its stacks at the wake: the releasing code. Its Java stack, if walked, is the
     /// `JavaStack` of (`tid`, `wake_ns`).

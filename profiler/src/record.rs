@@ -127,6 +127,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         fds: fdname::FdNamer::new(options.pid),
         native_stacks: HashMap::new(),
         unwound: HashMap::new(),
+        lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
     };
@@ -230,6 +231,8 @@ struct Session {
     native_stacks: HashMap<(u32, u64), u32>,
     /// Stack ids of the native stacks unwound so far, by their addresses.
     unwound: HashMap<Vec<u64>, u32>,
+    /// Kernel symbols of the contended kernel locks named so far (static locks have one).
+    lock_symbols: HashMap<u64, Option<String>>,
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
@@ -421,7 +424,6 @@ impl Session {
                 let unwound = self.native_stacks.remove(&(e.waker.tid, e.waker.wake_ns));
                 Some(FutexWaker {
                     tid: e.waker.tid,
-                    in_target: e.waker.in_target != 0,
                     wake_ns: e.waker.wake_ns,
                     user_stack: match unwound {
                         Some(id) => Some(id),
@@ -432,7 +434,7 @@ impl Session {
             } else {
                 None
             };
-            if let Some(w) = waker.as_ref().filter(|w| w.in_target) {
+            if let Some(w) = &waker {
                 self.thread(w.tid)?;
             }
             Some(FutexWait {
@@ -618,7 +620,24 @@ impl Session {
     /// Intervals still open when capture stops end at the window's end.
     fn close_open_intervals(&mut self) -> Result<()> {
         let now = capture::monotonic_ns();
-        for (tid, start) in self.capture.open_intervals() {
+        let open = self.capture.open_intervals();
+        // Java stacks of the threads still blocked, read now; kept below only for threads
+        // still in the same wait once all are read (one more look at the map, not one each).
+        let stacks: Vec<_> = open
+            .iter()
+            .filter_map(|(tid, start)| {
+                let mut copy = self.open_java_stack(start)?;
+                copy.tid = *tid;
+                Some(((*tid, start.start_ns), copy))
+            })
+            .collect();
+        let still_open: HashSet<(u32, u64)> = self
+            .capture
+            .open_intervals()
+            .iter()
+            .map(|(tid, s)| (*tid, s.start_ns))
+            .collect();
+        for (tid, start) in open {
             let event = OffCpu {
                 tid,
                 start_ns: start.start_ns,
@@ -633,35 +652,32 @@ impl Session {
             self.thread(tid)?;
             self.writer.write_event(&Event::OffCpu(event))?;
             self.events += 1;
-            self.open_java_stack(tid, &start)?;
+        }
+        for (key, copy) in stacks {
+            if still_open.contains(&key) {
+                self.java_stack(&copy)?;
+            }
         }
         Ok(())
     }
 
-    /// The Java stack of a Java thread still blocked as capture stops: it never left its
-    /// system call, so the kernel made no copy. Its stack does not move while it stays
-    /// blocked: read it now, and keep it only if the thread was still blocked afterwards.
-    fn open_java_stack(&mut self, tid: u32, start: &profiler_ebpf::OffCpuStart) -> Result<()> {
+    /// A copy of the stack of a Java thread still blocked as capture stops: it never left its
+    /// system call, so the kernel made none. Its stack does not move while it stays blocked;
+    /// the caller keeps the copy only if it still was afterwards.
+    fn open_java_stack(
+        &self,
+        start: &profiler_ebpf::OffCpuStart,
+    ) -> Option<Box<profiler_ebpf::StackCopy>> {
         let java = &start.java;
         let carrier_idle = java.flags & profiler_ebpf::java_flags::CARRIER != 0
             && java.flags & profiler_ebpf::java_flags::MOUNTED == 0;
         if java.anchor_sp == 0 || carrier_idle || self.jvm.is_none() {
-            return Ok(());
+            return None;
         }
-        let Some(data) = read_stack(self.target.pid, java.anchor_sp) else {
-            return Ok(());
-        };
-        let still_blocked = self
-            .capture
-            .open_intervals()
-            .iter()
-            .any(|(t, s)| *t == tid && s.start_ns == start.start_ns);
-        if !still_blocked {
-            return Ok(());
-        }
+        let data = read_stack(self.target.pid, java.anchor_sp)?;
         let mut copy = Box::new(profiler_ebpf::StackCopy {
             kind: profiler_ebpf::kind::STACK_COPY,
-            tid,
+            tid: 0,
             start_ns: start.start_ns,
             anchor_sp: java.anchor_sp,
             anchor_pc: java.anchor_pc,
@@ -671,7 +687,7 @@ impl Session {
             data: [0; profiler_ebpf::STACK_COPY_BYTES],
         });
         copy.data[..data.len()].copy_from_slice(&data);
-        self.java_stack(&copy)
+        Some(copy)
     }
 
     /// Names a stack the first time its id is seen, and writes it before any event uses it.
@@ -736,14 +752,23 @@ impl Session {
         }
         let locks = self.capture.kernel_locks();
         if !locks.is_empty() {
-            let addrs: Vec<u64> = locks.iter().map(|(a, _)| *a).collect();
-            let names = self.symbolizer.kernel(&addrs);
+            // Each checkpoint lists every lock again: name only the ones not seen before.
+            let new: Vec<u64> = locks
+                .iter()
+                .map(|(a, _)| *a)
+                .filter(|a| !self.lock_symbols.contains_key(a))
+                .collect();
+            if !new.is_empty() {
+                let names = self.symbolizer.kernel(&new);
+                for (addr, frame) in new.into_iter().zip(names) {
+                    self.lock_symbols.insert(addr, frame.name);
+                }
+            }
             let locks = locks
                 .into_iter()
-                .zip(names)
-                .map(|((addr, s), frame)| KernelLock {
+                .map(|(addr, s)| KernelLock {
                     addr,
-                    symbol: frame.name,
+                    symbol: self.lock_symbols.get(&addr).cloned().flatten(),
                     count: s.count,
                     total_ns: s.total_ns,
                     max_ns: s.max_ns,

@@ -173,7 +173,8 @@ impl Symbolizer {
     }
 }
 
-fn executable_mappings(pid: u32) -> Vec<(u64, u64, u64, String)> {
+/// The target's file-backed executable mappings: (start, end, file offset at start, path).
+pub fn executable_mappings(pid: u32) -> Vec<(u64, u64, u64, String)> {
     let Ok(process) = procfs::process::Process::new(pid as i32) else {
         return Vec::new();
     };

@@ -65,22 +65,13 @@ impl NativeUnwinder {
 
     /// Gives the unwinder every file-backed executable mapping it does not have yet.
     fn refresh_modules(&mut self) {
-        let Ok(maps) = procfs::process::Process::new(self.pid as i32).and_then(|p| p.maps()) else {
-            return;
-        };
-        for map in maps {
-            if !map.perms.contains(procfs::process::MMPermissions::EXECUTE) {
+        for (start, end, offset, path) in crate::symbolize::executable_mappings(self.pid) {
+            let path = PathBuf::from(path);
+            if !self.known.insert((start, path.clone())) {
                 continue;
             }
-            let procfs::process::MMapPath::Path(path) = &map.pathname else {
-                continue;
-            };
-            let range = map.address.0..map.address.1;
-            if !self.known.insert((range.start, path.clone())) {
-                continue;
-            }
-            self.ranges.push(range.clone());
-            match load_module(self.pid, path, range, map.offset) {
+            self.ranges.push(start..end);
+            match load_module(self.pid, &path, start..end, offset) {
                 Some(module) => self.unwinder.add_module(module),
                 None if std::env::var_os("PINPROF_DEBUG").is_some() => {
                     eprintln!("pinprof: debug: no unwind tables for {}", path.display());

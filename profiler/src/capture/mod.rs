@@ -307,10 +307,7 @@ impl Capture {
 
     /// Per-(thread, system call) sums of the calls below the threshold, cumulative.
     pub fn syscall_sums(&self) -> Vec<(SyscallKey, WaitSum)> {
-        match &self.syscall_sums {
-            Some(map) => map.iter().flatten().collect(),
-            None => Vec::new(),
-        }
+        entries(self.syscall_sums.as_ref())
     }
 
     /// Kernel lock contention of the target's threads per lock address, cumulative.
@@ -333,18 +330,12 @@ impl Capture {
 
     /// System calls in progress now: (thread, call).
     pub fn open_syscalls(&self) -> Vec<(u32, profiler_ebpf::SyscallStart)> {
-        match &self.in_syscall {
-            Some(map) => map.iter().flatten().collect(),
-            None => Vec::new(),
-        }
+        entries(self.in_syscall.as_ref())
     }
 
     /// Kernel lock contention per thread of the target, cumulative.
     pub fn kernel_lock_threads(&self) -> Vec<(u32, WaitSum)> {
-        match &self.kernel_lock_threads {
-            Some(map) => map.iter().flatten().collect(),
-            None => Vec::new(),
-        }
+        entries(self.kernel_lock_threads.as_ref())
     }
 
     /// Threads that are off CPU right now, with where and since when.
@@ -388,6 +379,13 @@ fn fd_layout() -> Result<profiler_ebpf::FdLayout> {
         _pad: 0,
         fd_syscalls,
     })
+}
+
+/// Every entry of a map the kernel programs keep, if it was loaded (a read that fails mid-way
+/// means the entry went away meanwhile).
+fn entries<K: aya::Pod, V: aya::Pod>(map: Option<&HashMap<MapData, K, V>>) -> Vec<(K, V)> {
+    map.map(|m| m.iter().flatten().collect())
+        .unwrap_or_default()
 }
 
 fn decode(bytes: &[u8]) -> Option<Raw> {

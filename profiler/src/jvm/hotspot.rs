@@ -69,6 +69,7 @@ pub struct Hotspot {
     pub walk_error: Option<String>,
     /// What this JVM's settings keep pinprof from seeing, if anything.
     pub limits: Option<String>,
+    attach_disabled: bool,
 }
 
 impl Hotspot {
@@ -145,6 +146,7 @@ impl Hotspot {
                 "UseCompressedOops",
                 "UseCompressedClassPointers",
                 "UseCompactObjectHeaders",
+                "DisableAttachMechanism",
             ],
         );
         // With compact object headers (JDK 24+, off by default) the class pointer lives in
@@ -197,6 +199,7 @@ impl Hotspot {
             walker,
             walk_error,
             limits,
+            attach_disabled: flags.get("DisableAttachMechanism") == Some(&true),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             string_value_offset: java_offset(JAVA_FIELD_OFFSETS[2])?,
@@ -240,10 +243,7 @@ impl Hotspot {
     /// Whether the JVM runs with -XX:+DisableAttachMechanism (set anywhere: on the command
     /// line, in JAVA_TOOL_OPTIONS, in an argument file): then it must not be signalled.
     pub fn attach_disabled(&self) -> bool {
-        read_flags(&self.mem, &self.vm, &["DisableAttachMechanism"])
-            .get("DisableAttachMechanism")
-            .copied()
-            .unwrap_or(false)
+        self.attach_disabled
     }
 
     /// The current `ThreadsList*`: it changes whenever a Java thread starts or ends.
@@ -345,15 +345,9 @@ impl Hotspot {
     }
 
     fn symbol(&self, symbol: u64) -> Option<String> {
-        let len = self
-            .mem
-            .u16(symbol + self.vm.offset("Symbol", "_length").ok()?)
-            .ok()?;
-        let mut body = vec![0; len as usize];
-        self.mem
-            .read(symbol + self.vm.offset("Symbol", "_body").ok()?, &mut body)
-            .ok()?;
-        String::from_utf8(body).ok()
+        let length_at = self.vm.offset("Symbol", "_length").ok()?;
+        let body_at = self.vm.offset("Symbol", "_body").ok()?;
+        self.mem.symbol(symbol, length_at, body_at)
     }
 
     /// `Thread.name` of a `java.lang.Thread` oop (a String: Latin-1 or UTF-16 bytes).

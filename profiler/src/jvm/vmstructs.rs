@@ -81,33 +81,33 @@ impl VmStructs {
             sym("gHotSpotVMTypeEntryTypeNameOffset")?,
             sym("gHotSpotVMTypeEntrySizeOffset")?,
         );
-        let mut entry = sym("gHotSpotVMTypes")?;
-        for _ in 0..MAX_ENTRIES {
-            let name = mem.u64(entry + name_at)?;
-            if name == 0 {
-                break;
-            }
-            let name = mem.c_string(name, 256)?;
-            out.type_sizes.insert(name, mem.u64(entry + size_at)?);
-            entry += stride;
-        }
+        for_each_entry(
+            mem,
+            sym("gHotSpotVMTypes")?,
+            stride,
+            name_at,
+            |name, entry| {
+                out.type_sizes.insert(name, mem.u64(entry + size_at)?);
+                Ok(())
+            },
+        )?;
 
         let stride = sym("gHotSpotVMIntConstantEntryArrayStride")?;
         let (name_at, value_at) = (
             sym("gHotSpotVMIntConstantEntryNameOffset")?,
             sym("gHotSpotVMIntConstantEntryValueOffset")?,
         );
-        let mut entry = sym("gHotSpotVMIntConstants")?;
-        for _ in 0..MAX_ENTRIES {
-            let name = mem.u64(entry + name_at)?;
-            if name == 0 {
-                break;
-            }
-            let name = mem.c_string(name, 256)?;
-            out.int_constants
-                .insert(name, mem.u32(entry + value_at)? as i32 as i64);
-            entry += stride;
-        }
+        for_each_entry(
+            mem,
+            sym("gHotSpotVMIntConstants")?,
+            stride,
+            name_at,
+            |name, entry| {
+                let value = mem.u32(entry + value_at)? as i32 as i64;
+                out.int_constants.insert(name, value);
+                Ok(())
+            },
+        )?;
         if out.fields.is_empty() {
             bail!("the JVM's VMStructs table is empty");
         }
@@ -115,13 +115,7 @@ impl VmStructs {
     }
 
     fn read_fields(&mut self, mem: &Memory, table: u64, stride: u64, at: [u64; 6]) -> Result<()> {
-        let mut entry = table;
-        for _ in 0..MAX_ENTRIES {
-            let type_name = mem.u64(entry + at[0])?;
-            if type_name == 0 {
-                return Ok(());
-            }
-            let type_name = mem.c_string(type_name, 256)?;
+        for_each_entry(mem, table, stride, at[0], |type_name, entry| {
             let field_name = mem.c_string(mem.u64(entry + at[1])?, 256)?;
             let type_string = match mem.u64(entry + at[2])? {
                 0 => String::new(),
@@ -134,9 +128,8 @@ impl VmStructs {
                 address: mem.u64(entry + at[5])?,
             };
             self.fields.entry((type_name, field_name)).or_insert(field);
-            entry += stride;
-        }
-        bail!("no end after {MAX_ENTRIES} entries")
+            Ok(())
+        })
     }
 
     pub fn field(&self, ty: &str, name: &str) -> Option<&Field> {
@@ -179,4 +172,25 @@ impl VmStructs {
     pub fn fields(&self) -> impl Iterator<Item = (&(String, String), &Field)> {
         self.fields.iter()
     }
+}
+
+/// Calls `each(name, entry address)` for every entry of a VMStructs-style table: `stride`
+/// bytes apart, the name a `char*` at `name_at`, ending at a NULL name.
+fn for_each_entry(
+    mem: &Memory,
+    table: u64,
+    stride: u64,
+    name_at: u64,
+    mut each: impl FnMut(String, u64) -> Result<()>,
+) -> Result<()> {
+    let mut entry = table;
+    for _ in 0..MAX_ENTRIES {
+        let name = mem.u64(entry + name_at)?;
+        if name == 0 {
+            return Ok(());
+        }
+        each(mem.c_string(name, 256)?, entry)?;
+        entry += stride;
+    }
+    bail!("no end after {MAX_ENTRIES} entries")
 }

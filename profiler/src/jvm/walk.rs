@@ -70,7 +70,7 @@ pub struct StackBytes<'a> {
 }
 
 impl StackBytes<'_> {
-    fn word(&self, _mem: &Memory, addr: u64) -> Option<u64> {
+    fn word(&self, addr: u64) -> Option<u64> {
         let at = usize::try_from(addr.checked_sub(self.base)?).ok()?;
         let bytes = self.data.get(at..at.checked_add(8)?)?;
         Some(u64::from_ne_bytes(bytes.try_into().ok()?))
@@ -223,19 +223,19 @@ impl Walker {
         while frames.len() < MAX_FRAMES {
             let (lo, hi) = self.layout.interpreter;
             let next = if (lo..hi).contains(&pc) {
-                let method = stack.word(mem, slot(fp, INTERPRETER_METHOD));
+                let method = stack.word(slot(fp, INTERPRETER_METHOD));
                 frames.push(JavaFrame {
                     pc,
                     name: self.method_name(mem, method),
                     tier: Tier::Interpreted,
                     holds_monitor: self.synchronized(mem, method)
-                        || interpreted_frame_locks(mem, stack, fp),
+                        || interpreted_frame_locks(stack, fp),
                 });
                 // sender sp, return address, saved fp
                 (
-                    stack.word(mem, slot(fp, INTERPRETER_SENDER_SP)),
-                    stack.word(mem, fp.wrapping_add(8)),
-                    stack.word(mem, fp),
+                    stack.word(slot(fp, INTERPRETER_SENDER_SP)),
+                    stack.word(fp.wrapping_add(8)),
+                    stack.word(fp),
                 )
             } else if pc == self.layout.call_stub_return {
                 // An entry frame: Java called from C++. The JavaCallWrapper keeps the anchor of
@@ -246,12 +246,12 @@ impl Walker {
                     tier: Tier::VmCall,
                     holds_monitor: false,
                 });
-                let Some(wrapper) = stack.word(mem, slot(fp, ENTRY_FRAME_CALL_WRAPPER)) else {
+                let Some(wrapper) = stack.word(slot(fp, ENTRY_FRAME_CALL_WRAPPER)) else {
                     break;
                 };
                 let at = |field: u64| {
                     let addr = wrapper.wrapping_add(self.layout.wrapper_anchor + field);
-                    stack.word(mem, addr)
+                    stack.word(addr)
                 };
                 let caller_sp = at(self.layout.anchor_sp).unwrap_or(0);
                 if caller_sp == 0 {
@@ -259,7 +259,7 @@ impl Walker {
                 }
                 let caller_pc = at(self.layout.anchor_pc)
                     .filter(|&p| p != 0)
-                    .or_else(|| stack.word(mem, caller_sp.wrapping_sub(8)));
+                    .or_else(|| stack.word(caller_sp.wrapping_sub(8)));
                 (Some(caller_sp), caller_pc, at(self.layout.anchor_fp))
             } else if let Some(blob) = self.blob(mem, pc) {
                 let tier = match (&blob.method, blob.name.as_str()) {
@@ -290,8 +290,8 @@ impl Walker {
                 let sender_sp = sp.wrapping_add(blob.frame_words.wrapping_mul(8));
                 (
                     Some(sender_sp),
-                    stack.word(mem, sender_sp.wrapping_sub(8)),
-                    stack.word(mem, sender_sp.wrapping_sub(16)),
+                    stack.word(sender_sp.wrapping_sub(8)),
+                    stack.word(sender_sp.wrapping_sub(16)),
                 )
             } else {
                 frames.push(JavaFrame {
@@ -359,27 +359,17 @@ impl Walker {
         }
         // Code is freed and its space reused (recompilation, unloading): a cached blob is
         // trusted only while it still holds the same method.
-        let method_now = self.current_method(mem, start);
-        if let Some(known) = self.blobs.get(&start)
-            && known.method == method_now
-        {
-            return Some(known.clone());
+        if let Some(known) = self.blobs.get(&start) {
+            let method_now = known
+                .method
+                .and_then(|_| mem.u64(start.wrapping_add(self.layout.nmethod_method)).ok());
+            if known.method == method_now {
+                return Some(known.clone());
+            }
         }
         let blob = self.read_blob(mem, start)?;
         self.blobs.insert(start, blob.clone());
         Some(blob)
-    }
-
-    /// The `Method*` a code blob at `blob` holds now, if it is an nmethod.
-    fn current_method(&self, mem: &Memory, blob: u64) -> Option<u64> {
-        let name = mem.u64(blob.wrapping_add(self.layout.blob_name)).ok()?;
-        let name = mem.c_string(name, 32).ok()?;
-        if !name.contains("nmethod") {
-            return None;
-        }
-        mem.u64(blob.wrapping_add(self.layout.nmethod_method))
-            .ok()
-            .filter(|&m| m != 0)
     }
 
     fn read_blob(&self, mem: &Memory, blob: u64) -> Option<Blob> {
@@ -418,9 +408,7 @@ impl Walker {
         }
         let mut pcs = vec![pc];
         while pcs.len() < MAX_FRAMES && fp != 0 {
-            let (Some(ret), Some(next)) =
-                (stack.word(mem, fp.wrapping_add(8)), stack.word(mem, fp))
-            else {
+            let (Some(ret), Some(next)) = (stack.word(fp.wrapping_add(8)), stack.word(fp)) else {
                 break;
             };
             pcs.push(ret);
@@ -484,18 +472,15 @@ impl Walker {
     }
 
     fn symbol(&self, mem: &Memory, symbol: u64) -> Option<String> {
-        let len = mem.u16(symbol + self.layout.symbol_length).ok()? as usize;
-        let mut body = vec![0; len];
-        mem.read(symbol + self.layout.symbol_body, &mut body).ok()?;
-        String::from_utf8(body).ok()
+        mem.symbol(symbol, self.layout.symbol_length, self.layout.symbol_body)
     }
 }
 
 /// Whether an interpreted frame's monitor block holds a locked object (`synchronized (x)`).
 /// Each entry is a `BasicObjectLock`: a displaced header word, then the object.
-fn interpreted_frame_locks(mem: &Memory, stack: &StackBytes, fp: u64) -> bool {
+fn interpreted_frame_locks(stack: &StackBytes, fp: u64) -> bool {
     let bottom = slot(fp, INTERPRETER_MONITOR_BLOCK);
-    let Some(value) = stack.word(mem, bottom) else {
+    let Some(value) = stack.word(bottom) else {
         return false;
     };
     let top = if (value as i64).unsigned_abs() < 1 << 16 {
@@ -508,7 +493,7 @@ fn interpreted_frame_locks(mem: &Memory, stack: &StackBytes, fp: u64) -> bool {
     }
     (0..(bottom - top) / 16).any(|i| {
         let object = top.wrapping_add(16 * i + 8);
-        stack.word(mem, object).is_some_and(|o| o != 0)
+        stack.word(object).is_some_and(|o| o != 0)
     })
 }
 

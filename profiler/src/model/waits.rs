@@ -111,7 +111,7 @@ impl Model {
             s.futex
                 .as_ref()
                 .and_then(|f| f.waker.as_ref())
-                .is_some_and(|w| w.in_target && w.tid != s.tid)
+                .is_some_and(|w| w.tid != s.tid)
         })
     }
 

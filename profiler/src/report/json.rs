@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::Options;
-use crate::model::{Model, blocked_total_ns};
+use crate::model::{Model, StackLabels, blocked_total_ns};
 
 pub fn to_json(model: &Model, options: &Options) -> Value {
     let runtime = model.target.runtime.as_ref().map(|r| {
@@ -39,15 +39,15 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         .into_iter()
         .take(options.top)
         .map(|s| {
-            json!({
-                "frames": s.stack.frames,
-                "frame_kinds": s.stack.frame_kinds,
-                "monitor_frames": s.stack.monitor_frames,
-                "events": s.events,
-                "total_ns": s.total_ns,
-                "max_ns": s.max_ns,
-                "threads": s.threads,
-            })
+            with_stack(
+                &s.stack,
+                json!({
+                    "events": s.events,
+                    "total_ns": s.total_ns,
+                    "max_ns": s.max_ns,
+                    "threads": s.threads,
+                }),
+            )
         })
         .collect();
     let pinned = model.pinned_events();
@@ -55,20 +55,20 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         .pinned_sites(&pinned)
         .into_iter()
         .map(|s| {
-            json!({
-                "reason": s.reason.as_str(),
-                "operation": s.operation.as_str(),
-                "frames": s.stack.frames,
-                "frame_kinds": s.stack.frame_kinds,
-                "monitor_frames": s.stack.monitor_frames,
-                "events": s.events,
-                "total_ns": s.total_ns,
-                "max_ns": s.max_ns,
-                // Which virtual threads pinned here, and on which carriers.
-                "virtual_threads": s.virtual_threads.iter().take(50).collect::<Vec<_>>(),
-                "virtual_thread_count": s.virtual_threads.len(),
-                "carriers": s.carriers,
-            })
+            with_stack(
+                &s.stack,
+                json!({
+                    "reason": s.reason.as_str(),
+                    "operation": s.operation.as_str(),
+                    "events": s.events,
+                    "total_ns": s.total_ns,
+                    "max_ns": s.max_ns,
+                    // Which virtual threads pinned here, and on which carriers.
+                    "virtual_threads": s.virtual_threads.iter().take(50).collect::<Vec<_>>(),
+                    "virtual_thread_count": s.virtual_threads.len(),
+                    "carriers": s.carriers,
+                }),
+            )
         })
         .collect();
     let episodes = model.starvation();
@@ -178,4 +178,12 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "warnings": model.warnings,
         },
     })
+}
+
+/// `object` with a stack's `frames` (innermost first), `frame_kinds` and `monitor_frames`.
+fn with_stack(stack: &StackLabels, mut object: Value) -> Value {
+    object["frames"] = json!(stack.frames);
+    object["frame_kinds"] = json!(stack.frame_kinds);
+    object["monitor_frames"] = json!(stack.monitor_frames);
+    object
 }
