@@ -75,7 +75,15 @@ pub fn run(options: &Options) -> Result<Summary> {
     let target = Target::open(options.pid)?;
     let mut info = target.info();
     let mut warnings = Vec::new();
-    let hotspot = open_jvm(options, &mut info, &mut warnings);
+    let mut hotspot = open_jvm(options, &mut info, &mut warnings);
+    // Known to the kernel before it sees the first event (the list is read again in the loop).
+    let java_threads = hotspot
+        .as_mut()
+        .and_then(|h| h.java_threads().ok())
+        .unwrap_or_default()
+        .iter()
+        .map(|t| (t.tid, t.addr, t.carrier))
+        .collect();
     let capture = Capture::start(&capture::Options {
         pid: options.pid,
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
@@ -83,6 +91,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         jvm: hotspot.as_ref().map(|h| h.layout),
         min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
         min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
+        java_threads,
     })?;
     warnings.extend(capture.warnings.iter().cloned());
     let stop = Arc::new(AtomicBool::new(false));

@@ -39,6 +39,9 @@ pub struct Options {
     /// System calls and futex waits at least this long are events; shorter ones are summed.
     /// None: system calls are not traced.
     pub min_syscall_ns: Option<u64>,
+    /// The Java threads known at start (thread id, `JavaThread` address, carrier): registered
+    /// before any program attaches, so the first events already see them as Java threads.
+    pub java_threads: Vec<(u32, u64, bool)>,
 }
 
 /// A record as the kernel sent it.
@@ -72,7 +75,7 @@ pub struct Capture {
     /// Records the ring buffer held that were too short for their kind.
     malformed: u64,
     // Keeps the programs loaded and attached; dropped last.
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
 }
 
 impl Capture {
@@ -166,17 +169,6 @@ impl Capture {
             programs.push(("contention_begin", "lock", "contention_begin"));
             programs.push(("contention_end", "lock", "contention_end"));
         }
-        for (program, category, name) in programs {
-            let tp: &mut TracePoint = ebpf
-                .program_mut(program)
-                .with_context(|| format!("kernel object has no program {program}"))?
-                .try_into()?;
-            tp.load()
-                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("load {program}")))?;
-            tp.attach(category, name)
-                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("attach {category}:{name}")))?;
-        }
-
         let take = |ebpf: &mut Ebpf, name: &str| {
             ebpf.take_map(name)
                 .with_context(|| format!("kernel object has no map {name}"))
@@ -201,7 +193,7 @@ impl Capture {
         } else {
             (None, None, None)
         };
-        Ok(Self {
+        let mut capture = Self {
             ring_buffer_bytes: options.ring_buffer_bytes as usize,
             java_threads,
             syscall_sums,
@@ -215,8 +207,23 @@ impl Capture {
             short,
             starts,
             malformed: 0,
-            _ebpf: ebpf,
-        })
+            ebpf,
+        };
+        capture.set_java_threads(&options.java_threads)?;
+        // Attached last: every map the programs read is filled by now.
+        for (program, category, name) in programs {
+            let tp: &mut TracePoint = capture
+                .ebpf
+                .program_mut(program)
+                .with_context(|| format!("kernel object has no program {program}"))?
+                .try_into()?;
+            tp.load()
+                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("load {program}")))?;
+            tp.attach(category, name)
+                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("attach {category}:{name}")))?;
+        }
+
+        Ok(capture)
     }
 
     /// Waits up to `timeout` for records, then drains all that are ready into `out`; returns
