@@ -379,3 +379,22 @@ pub enum Event {
         stack: StackId,
     },
 }
+
+impl Event {
+    /// When the event happened or its snapshot was taken (kernel monotonic ns), for the events
+    /// that say.
+    pub fn time_ns(&self) -> Option<u64> {
+        match self {
+            Event::OffCpu(o) => Some(o.end_ns),
+            Event::Syscall(s) => Some(s.end_ns),
+            Event::Counters { time_ns, .. }
+            | Event::ShortOffCpu { time_ns, .. }
+            | Event::ThreadCpu { time_ns, .. }
+            | Event::TargetExit { time_ns }
+            | Event::JavaThreads { time_ns, .. }
+            | Event::SyscallSums { time_ns, .. }
+            | Event::KernelLocks { time_ns, .. } => Some(*time_ns),
+            _ => None,
+        }
+    }
+}

@@ -70,7 +70,22 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(100);
 /// How often counters are snapshot into the file and the file is flushed.
 const CHECKPOINT: Duration = Duration::from_secs(1);
 
+/// Records until the duration ends, Ctrl-C or SIGTERM, or the target exits.
 pub fn run(options: &Options) -> Result<Summary> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
+    }
+    run_with(options, &stop, None)
+}
+
+/// Records until the duration ends, `stop` is set, or the target exits. With `tee`, the
+/// stream written to the file also goes there (a live view), and nothing is printed.
+pub fn run_with(
+    options: &Options,
+    stop: &AtomicBool,
+    tee: Option<std::sync::mpsc::Sender<crate::recording::Record>>,
+) -> Result<Summary> {
     capture::check_privileges()?;
     let target = Target::open(options.pid)?;
     let mut info = target.info();
@@ -94,10 +109,6 @@ pub fn run(options: &Options) -> Result<Summary> {
         java_threads,
     })?;
     warnings.extend(capture.warnings.iter().cloned());
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
-    }
 
     let header = Header {
         pinprof_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -111,9 +122,12 @@ pub fn run(options: &Options) -> Result<Summary> {
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
         min_syscall_ns: options.min_syscall.map(|d| d.as_nanos() as u64),
     };
-    let mut writer = RecordingWriter::create(&options.output, &header)?;
+    let quiet = tee.is_some();
+    let mut writer = RecordingWriter::create(&options.output, &header, tee)?;
     for warning in warnings {
-        eprintln!("pinprof: warning: {warning}");
+        if !quiet {
+            eprintln!("pinprof: warning: {warning}");
+        }
         writer.write_event(&Event::Warning(warning))?;
     }
     let mut session = Session {
@@ -140,7 +154,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
     };
-    let result = session.run(options, &stop);
+    let result = session.run(options, stop);
     let reason = match &result {
         Ok(reason) => reason.clone(),
         Err(e) => StopReason::Error(format!("{e:#}")),

@@ -14,7 +14,7 @@ use crate::{
         Counters, Event, Frame, FrameKind, JavaThreadInfo, OffCpu, ShortOffCpu, StackId,
         TargetInfo, ThreadCpu,
     },
-    recording::{Header, Recording},
+    recording::{End, Header, Recording},
 };
 
 #[derive(Debug, Default)]
@@ -196,7 +196,10 @@ impl Model {
         for event in &recording.events {
             model.apply(event);
         }
-        model.end_mono_ns = recording.end_mono_ns();
+        match &recording.end {
+            Some(end) => model.finish(end),
+            None => model.end_mono_ns = recording.end_mono_ns(),
+        }
         model
             .warnings
             .extend(recording.damage.iter().map(ToString::to_string));
@@ -205,14 +208,16 @@ impl Model {
                 .warnings
                 .push("recording has no end marker: the capture did not finish".into());
         }
-        if let Some(end) = &recording.end
-            && let crate::recording::StopReason::Error(e) = &end.reason
-        {
-            model
-                .warnings
+        model
+    }
+
+    /// The end of the stream: the window closes there, and a capture that failed says why.
+    pub fn finish(&mut self, end: &End) {
+        self.end_mono_ns = end.end_mono_ns;
+        if let crate::recording::StopReason::Error(e) = &end.reason {
+            self.warnings
                 .push(format!("capture stopped on an error: {e}"));
         }
-        model
     }
 
     pub fn apply(&mut self, event: &Event) {

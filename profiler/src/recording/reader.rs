@@ -116,14 +116,7 @@ impl Recording {
         if let Some(end) = &self.end {
             return end.end_mono_ns;
         }
-        let last = self.events.iter().filter_map(|e| match e {
-            Event::OffCpu(o) => Some(o.end_ns),
-            Event::Counters { time_ns, .. }
-            | Event::ShortOffCpu { time_ns, .. }
-            | Event::ThreadCpu { time_ns, .. }
-            | Event::TargetExit { time_ns } => Some(*time_ns),
-            _ => None,
-        });
+        let last = self.events.iter().filter_map(Event::time_ns);
         last.max()
             .unwrap_or(self.header.start_mono_ns)
             .max(self.header.start_mono_ns)

@@ -44,7 +44,7 @@ fn event(i: u64) -> Event {
 
 fn write_sample(n: u64) -> (Vec<u8>, Vec<usize>) {
     let dir = std::env::temp_dir().join(format!("pinprof-rec-{}-{n}", std::process::id()));
-    let mut w = RecordingWriter::create(&dir, &header()).unwrap();
+    let mut w = RecordingWriter::create(&dir, &header(), None).unwrap();
     // Offsets at which each event frame is complete.
     let mut ends = Vec::new();
     w.write_event(&Event::Thread(ThreadName {

@@ -2,6 +2,7 @@ use std::{
     fs::File,
     io::{BufWriter, Write as _},
     path::{Path, PathBuf},
+    sync::mpsc::Sender,
 };
 
 use anyhow::{Context as _, Result};
@@ -15,16 +16,21 @@ pub struct RecordingWriter {
     out: BufWriter<File>,
     path: PathBuf,
     bytes: u64,
+    /// A live view's copy of the stream: every record written is sent here too.
+    tee: Option<Sender<Record>>,
 }
 
 impl RecordingWriter {
-    pub fn create(path: &Path, header: &Header) -> Result<Self> {
+    /// Creates the file and writes `header`. With `tee`, every record (header, events, end)
+    /// is also sent there as it is written; a receiver that has gone is ignored.
+    pub fn create(path: &Path, header: &Header, tee: Option<Sender<Record>>) -> Result<Self> {
         let file = File::create(path)
             .with_context(|| format!("cannot create recording {}", path.display()))?;
         let mut writer = Self {
             out: BufWriter::new(file),
             path: path.to_owned(),
             bytes: 0,
+            tee,
         };
         writer.write_raw(MAGIC)?;
         writer.write_raw(&FORMAT_VERSION.to_le_bytes())?;
@@ -43,7 +49,11 @@ impl RecordingWriter {
         let crc = crc32fast::hash(&payload);
         self.write_raw(&len.to_le_bytes())?;
         self.write_raw(&crc.to_le_bytes())?;
-        self.write_raw(&payload)
+        self.write_raw(&payload)?;
+        if let Some(tee) = &self.tee {
+            let _ = tee.send(record.clone());
+        }
+        Ok(())
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
