@@ -1,7 +1,7 @@
 //! pinprof: finds what blocks and pins the carrier threads of a live JVM, from the kernel.
 //!
 //! Data flows one way: `capture` (kernel programs) -> `events` -> `recording` (file) ->
-//! `model` -> views (`report`, `flamegraph`). Live and replay share everything after events.
+//! `model` -> views (`report`, `flamegraph`, `tui`). Live and replay share everything after events.
 
 mod capture;
 mod events;
@@ -15,12 +15,13 @@ mod recording;
 mod report;
 mod symbolize;
 mod target;
+mod tui;
 mod unwind;
 
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Duration};
 
-use anyhow::{Context as _, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -38,44 +39,28 @@ enum Command {
     /// Attach to a live process and record what its threads wait on, until the duration ends,
     /// Ctrl-C, or the process exits.
     Record {
-        /// Process to attach to (no restart, no flags, nothing loaded into it).
-        #[arg(long, short)]
-        pid: u32,
-        /// Seconds to record; without it, until Ctrl-C or the target exits.
-        #[arg(long, short)]
-        duration: Option<f64>,
-        /// Recording to write (default: pinprof-<pid>.pinrec).
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-        /// Off-CPU intervals shorter than this (microseconds) are summed per thread in the
-        /// kernel instead of recorded one by one with their stacks.
-        #[arg(long, default_value_t = 0)]
-        min_off_cpu_us: u64,
-        /// Java stacks are walked for blocks at least this long (microseconds); 0 turns the
-        /// Java stack walk off.
-        #[arg(long, default_value_t = 1000)]
-        java_stack_min_us: u64,
-        /// Ring buffer size in MiB (a power of two); raise it if events are lost.
-        #[arg(long, default_value_t = 16)]
-        ring_buffer_mib: u32,
-        /// System calls and futex waits at least this long (microseconds) are recorded one by
-        /// one with their stacks, file and waker; shorter ones are counted per thread and call.
-        #[arg(long, default_value_t = 1000)]
-        min_syscall_us: u64,
-        /// Do not trace system calls, futex waits and kernel lock contention.
-        #[arg(long)]
-        no_syscalls: bool,
-        /// Do not use the JVM's attach protocol (pinprof uses it once, to read the
-        /// scheduler's settings; it starts the JVM's "Attach Listener" thread).
-        #[arg(long)]
-        no_attach: bool,
-        /// Testing aid: cross-check the Java walk against a frame-pointer walk named from the
-        /// JVM's perf map (needs -XX:+PreserveFramePointer and `jcmd <pid> Compiler.perfmap`).
-        #[arg(long, hide = true)]
-        fp_cross_check: bool,
+        #[command(flatten)]
+        capture: CaptureArgs,
         /// No progress line.
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Record a live process as `record` does, and show carriers, pinned sites, threads,
+    /// locks and system calls live in the terminal until you quit (q).
+    Top {
+        #[command(flatten)]
+        capture: CaptureArgs,
+        /// How often the view is recomputed (milliseconds).
+        #[arg(long, default_value_t = 500)]
+        refresh_ms: u64,
+    },
+    /// Show a recording in the terminal view of `top`: at once, or replayed at its pace.
+    Replay {
+        file: PathBuf,
+        /// Replay at this many times the recorded pace (1 = as it happened); without it, the
+        /// whole recording at once.
+        #[arg(long)]
+        speed: Option<f64>,
     },
     /// Show what pinprof sees in a live JVM now: version, scheduler, carriers, and the virtual
     /// thread mounted on each.
@@ -111,6 +96,82 @@ enum Command {
     Vmstructs { pid: u32, filter: String },
 }
 
+/// What to record and how: shared by `record` and `top`.
+#[derive(Args)]
+struct CaptureArgs {
+    /// Process to attach to (no restart, no flags, nothing loaded into it).
+    #[arg(long, short)]
+    pid: u32,
+    /// Seconds to record; without it, until Ctrl-C (q in `top`) or the target exits.
+    #[arg(long, short)]
+    duration: Option<f64>,
+    /// Recording to write (default: pinprof-<pid>.pinrec).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Off-CPU intervals shorter than this (microseconds) are summed per thread in the
+    /// kernel instead of recorded one by one with their stacks.
+    #[arg(long, default_value_t = 0)]
+    min_off_cpu_us: u64,
+    /// Java stacks are walked for blocks at least this long (microseconds); 0 turns the
+    /// Java stack walk off.
+    #[arg(long, default_value_t = 1000)]
+    java_stack_min_us: u64,
+    /// Ring buffer size in MiB (a power of two); raise it if events are lost.
+    #[arg(long, default_value_t = 16)]
+    ring_buffer_mib: u32,
+    /// System calls and futex waits at least this long (microseconds) are recorded one by
+    /// one with their stacks, file and waker; shorter ones are counted per thread and call.
+    #[arg(long, default_value_t = 1000)]
+    min_syscall_us: u64,
+    /// Do not trace system calls, futex waits and kernel lock contention.
+    #[arg(long)]
+    no_syscalls: bool,
+    /// Do not use the JVM's attach protocol (pinprof uses it once, to read the
+    /// scheduler's settings; it starts the JVM's "Attach Listener" thread).
+    #[arg(long)]
+    no_attach: bool,
+    /// Testing aid: cross-check the Java walk against a frame-pointer walk named from the
+    /// JVM's perf map (needs -XX:+PreserveFramePointer and `jcmd <pid> Compiler.perfmap`).
+    #[arg(long, hide = true)]
+    fp_cross_check: bool,
+}
+
+impl CaptureArgs {
+    fn options(self, progress: bool) -> Result<record::Options> {
+        let duration = self
+            .duration
+            .map(|d| {
+                Duration::try_from_secs_f64(d)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .with_context(|| {
+                        format!("--duration must be a positive number of seconds, not {d}")
+                    })
+            })
+            .transpose()?;
+        let ring_buffer_bytes = self
+            .ring_buffer_mib
+            .checked_mul(1 << 20)
+            .filter(|b| b.is_power_of_two())
+            .context("--ring-buffer-mib must be a power of two, at most 2048")?;
+        let pid = self.pid;
+        Ok(record::Options {
+            pid,
+            duration,
+            output: self
+                .output
+                .unwrap_or_else(|| PathBuf::from(format!("pinprof-{pid}.pinrec"))),
+            min_off_cpu: Duration::from_micros(self.min_off_cpu_us),
+            ring_buffer_bytes,
+            min_java_stack: Duration::from_micros(self.java_stack_min_us),
+            attach: !self.no_attach,
+            min_syscall: (!self.no_syscalls).then(|| Duration::from_micros(self.min_syscall_us)),
+            fp_cross_check: self.fp_cross_check,
+            progress,
+        })
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Text,
@@ -130,55 +191,29 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> Result<()> {
     match command {
-        Command::Record {
-            pid,
-            duration,
-            output,
-            min_off_cpu_us,
-            java_stack_min_us,
-            ring_buffer_mib,
-            no_attach,
-            min_syscall_us,
-            no_syscalls,
-            fp_cross_check,
-            quiet,
-        } => {
-            let duration = duration
-                .map(|d| {
-                    Duration::try_from_secs_f64(d)
-                        .ok()
-                        .filter(|d| !d.is_zero())
-                        .with_context(|| {
-                            format!("--duration must be a positive number of seconds, not {d}")
-                        })
-                })
-                .transpose()?;
-            let ring_buffer_bytes = ring_buffer_mib
-                .checked_mul(1 << 20)
-                .filter(|b| b.is_power_of_two())
-                .context("--ring-buffer-mib must be a power of two, at most 2048")?;
-            let options = record::Options {
-                pid,
-                duration,
-                output: output.unwrap_or_else(|| PathBuf::from(format!("pinprof-{pid}.pinrec"))),
-                min_off_cpu: Duration::from_micros(min_off_cpu_us),
-                ring_buffer_bytes,
-                min_java_stack: Duration::from_micros(java_stack_min_us),
-                attach: !no_attach,
-                min_syscall: (!no_syscalls).then(|| Duration::from_micros(min_syscall_us)),
-                fp_cross_check,
-                progress: !quiet,
-            };
-            let summary = record::run(&options)?;
-            eprintln!(
-                "pinprof: recorded {} events in {:.1}s ({} lost) to {}; stopped: {}",
-                summary.events,
-                summary.seconds,
-                summary.lost,
-                summary.output.display(),
-                summary.reason
-            );
+        Command::Record { capture, quiet } => {
+            let summary = record::run(&capture.options(!quiet)?)?;
+            print_summary(&summary);
             Ok(())
+        }
+        Command::Top {
+            capture,
+            refresh_ms,
+        } => {
+            let options = tui::Options {
+                refresh: Duration::from_millis(refresh_ms.max(50)),
+            };
+            let summary = tui::live(&capture.options(false)?, &options)?;
+            print_summary(&summary);
+            Ok(())
+        }
+        Command::Replay { file, speed } => {
+            if let Some(s) = speed
+                && !(s.is_finite() && s > 0.0)
+            {
+                bail!("--speed must be a positive number, not {s}");
+            }
+            tui::replay(&file, speed, &tui::Options::default())
         }
         Command::Report { file, format, top } => {
             let model = load(&file)?;
@@ -214,6 +249,17 @@ fn run(command: Command) -> Result<()> {
         Command::Vmstructs { pid, filter } => dump_vmstructs(pid, &filter),
         Command::Jvm { pid } => print_stdout(&jvm::describe(pid)?),
     }
+}
+
+fn print_summary(summary: &record::Summary) {
+    eprintln!(
+        "pinprof: recorded {} events in {:.1}s ({} lost) to {}; stopped: {}",
+        summary.events,
+        summary.seconds,
+        summary.lost,
+        summary.output.display(),
+        summary.reason
+    );
 }
 
 fn dump_vmstructs(pid: u32, filter: &str) -> Result<()> {

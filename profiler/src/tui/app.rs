@@ -1,0 +1,315 @@
+//! The terminal UI's state: the model fed by the record stream, what is selected, and the
+//! figures of the last refresh. Nothing here draws (see `draw`).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::{
+    model::{
+        Model, PinnedSite, ThreadRow, carriers::PinnedEvent, waits::LockRow, waits::SyscallRow,
+    },
+    recording::{Record, StopReason},
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tab {
+    Overview,
+    Pinned,
+    Threads,
+    Locks,
+    Syscalls,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 5] = [
+        Tab::Overview,
+        Tab::Pinned,
+        Tab::Threads,
+        Tab::Locks,
+        Tab::Syscalls,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Overview => "Carriers",
+            Tab::Pinned => "Pinned sites",
+            Tab::Threads => "Threads",
+            Tab::Locks => "Locks",
+            Tab::Syscalls => "System calls",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        Tab::ALL.iter().position(|&t| t == self).unwrap_or(0)
+    }
+}
+
+/// Where the stream stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    /// Records are still coming.
+    Running,
+    /// The stream ended with its end marker.
+    Ended(StopReason),
+    /// The stream stopped without an end marker (a cut recording, or the capture failed).
+    Cut,
+}
+
+/// The figures views show, computed from the model at each refresh (not at each draw).
+#[derive(Debug, Default)]
+pub struct View {
+    pub threads: Vec<ThreadRow>,
+    pub pinned_events: usize,
+    pub pinned_ns: u64,
+    pub sites: Vec<PinnedSite>,
+    pub episodes: usize,
+    pub starved_ns: u64,
+    pub longest_starvation_ns: u64,
+    pub locks: Vec<LockRow>,
+    pub syscalls: Vec<SyscallRow>,
+    /// Carrier time pinned in each second of the window (ms; several carriers add up).
+    pub pinned_per_second: Vec<u64>,
+}
+
+impl View {
+    pub fn carriers(&self) -> impl Iterator<Item = &ThreadRow> {
+        self.threads.iter().filter(|t| t.role == "carrier")
+    }
+
+    /// Threads that did something in the window.
+    pub fn active_threads(&self) -> impl Iterator<Item = &ThreadRow> {
+        self.threads
+            .iter()
+            .filter(|t| t.intervals > 0 || t.running_ns > 0)
+    }
+
+    /// Rows of a tab's table (for moving the selection).
+    fn rows(&self, tab: Tab) -> usize {
+        match tab {
+            Tab::Overview => self.carriers().count(),
+            Tab::Pinned => self.sites.len(),
+            Tab::Threads => self.active_threads().count(),
+            Tab::Locks => self.locks.len(),
+            Tab::Syscalls => self.syscalls.len(),
+        }
+    }
+}
+
+pub struct App {
+    /// What is shown: "recording to FILE" or "replay of FILE".
+    pub source: String,
+    pub model: Option<Model>,
+    pub status: Status,
+    pub records: u64,
+    pub view: View,
+    pub tab: Tab,
+    /// The selected row of each tab's table.
+    pub selected: [usize; Tab::ALL.len()],
+    pub quit: bool,
+    /// Records arrived since the last refresh.
+    changed: bool,
+}
+
+impl App {
+    pub fn new(source: String) -> Self {
+        Self {
+            source,
+            model: None,
+            status: Status::Running,
+            records: 0,
+            view: View::default(),
+            tab: Tab::Overview,
+            selected: [0; Tab::ALL.len()],
+            quit: false,
+            changed: false,
+        }
+    }
+
+    /// Takes one record of the stream into the model.
+    pub fn on_record(&mut self, record: Record) {
+        self.records += 1;
+        self.changed = true;
+        match record {
+            Record::Header(header) => self.model = Some(Model::new(&header)),
+            Record::Event(event) => {
+                if let Some(model) = &mut self.model {
+                    model.apply(&event);
+                }
+            }
+            Record::End(end) => {
+                if let Some(model) = &mut self.model {
+                    model.finish(&end);
+                }
+                self.status = Status::Ended(end.reason);
+            }
+        }
+    }
+
+    /// The stream has no more records.
+    pub fn on_disconnect(&mut self) {
+        if self.status == Status::Running {
+            self.status = Status::Cut;
+            self.changed = true;
+        }
+    }
+
+    /// Recomputes the views' figures if records came since the last time.
+    pub fn refresh(&mut self) {
+        if !self.changed {
+            return;
+        }
+        self.changed = false;
+        let Some(model) = &self.model else {
+            return;
+        };
+        let pinned = model.pinned_events();
+        let episodes = model.starvation();
+        self.view = View {
+            threads: model.threads(),
+            pinned_events: pinned.len(),
+            pinned_ns: pinned.iter().map(PinnedEvent::duration_ns).sum(),
+            sites: model.pinned_sites(&pinned),
+            episodes: episodes.len(),
+            starved_ns: episodes.iter().map(|e| e.end_ns - e.start_ns).sum(),
+            longest_starvation_ns: episodes
+                .iter()
+                .map(|e| e.end_ns - e.start_ns)
+                .max()
+                .unwrap_or(0),
+            locks: model.locks(),
+            syscalls: model.syscall_rows(),
+            pinned_per_second: per_second(model, &pinned),
+        };
+        for tab in Tab::ALL {
+            let rows = self.view.rows(tab);
+            let selected = &mut self.selected[tab.index()];
+            *selected = (*selected).min(rows.saturating_sub(1));
+        }
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent) {
+        let tab = self.tab.index();
+        match key.code {
+            KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
+            KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
+                self.tab = Tab::ALL[(tab + 1) % Tab::ALL.len()]
+            }
+            KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
+                self.tab = Tab::ALL[(tab + Tab::ALL.len() - 1) % Tab::ALL.len()]
+            }
+            KeyCode::Char(c @ '1'..='5') => self.tab = Tab::ALL[c as usize - '1' as usize],
+            KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
+            KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
+            KeyCode::PageDown => self.move_selection(10),
+            KeyCode::PageUp => self.move_selection(-10),
+            KeyCode::Home | KeyCode::Char('g') => self.move_selection(i64::MIN / 2),
+            KeyCode::End | KeyCode::Char('G') => self.move_selection(i64::MAX / 2),
+            _ => {}
+        }
+    }
+
+    fn move_selection(&mut self, by: i64) {
+        let last = self.view.rows(self.tab).saturating_sub(1) as i64;
+        let selected = &mut self.selected[self.tab.index()];
+        *selected = (*selected as i64).saturating_add(by).clamp(0, last) as usize;
+    }
+
+    pub fn selected(&self) -> usize {
+        self.selected[self.tab.index()]
+    }
+}
+
+/// Pinned carrier time per second of the window, in ms: an event spanning a second boundary
+/// counts in both seconds.
+fn per_second(model: &Model, pinned: &[PinnedEvent]) -> Vec<u64> {
+    const SECOND: u64 = 1_000_000_000;
+    let seconds = model.duration_ns().div_ceil(SECOND) as usize;
+    let mut ns = vec![0u64; seconds.max(1)];
+    for e in pinned {
+        let mut at = e.start_ns.max(model.start_mono_ns);
+        while at < e.end_ns {
+            let second = ((at - model.start_mono_ns) / SECOND) as usize;
+            let boundary = model.start_mono_ns + (second as u64 + 1) * SECOND;
+            let until = e.end_ns.min(boundary);
+            if let Some(slot) = ns.get_mut(second) {
+                *slot += until - at;
+            }
+            at = until;
+        }
+    }
+    ns.into_iter().map(|n| n / 1_000_000).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn keys_move_between_tabs_and_rows_within_bounds() {
+        let mut app = App::new("test".into());
+        app.on_key(key(KeyCode::Tab));
+        assert_eq!(app.tab, Tab::Pinned);
+        app.on_key(key(KeyCode::BackTab));
+        app.on_key(key(KeyCode::BackTab));
+        assert_eq!(app.tab, Tab::Syscalls);
+        app.on_key(key(KeyCode::Char('4')));
+        assert_eq!(app.tab, Tab::Locks);
+        app.view.locks = vec![
+            LockRow {
+                address: 1,
+                kind: "futex",
+                symbol: None,
+                waits: 1,
+                wait_ns: 1,
+                max_wait_ns: 1,
+                waiters: Default::default(),
+                holders: Vec::new(),
+                holder_frames: Vec::new(),
+                waiter_frames: Vec::new(),
+            };
+            3
+        ];
+        app.on_key(key(KeyCode::Down));
+        app.on_key(key(KeyCode::PageDown));
+        assert_eq!(app.selected(), 2, "the selection stops at the last row");
+        app.on_key(key(KeyCode::Home));
+        assert_eq!(app.selected(), 0);
+        app.on_key(key(KeyCode::Up));
+        assert_eq!(app.selected(), 0);
+        assert!(!app.quit);
+        app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn pinned_time_is_split_at_second_boundaries() {
+        let model = Model {
+            start_mono_ns: 10_000_000_000,
+            end_mono_ns: 13_000_000_000,
+            ..Default::default()
+        };
+        let event = |start: u64, end: u64| PinnedEvent {
+            carrier: 1,
+            vthread: 2,
+            start_ns: start,
+            end_ns: end,
+            blocked_ns: end - start,
+            reason: crate::model::carriers::Reason::Monitor,
+            operation: crate::model::carriers::Operation::Park,
+            kernel_stack: None,
+            user_stack: None,
+            java_stack: None,
+            monitor: None,
+        };
+        // 0.5 s in the first second and 0.25 s in the second; 0.1 s in the third.
+        let pinned = [
+            event(10_500_000_000, 11_250_000_000),
+            event(12_000_000_000, 12_100_000_000),
+        ];
+        assert_eq!(per_second(&model, &pinned), vec![500, 250, 100]);
+    }
+}

@@ -1,0 +1,537 @@
+//! Drawing: the app's state as ratatui widgets. Reads `App`, never changes it.
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+    widgets::{Block, Cell, Paragraph, Row, Sparkline, Table, TableState, Tabs, Wrap},
+};
+
+use super::app::{App, Status, Tab};
+use crate::{
+    model::{Model, StackLabels},
+    report::secs,
+};
+
+pub fn draw(frame: &mut Frame, app: &App) {
+    let [header, tabs, body, footer] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(1),
+        Constraint::Min(5),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    draw_header(frame, header, app);
+    let titles = Tab::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{} {}", i + 1, t.title()));
+    frame.render_widget(
+        Tabs::new(titles)
+            .select(app.tab.index())
+            .highlight_style(Style::new().bold().reversed()),
+        tabs,
+    );
+    match app.tab {
+        Tab::Overview => draw_overview(frame, body, app),
+        Tab::Pinned => draw_pinned(frame, body, app),
+        Tab::Threads => draw_threads(frame, body, app),
+        Tab::Locks => draw_locks(frame, body, app),
+        Tab::Syscalls => draw_syscalls(frame, body, app),
+    }
+    let warning = app
+        .model
+        .as_ref()
+        .and_then(|m| m.warnings.last())
+        .map(|w| Span::styled(format!("  warning: {w}"), Style::new().yellow()));
+    let mut keys = vec![Span::styled(
+        "q quit  Tab/1-5 view  ↑↓ select",
+        Style::new().dim(),
+    )];
+    keys.extend(warning);
+    frame.render_widget(Paragraph::new(Line::from(keys)), footer);
+}
+
+fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
+    let Some(model) = &app.model else {
+        frame.render_widget(Paragraph::new("waiting for the recording to start"), area);
+        return;
+    };
+    let runtime = match &model.target.runtime {
+        Some(r) => {
+            let mut s = format!(
+                " · {} {}",
+                if r.kind == "hotspot" {
+                    "HotSpot"
+                } else {
+                    &r.kind
+                },
+                r.version.as_deref().unwrap_or("?")
+            );
+            if let Some(p) = r.parallelism {
+                s += &format!(" · parallelism {p}");
+            }
+            s
+        }
+        None => String::new(),
+    };
+    let (state, color) = match &app.status {
+        Status::Running => ("● live".to_string(), Color::Green),
+        Status::Ended(reason) => (format!("■ ended: {reason}"), Color::Blue),
+        Status::Cut => ("■ ended without an end marker".to_string(), Color::Yellow),
+    };
+    let lost = model.counters.lost();
+    let first = Line::from(vec![
+        Span::styled("pinprof ", Style::new().bold()),
+        Span::raw(format!(
+            "pid {} {}{runtime}",
+            model.target.pid, model.target.command
+        )),
+        Span::raw(" · "),
+        Span::styled(state, Style::new().fg(color).bold()),
+        Span::raw(format!(" {}", secs(model.duration_ns()))),
+    ]);
+    let second = Line::from(vec![
+        Span::raw(format!("{} · {} records · ", app.source, app.records)),
+        Span::styled(
+            format!("{lost} lost events"),
+            if lost > 0 {
+                Style::new().red().bold()
+            } else {
+                Style::new()
+            },
+        ),
+    ]);
+    frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// Carriers first: their time, pinning over time, starvation, and the worst pinned sites.
+fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
+    let view = &app.view;
+    let carriers: Vec<_> = view.carriers().collect();
+    let [table, timeline, summary, sites] = Layout::vertical([
+        Constraint::Length(carriers.len().max(1) as u16 + 3),
+        Constraint::Length(5),
+        Constraint::Length(2),
+        Constraint::Min(3),
+    ])
+    .areas(area);
+    let window = app.model.as_ref().map_or(0, Model::duration_ns).max(1);
+    let rows = carriers.iter().map(|t| {
+        let share = t.pinned_ns as f64 * 100.0 / window as f64;
+        Row::new(vec![
+            Cell::from(t.tid.to_string()),
+            Cell::from(t.name.clone()),
+            Cell::from(secs(t.pinned_ns)).style(if t.pinned_ns > 0 {
+                Style::new().red()
+            } else {
+                Style::new()
+            }),
+            Cell::from(format!("{share:.1}%")),
+            Cell::from(secs(t.blocked_ns)),
+            Cell::from(secs(t.idle_ns)),
+            Cell::from(secs(t.running_ns)),
+        ])
+    });
+    let title = if carriers.is_empty() {
+        " Carriers: none known yet (no virtual thread has run, or see the warnings) ".to_string()
+    } else {
+        let parallelism = app
+            .model
+            .as_ref()
+            .and_then(|m| m.target.runtime.as_ref())
+            .and_then(|r| r.parallelism)
+            .map_or(String::new(), |p| format!(", parallelism {p}"));
+        format!(" Carriers ({}{parallelism}) ", carriers.len())
+    };
+    let table_widget = Table::new(
+        rows,
+        [
+            Constraint::Length(8),
+            Constraint::Min(20),
+            Constraint::Length(10),
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+        ],
+    )
+    .header(header_row(&[
+        "tid", "name", "pinned", "pinned%", "blocked", "idle", "running",
+    ]))
+    .block(Block::bordered().title(title))
+    .row_highlight_style(Style::new().reversed());
+    let mut state = TableState::default().with_selected(Some(app.selected()));
+    frame.render_stateful_widget(table_widget, table, &mut state);
+
+    // The latest seconds that fit, newest on the right.
+    let width = timeline.width.saturating_sub(2) as usize;
+    let per_second = &view.pinned_per_second;
+    let shown = &per_second[per_second.len().saturating_sub(width)..];
+    let peak = shown.iter().copied().max().unwrap_or(0);
+    frame.render_widget(
+        Sparkline::default()
+            .block(Block::bordered().title(format!(
+                " Carrier time pinned per second (peak {peak} ms, last {} s) ",
+                shown.len()
+            )))
+            .data(shown)
+            .style(Style::new().red()),
+        timeline,
+    );
+
+    let starvation = if view.episodes == 0 {
+        Line::from("Starvation: none (never were all carriers pinned or blocked at once)")
+    } else {
+        Line::from(Span::styled(
+            format!(
+                "Starvation: every carrier pinned or blocked for {} in {} episodes (longest {}): \
+                 no other virtual thread could run then",
+                secs(view.starved_ns),
+                view.episodes,
+                secs(view.longest_starvation_ns)
+            ),
+            Style::new().red().bold(),
+        ))
+    };
+    let pinned = Line::from(format!(
+        "Pinned: {} events, {} in all, at {} sites",
+        view.pinned_events,
+        secs(view.pinned_ns),
+        view.sites.len()
+    ));
+    frame.render_widget(Paragraph::new(vec![starvation, pinned]), summary);
+
+    let lines: Vec<Line> = view
+        .sites
+        .iter()
+        .take(sites.height.saturating_sub(2) as usize)
+        .map(|s| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{:<10} {:<13}", s.reason.as_str(), s.operation.as_str()),
+                    Style::new().red(),
+                ),
+                Span::raw(format!(
+                    "{:>7} {:>9}  ",
+                    format!("x{}", s.events),
+                    secs(s.total_ns)
+                )),
+                Span::styled(site_label(&s.stack), Style::new().bold()),
+            ])
+        })
+        .collect();
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" Top pinned sites (2 for stacks) ")),
+        sites,
+    );
+}
+
+fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
+    let view = &app.view;
+    let [table, detail] =
+        Layout::vertical([Constraint::Percentage(35), Constraint::Min(4)]).areas(area);
+    let rows = view.sites.iter().map(|s| {
+        Row::new(vec![
+            Cell::from(s.reason.as_str()),
+            Cell::from(s.operation.as_str()),
+            Cell::from(s.events.to_string()),
+            Cell::from(secs(s.total_ns)),
+            Cell::from(secs(s.max_ns)),
+            Cell::from(s.virtual_threads.len().to_string()),
+            Cell::from(s.carriers.len().to_string()),
+            Cell::from(site_label(&s.stack)),
+        ])
+    });
+    let widget = Table::new(
+        rows,
+        [
+            Constraint::Length(11),
+            Constraint::Length(14),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(8),
+            Constraint::Min(20),
+        ],
+    )
+    .header(header_row(&[
+        "reason",
+        "operation",
+        "events",
+        "total",
+        "max",
+        "vthreads",
+        "carriers",
+        "site",
+    ]))
+    .block(Block::bordered().title(format!(
+        " Pinned sites: {} events, {} ",
+        view.pinned_events,
+        secs(view.pinned_ns)
+    )))
+    .row_highlight_style(Style::new().reversed());
+    let mut state = TableState::default().with_selected(Some(app.selected()));
+    frame.render_stateful_widget(widget, table, &mut state);
+    let stack = view.sites.get(app.selected()).map(|s| &s.stack);
+    draw_stack(frame, detail, " Stack (innermost first) ", stack);
+}
+
+fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
+    let rows = app.view.active_threads().map(|t| {
+        Row::new(vec![
+            Cell::from(t.tid.to_string()),
+            Cell::from(t.name.clone()),
+            Cell::from(t.role),
+            Cell::from(secs(t.blocked_ns)),
+            Cell::from(secs(t.pinned_ns)),
+            Cell::from(secs(t.idle_ns)),
+            Cell::from(secs(t.running_ns)),
+            Cell::from(secs(t.preempted_ns)),
+            Cell::from(t.intervals.to_string()),
+        ])
+    });
+    let widget = Table::new(
+        rows,
+        [
+            Constraint::Length(8),
+            Constraint::Min(20),
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+        ],
+    )
+    .header(header_row(&[
+        "tid",
+        "name",
+        "role",
+        "blocked",
+        "pinned",
+        "idle",
+        "running",
+        "preempted",
+        "intervals",
+    ]))
+    .block(Block::bordered().title(" Threads (most blocked first) "))
+    .row_highlight_style(Style::new().reversed());
+    let mut state = TableState::default().with_selected(Some(app.selected()));
+    frame.render_stateful_widget(widget, area, &mut state);
+}
+
+fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
+    let [table, detail] =
+        Layout::vertical([Constraint::Percentage(45), Constraint::Min(4)]).areas(area);
+    let rows = app.view.locks.iter().map(|l| {
+        let holder = l
+            .holders
+            .first()
+            .map_or(String::new(), |(_, name, n, _)| format!("{name} ({n})"));
+        Row::new(vec![
+            Cell::from(l.kind),
+            Cell::from(
+                l.symbol
+                    .clone()
+                    .unwrap_or_else(|| format!("{:#x}", l.address)),
+            ),
+            Cell::from(l.waits.to_string()),
+            Cell::from(secs(l.wait_ns)),
+            Cell::from(secs(l.max_wait_ns)),
+            Cell::from(l.waiters.iter().cloned().collect::<Vec<_>>().join(", ")),
+            Cell::from(holder),
+        ])
+    });
+    let widget = Table::new(
+        rows,
+        [
+            Constraint::Length(7),
+            Constraint::Length(18),
+            Constraint::Length(7),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Min(16),
+            Constraint::Min(16),
+        ],
+    )
+    .header(header_row(&[
+        "kind",
+        "lock",
+        "waits",
+        "total",
+        "max",
+        "waiters",
+        "top holder",
+    ]))
+    .block(Block::bordered().title(" Locks (most wait time first) "))
+    .row_highlight_style(Style::new().reversed());
+    let mut state = TableState::default().with_selected(Some(app.selected()));
+    frame.render_stateful_widget(widget, table, &mut state);
+    let [release, wait] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(detail);
+    let lock = app.view.locks.get(app.selected());
+    frame.render_widget(
+        Paragraph::new(plain_lines(lock.map(|l| l.holder_frames.as_slice())))
+            .block(Block::bordered().title(" Holder's stack as it released ")),
+        release,
+    );
+    frame.render_widget(
+        Paragraph::new(plain_lines(lock.map(|l| l.waiter_frames.as_slice())))
+            .block(Block::bordered().title(" Longest waiter's stack ")),
+        wait,
+    );
+}
+
+fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
+    let rows = app.view.syscalls.iter().map(|s| {
+        let file = s
+            .files
+            .first()
+            .map_or(String::new(), |(name, n, _)| format!("{name} ({n})"));
+        Row::new(vec![
+            Cell::from(s.name.clone()),
+            Cell::from(s.events.to_string()),
+            Cell::from(secs(s.total_ns)),
+            Cell::from(secs(s.max_ns)),
+            Cell::from(s.long_events.to_string()),
+            Cell::from(file),
+        ])
+    });
+    let long = app
+        .model
+        .as_ref()
+        .map(|m| m.min_syscall_ns)
+        .filter(|&ns| ns > 0)
+        .map_or(" (not traced) ".to_string(), |ns| {
+            format!(" (long: at least {}) ", secs(ns))
+        });
+    let widget = Table::new(
+        rows,
+        [
+            Constraint::Length(18),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(8),
+            Constraint::Min(20),
+        ],
+    )
+    .header(header_row(&[
+        "call",
+        "calls",
+        "total",
+        "max",
+        "long",
+        "top file (long calls)",
+    ]))
+    .block(Block::bordered().title(format!(" System calls by time{long}")))
+    .row_highlight_style(Style::new().reversed());
+    let mut state = TableState::default().with_selected(Some(app.selected()));
+    frame.render_stateful_widget(widget, area, &mut state);
+}
+
+/// A stack, innermost first: Java frames bold, the frame that holds the monitor marked.
+fn draw_stack(frame: &mut Frame, area: Rect, title: &str, stack: Option<&StackLabels>) {
+    let lines: Vec<Line> = stack.map_or_else(Vec::new, |stack| {
+        stack
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let kind = stack.frame_kinds.get(i).copied().unwrap_or("");
+                let style = match kind {
+                    "kernel" | "native" => Style::new().dim(),
+                    "jit" | "stub" | "vm_call" => Style::new(),
+                    _ => Style::new().add_modifier(Modifier::BOLD),
+                };
+                let mut spans = vec![Span::styled(name.clone(), style)];
+                if stack.monitor_frames.contains(&i) {
+                    spans.push(Span::styled("  [holds monitor]", Style::new().red()));
+                }
+                spans.push(Span::styled(format!("  {kind}"), Style::new().dim()));
+                Line::from(spans)
+            })
+            .collect()
+    });
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(title.to_string())),
+        area,
+    );
+}
+
+fn plain_lines(texts: Option<&[String]>) -> Vec<Line<'_>> {
+    texts
+        .unwrap_or_default()
+        .iter()
+        .map(|t| Line::from(t.as_str()))
+        .collect()
+}
+
+fn header_row(names: &[&'static str]) -> Row<'static> {
+    Row::new(names.iter().map(|&n| Cell::from(n))).style(Style::new().bold().underlined())
+}
+
+/// What a pinned site is called in one line: the frame that holds the monitor (where the
+/// fix goes), then the innermost Java frame (what it waits in).
+pub fn site_label(stack: &StackLabels) -> String {
+    let is_java = |i: &usize| {
+        !matches!(
+            stack.frame_kinds.get(*i).copied(),
+            Some("kernel" | "native" | "jit")
+        )
+    };
+    let holder = stack.monitor_frames.first().copied();
+    let java = (0..stack.frames.len()).find(is_java);
+    match (holder, java) {
+        (Some(h), Some(j)) if h != j => {
+            format!("{} [monitor] → {}", stack.frames[h], stack.frames[j])
+        }
+        (Some(i), _) => format!("{} [monitor]", stack.frames[i]),
+        (None, Some(i)) => stack.frames[i].clone(),
+        (None, None) => stack
+            .frames
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "[no stack]".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_is_named_by_its_monitor_holder_then_where_it_waits() {
+        let stack = StackLabels {
+            frames: vec![
+                "futex_wait".into(),
+                "jdk.internal.misc.Unsafe.park".into(),
+                "java.lang.Thread.sleep".into(),
+                "Shop.buy".into(),
+            ],
+            frame_kinds: vec!["kernel", "java_native", "interpreted", "compiled"],
+            monitor_frames: vec![3],
+        };
+        assert_eq!(
+            site_label(&stack),
+            "Shop.buy [monitor] → jdk.internal.misc.Unsafe.park"
+        );
+        let unmarked = StackLabels {
+            monitor_frames: Vec::new(),
+            ..stack.clone()
+        };
+        assert_eq!(site_label(&unmarked), "jdk.internal.misc.Unsafe.park");
+        let native = StackLabels {
+            frames: vec!["futex_wait".into()],
+            frame_kinds: vec!["kernel"],
+            monitor_frames: Vec::new(),
+        };
+        assert_eq!(site_label(&native), "futex_wait");
+    }
+}

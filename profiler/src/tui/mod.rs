@@ -1,0 +1,204 @@
+//! `pinprof top` and `pinprof replay`: the model drawn live in the terminal.
+//!
+//! Both feed the same record stream into the same `App`: `top` gets the records as the
+//! recorder writes them to its file, `replay` reads them back from a file. So what `top`
+//! shows at the end is what `report` says of its recording.
+
+mod app;
+mod draw;
+
+use std::{
+    io::IsTerminal as _,
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc::{self, Receiver, RecvTimeoutError, TryRecvError},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use crossterm::event::{self, Event as TermEvent, KeyEventKind};
+
+use crate::{
+    events::Event,
+    record,
+    recording::{Record, Recording},
+};
+use app::App;
+
+/// How the terminal UI runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How often the figures are recomputed and redrawn.
+    pub refresh: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            refresh: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Records `record` as `pinprof record` does, and shows it live until the user quits. The
+/// recording ends when the user quits (or earlier: its duration, the target's exit).
+pub fn live(record: &record::Options, options: &Options) -> Result<record::Summary> {
+    require_terminal()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Ctrl-C reaches the UI as a key (raw mode); these come from elsewhere.
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
+    }
+    let (tx, rx) = mpsc::channel();
+    let recorder = {
+        let (record, stop) = (record.clone(), Arc::clone(&stop));
+        thread::Builder::new()
+            .name("recorder".into())
+            .spawn(move || record::run_with(&record, &stop, Some(tx)))
+            .context("cannot start the recorder")?
+    };
+    let join = |recorder: thread::JoinHandle<Result<record::Summary>>| {
+        recorder
+            .join()
+            .map_err(|_| anyhow!("the recorder failed unexpectedly"))?
+    };
+    // A target or a kernel that cannot be recorded is said before the screen is taken over.
+    let Ok(header) = rx.recv() else {
+        return join(recorder);
+    };
+    let mut app = App::new(format!("recording to {}", record.output.display()));
+    app.on_record(header);
+    let shown = show(&mut app, &rx, &stop, options);
+    stop.store(true, Ordering::Relaxed);
+    let summary = join(recorder);
+    shown?;
+    summary
+}
+
+/// Shows a recording: all at once, or at `speed` times the pace it was recorded at.
+pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> {
+    require_terminal()?;
+    let recording = Recording::open(path)?;
+    let (tx, rx) = mpsc::sync_channel(4096);
+    let feeder = thread::Builder::new()
+        .name("replay".into())
+        .spawn(move || feed(recording, speed, &tx))
+        .context("cannot start the replay")?;
+    let pace = speed.map_or(String::new(), |s| format!(" at {s}x"));
+    let mut app = App::new(format!("replay of {}{pace}", path.display()));
+    let stop = AtomicBool::new(false);
+    let shown = show(&mut app, &rx, &stop, options);
+    drop(rx);
+    let _ = feeder.join();
+    shown
+}
+
+/// Sends a recording's records in order, paced by their times when there is a speed. Stops
+/// when the receiver goes.
+fn feed(recording: Recording, speed: Option<f64>, tx: &mpsc::SyncSender<Record>) {
+    let start_ns = recording.header.start_mono_ns;
+    let started = Instant::now();
+    if tx.send(Record::Header(recording.header.clone())).is_err() {
+        return;
+    }
+    for event in recording.events {
+        if let (Some(speed), Some(t)) = (speed, event.time_ns()) {
+            let due = Duration::from_secs_f64(t.saturating_sub(start_ns) as f64 / 1e9 / speed);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                thread::sleep(wait);
+            }
+        }
+        if tx.send(Record::Event(event)).is_err() {
+            return;
+        }
+    }
+    // What the file lost is said as the report says it.
+    for damage in &recording.damage {
+        let _ = tx.send(Record::Event(Event::Warning(damage.to_string())));
+    }
+    if let Some(end) = recording.end {
+        let _ = tx.send(Record::End(end));
+    }
+}
+
+fn require_terminal() -> Result<()> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        bail!(
+            "the live view needs a terminal (stdin and stdout); to record without one, use \
+             `pinprof record`, and `pinprof report` to read it"
+        );
+    }
+    Ok(())
+}
+
+/// Runs the screen until the user quits or `stop` is set; the terminal is restored however it
+/// ends (ratatui's panic hook restores it on a panic too).
+fn show(app: &mut App, rx: &Receiver<Record>, stop: &AtomicBool, options: &Options) -> Result<()> {
+    let mut terminal = ratatui::try_init().context("cannot set up the terminal")?;
+    let result = event_loop(&mut terminal, app, rx, stop, options);
+    ratatui::restore();
+    result
+}
+
+fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    rx: &Receiver<Record>,
+    stop: &AtomicBool,
+    options: &Options,
+) -> Result<()> {
+    // Records are taken for at most this long between looks at the keyboard.
+    const RECORDS_SLICE: Duration = Duration::from_millis(50);
+    let mut connected = true;
+    let mut last_refresh: Option<Instant> = None;
+    let mut redraw = true;
+    while !app.quit && !stop.load(Ordering::Relaxed) {
+        if connected {
+            let slice = Instant::now();
+            // The first record waits a little, so an idle stream does not spin.
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(record) => app.on_record(record),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => connected = false,
+            }
+            while connected && slice.elapsed() < RECORDS_SLICE {
+                match rx.try_recv() {
+                    Ok(record) => app.on_record(record),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => connected = false,
+                }
+            }
+            if !connected {
+                app.on_disconnect();
+            }
+        }
+        if last_refresh.is_none_or(|t| t.elapsed() >= options.refresh) {
+            app.refresh();
+            last_refresh = Some(Instant::now());
+            redraw = true;
+        }
+        if redraw {
+            terminal
+                .draw(|frame| draw::draw(frame, app))
+                .context("cannot draw")?;
+            redraw = false;
+        }
+        let wait = if connected {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(200)
+        };
+        if event::poll(wait).context("cannot read the terminal")? {
+            match event::read().context("cannot read the terminal")? {
+                TermEvent::Key(key) if key.kind == KeyEventKind::Press => app.on_key(key),
+                _ => {}
+            }
+            redraw = true;
+        }
+    }
+    Ok(())
+}
