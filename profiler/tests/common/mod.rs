@@ -4,6 +4,7 @@
 
 pub mod jfr;
 pub mod jvm;
+pub mod terminal;
 
 use std::{
     path::{Path, PathBuf},

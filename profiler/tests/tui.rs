@@ -1,0 +1,205 @@
+//! The live view (`pinprof top`) and replay (`pinprof replay`) on a real pseudo-terminal, read
+//! back through a VT100 emulator: what they show is checked against `pinprof report` of the
+//! same recording.
+
+mod common;
+
+use std::{process::Stdio, time::Duration};
+
+use common::{pinprof, report_json, scratch, start_vt, terminal::Terminal};
+use serde_json::Value;
+
+const ROWS: u16 = 45;
+const COLS: u16 = 150;
+
+/// The number in "Pinned: N events" on the carriers view.
+fn pinned_on_screen(screen: &str) -> u64 {
+    let at = screen
+        .find("Pinned: ")
+        .unwrap_or_else(|| panic!("no pinned count on the screen:\n{screen}"));
+    screen[at + "Pinned: ".len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable pinned count:\n{screen}"))
+}
+
+fn carriers(report: &Value) -> Vec<String> {
+    report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "carrier")
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn ended(screen: &str) -> bool {
+    screen.contains("ended: duration reached")
+}
+
+#[test]
+fn live_view_and_its_replay_show_what_the_report_says() {
+    let jvm = start_vt(21, 2, "PinnedSleep", &["8", "20"]);
+    let out = scratch("top.pinrec");
+    let mut top = pinprof();
+    top.args(["top", "--refresh-ms", "200", "--duration", "4", "--pid"])
+        .arg(jvm.pid.to_string())
+        .arg("--output")
+        .arg(&out);
+    let mut term = Terminal::spawn(top, ROWS, COLS);
+    term.wait_for("a live view", Duration::from_secs(20), |s| {
+        s.contains("● live") && s.contains("Carriers (2, parallelism 2)")
+    });
+    assert!(
+        term.in_alternate_screen(),
+        "the view takes the whole screen"
+    );
+    let screen = term.wait_for("the end of the recording", Duration::from_secs(30), ended);
+    let live_pinned = pinned_on_screen(&screen);
+
+    // The pinned sites view names the synchronized method that holds the monitor.
+    term.send(b"2");
+    let sites = term.wait_for("the pinned sites", Duration::from_secs(5), |s| {
+        s.contains("Pinned sites:") && s.contains("[holds monitor]")
+    });
+    assert!(
+        sites.contains("PinnedSleep$Ledger.append [monitor]"),
+        "the site is named by its monitor's holder:\n{sites}"
+    );
+
+    term.send(b"q");
+    let status = term.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status}:\n{}", term.contents());
+    assert!(!term.in_alternate_screen(), "the terminal is given back");
+    assert!(
+        term.contents().contains("pinprof: recorded"),
+        "the summary is said after the view:\n{}",
+        term.contents()
+    );
+    drop(jvm);
+
+    // The live view's last figures are the report's: one stream, one model.
+    let report = report_json(&out);
+    assert_eq!(live_pinned, report["pinned"]["events"].as_u64().unwrap());
+    assert!(live_pinned > 50, "only {live_pinned} pinned events in 4 s");
+    eprintln!("live view at the end: {live_pinned} pinned events, as the report says");
+    for name in carriers(&report) {
+        assert!(
+            screen.contains(&name),
+            "carrier {name} not shown:\n{screen}"
+        );
+    }
+
+    // Replayed, the recording shows the same; its other views answer keys.
+    let mut replay = pinprof();
+    replay.arg("replay").arg(&out);
+    let mut term = Terminal::spawn(replay, ROWS, COLS);
+    let screen = term.wait_for("the replayed recording", Duration::from_secs(20), ended);
+    assert_eq!(pinned_on_screen(&screen), live_pinned, "{screen}");
+    term.send(b"\t\t\t");
+    term.wait_for("the locks view", Duration::from_secs(5), |s| {
+        s.contains("Locks (most wait time first)") && s.contains("futex")
+    });
+    term.send(b"5");
+    term.wait_for("the system calls view", Duration::from_secs(5), |s| {
+        s.contains("System calls by time") && s.contains("futex")
+    });
+    term.send(b"q");
+    assert!(term.wait_exit(Duration::from_secs(10)).success());
+
+    // A recording cut short replays what it holds, and says it was cut.
+    let bytes = std::fs::read(&out).unwrap();
+    let cut = scratch("top-cut.pinrec");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let mut replay = pinprof();
+    replay.arg("replay").arg(&cut);
+    let mut term = Terminal::spawn(replay, ROWS, COLS);
+    let screen = term.wait_for("the cut recording", Duration::from_secs(20), |s| {
+        s.contains("ended without an end marker")
+    });
+    let cut_pinned = pinned_on_screen(&screen);
+    assert!(
+        cut_pinned > 0 && cut_pinned <= live_pinned,
+        "{cut_pinned} of {live_pinned} pinned events:\n{screen}"
+    );
+    assert!(screen.contains("warning:"), "the damage is said:\n{screen}");
+    eprintln!("cut recording: {cut_pinned} of {live_pinned} pinned events");
+    term.send(b"q");
+    assert!(term.wait_exit(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn ctrl_c_ends_the_live_view_and_the_recording_is_whole() {
+    // JDK 25: synchronized no longer pins (JEP 491), and the view says none.
+    let jvm = start_vt(25, 2, "PinnedSleep", &["8", "20"]);
+    let out = scratch("top-ctrl-c.pinrec");
+    let mut top = pinprof();
+    top.args(["top", "--refresh-ms", "200", "--pid"])
+        .arg(jvm.pid.to_string())
+        .arg("--output")
+        .arg(&out);
+    let mut term = Terminal::spawn(top, ROWS, COLS);
+    let screen = term.wait_for("carriers at work", Duration::from_secs(20), |s| {
+        s.contains("● live") && s.contains("ForkJoinPool-1-worker-")
+    });
+    assert_eq!(pinned_on_screen(&screen), 0, "{screen}");
+    term.send(b"\x03");
+    let status = term.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status}:\n{}", term.contents());
+    assert!(
+        term.contents().contains("stopped: interrupted"),
+        "{}",
+        term.contents()
+    );
+    drop(jvm);
+    let report = pinprof().arg("report").arg(&out).output().unwrap();
+    assert!(report.status.success());
+    let said = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        !said.contains("end marker"),
+        "the recording has its end: {said}"
+    );
+    assert_eq!(report_json(&out)["pinned"]["events"], 0);
+}
+
+#[test]
+fn bad_starts_are_said_plainly() {
+    // Not a terminal: nothing is recorded, and the user is told what to use instead.
+    let out = scratch("top-no-terminal.pinrec");
+    let piped = pinprof()
+        .args(["top", "--pid", &std::process::id().to_string(), "--output"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!piped.status.success());
+    let said = String::from_utf8_lossy(&piped.stderr);
+    assert!(said.contains("needs a terminal"), "{said}");
+    assert!(!out.exists());
+
+    // A process that does not exist: the error is said before the screen is taken.
+    let mut top = pinprof();
+    top.args(["top", "--pid", "999999999"]);
+    let mut term = Terminal::spawn(top, ROWS, COLS);
+    let status = term.wait_exit(Duration::from_secs(10));
+    assert!(!status.success());
+    let screen = term.contents();
+    assert!(
+        screen.contains("pinprof: error:") && screen.contains("999999999"),
+        "{screen}"
+    );
+
+    // Replay of something that is not a recording.
+    let junk = scratch("junk.pinrec");
+    std::fs::write(&junk, b"not a recording").unwrap();
+    let mut replay = pinprof();
+    replay.arg("replay").arg(&junk);
+    let mut term = Terminal::spawn(replay, ROWS, COLS);
+    assert!(!term.wait_exit(Duration::from_secs(10)).success());
+    assert!(
+        term.contents().contains("pinprof: error:"),
+        "{}",
+        term.contents()
+    );
+}
