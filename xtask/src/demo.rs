@@ -1,6 +1,6 @@
 //! `cargo xtask demo`: the main job on the bundled demo JVM, start to finish.
 
-use std::{process::Command, time::Duration};
+use std::{io::IsTerminal as _, process::Command, time::Duration};
 
 use anyhow::{Context as _, Result};
 
@@ -25,10 +25,18 @@ pub fn run() -> Result<()> {
     );
     // Let the JVM settle so the window shows steady state, not start-up.
     std::thread::sleep(Duration::from_secs(1));
+    // In a terminal the recording is watched live; the view stays up until q.
+    let live = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if live {
+        println!(
+            "demo: live view; Tab or 1-5 switch views, q ends it (the recording stops at {SECONDS} s)"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
     run_cmd(
         Command::new(&pinprof)
             .args([
-                "record",
+                if live { "top" } else { "record" },
                 "--pid",
                 &jvm.pid.to_string(),
                 "--duration",
@@ -61,7 +69,7 @@ pub fn run() -> Result<()> {
     println!("demo: recording  {}", recording.display());
     println!("demo: flamegraph {}", svg.display());
     println!(
-        "demo: more with: {} report {} --format json",
+        "demo: more with: {0} report {1} --format json; {0} replay {1}",
         pinprof.display(),
         recording.display()
     );
