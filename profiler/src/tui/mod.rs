@@ -155,6 +155,7 @@ fn event_loop(
     const RECORDS_SLICE: Duration = Duration::from_millis(50);
     let mut connected = true;
     let mut last_refresh: Option<Instant> = None;
+    let mut gap = options.refresh;
     let mut redraw = true;
     while !app.quit && !stop.load(Ordering::Relaxed) {
         if connected {
@@ -176,8 +177,12 @@ fn event_loop(
                 app.on_disconnect();
             }
         }
-        if last_refresh.is_none_or(|t| t.elapsed() >= options.refresh) {
+        if last_refresh.is_none_or(|t| t.elapsed() >= gap) {
+            let started = Instant::now();
             app.refresh();
+            // Recomputing is the view's main cost and grows with the window: keep it to a
+            // fifth of one core at most, whatever the refresh asked for.
+            gap = options.refresh.max(started.elapsed() * 4);
             last_refresh = Some(Instant::now());
             redraw = true;
         }
