@@ -97,6 +97,8 @@ impl View {
 pub struct App {
     /// What is shown: "recording to FILE" or "replay of FILE".
     pub source: String,
+    /// A capture under way (else a recording read back).
+    pub live: bool,
     pub model: Option<Model>,
     pub status: Status,
     pub records: u64,
@@ -110,9 +112,10 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(source: String) -> Self {
+    pub fn new(source: String, live: bool) -> Self {
         Self {
             source,
+            live,
             model: None,
             status: Status::Running,
             records: 0,
@@ -250,7 +253,7 @@ mod tests {
 
     #[test]
     fn keys_move_between_tabs_and_rows_within_bounds() {
-        let mut app = App::new("test".into());
+        let mut app = App::new("test".into(), true);
         app.on_key(key(KeyCode::Tab));
         assert_eq!(app.tab, Tab::Pinned);
         app.on_key(key(KeyCode::BackTab));

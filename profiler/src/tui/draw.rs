@@ -77,7 +77,8 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         None => String::new(),
     };
     let (state, color) = match &app.status {
-        Status::Running => ("● live".to_string(), Color::Green),
+        Status::Running if app.live => ("● live".to_string(), Color::Green),
+        Status::Running => ("▶ replaying".to_string(), Color::Green),
         Status::Ended(reason) => (format!("■ ended: {reason}"), Color::Blue),
         Status::Cut => ("■ ended without an end marker".to_string(), Color::Yellow),
     };

@@ -70,7 +70,7 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     let Ok(header) = rx.recv() else {
         return join(recorder);
     };
-    let mut app = App::new(format!("recording to {}", record.output.display()));
+    let mut app = App::new(format!("recording to {}", record.output.display()), true);
     app.on_record(header);
     let shown = show(&mut app, &rx, &stop, options);
     stop.store(true, Ordering::Relaxed);
@@ -84,17 +84,16 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
     require_terminal()?;
     let recording = Recording::open(path)?;
     let (tx, rx) = mpsc::sync_channel(4096);
-    let feeder = thread::Builder::new()
+    // Not joined: at a slow speed it may be sleeping until its next record; it ends at its
+    // next send once the view has gone.
+    thread::Builder::new()
         .name("replay".into())
         .spawn(move || feed(recording, speed, &tx))
         .context("cannot start the replay")?;
     let pace = speed.map_or(String::new(), |s| format!(" at {s}x"));
-    let mut app = App::new(format!("replay of {}{pace}", path.display()));
+    let mut app = App::new(format!("replay of {}{pace}", path.display()), false);
     let stop = AtomicBool::new(false);
-    let shown = show(&mut app, &rx, &stop, options);
-    drop(rx);
-    let _ = feeder.join();
-    shown
+    show(&mut app, &rx, &stop, options)
 }
 
 /// Sends a recording's records in order, paced by their times when there is a speed. Stops
