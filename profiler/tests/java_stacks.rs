@@ -39,7 +39,8 @@ fn with_method(stacks: &[&Value]) -> (u64, u64, u64, u64) {
         }
         match s["frame_kinds"][method].as_str().unwrap() {
             "interpreted" => interpreted += n,
-            "compiled" => compiled += n,
+            // Compiled on its own, or inlined into its compiled caller.
+            "compiled" | "inlined" => compiled += n,
             other => panic!("{METHOD} ran as {other}"),
         }
     }
@@ -197,6 +198,72 @@ fn frame_pointer_walk_agrees_where_frame_pointers_are_kept() {
         assert!(
             agreed as f64 >= 0.95 * compared as f64,
             "JDK {major}: agreed on {agreed} of {compared}: {check}"
+        );
+    }
+}
+
+/// Of `bumper-0`'s blocked stacks: the events, and those whose frames read `Thread.sleep`,
+/// `pause`, then `Counter.bump` inlined and marked as holding its monitor, then `run`.
+fn inlined_bumps(report: &Value) -> (u64, u64) {
+    let (mut all, mut inlined) = (0, 0);
+    for s in report["off_cpu"]["stacks"].as_array().unwrap() {
+        if s["threads"].as_array().unwrap() != &[Value::from("bumper-0")] {
+            continue;
+        }
+        let n = s["events"].as_u64().unwrap();
+        all += n;
+        let frames: Vec<&str> = s["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        let at = |name: &str| frames.iter().position(|f| *f == name);
+        let (Some(sleep), Some(pause), Some(bump), Some(run)) = (
+            at("java.lang.Thread.sleep"),
+            at("InlinedSync.pause"),
+            at("InlinedSync$Counter.bump"),
+            at("InlinedSync.run"),
+        ) else {
+            continue;
+        };
+        let marked = s["monitor_frames"].as_array().unwrap();
+        if sleep < pause
+            && pause < bump
+            && bump < run
+            && s["frame_kinds"][bump] == "inlined"
+            && marked.contains(&Value::from(bump))
+        {
+            inlined += n;
+        }
+    }
+    (all, inlined)
+}
+
+#[test]
+fn methods_the_jit_inlined_are_named_where_it_inlined_them() {
+    for major in [21, 25] {
+        let jvm = start(major, "InlinedSync", &["1"]);
+        // Inlining comes with C2, after enough calls: record 2 s windows until it shows.
+        let mut found = (0, 0);
+        for attempt in 0..10 {
+            std::thread::sleep(Duration::from_millis(500));
+            let report = report_json(&record(jvm.pid, 2.0, &format!("inlined{major}.pinrec")));
+            found = inlined_bumps(&report);
+            eprintln!(
+                "JDK {major}, window {attempt}: {} of {} blocked events show \
+                 InlinedSync$Counter.bump inlined",
+                found.1, found.0
+            );
+            if found.0 >= 50 && found.1 as f64 >= 0.95 * found.0 as f64 {
+                break;
+            }
+        }
+        let (all, inlined) = found;
+        assert!(all >= 50, "JDK {major}: only {all} blocked events");
+        assert!(
+            inlined as f64 >= 0.95 * all as f64,
+            "JDK {major}: {inlined} of {all} events name the inlined synchronized method"
         );
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod attach;
 pub mod hotspot;
+mod inlining;
 pub mod memory;
 pub mod vmstructs;
 pub mod walk;

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result};
 
-use super::{memory::Memory, vmstructs::VmStructs};
+use super::{inlining::Inlining, memory::Memory, vmstructs::VmStructs};
 
 /// x86_64 HotSpot frame slots, in words from the frame pointer (not exported in VMStructs;
 /// the same in JDK 21 and 25: `frame_x86.hpp`).
@@ -29,6 +29,8 @@ const MAX_FRAMES: usize = 128;
 pub enum Tier {
     Interpreted,
     Compiled,
+    /// A method the JIT inlined into the compiled frame that follows it.
+    Inlined,
     /// A native method's wrapper (`Unsafe.park`, `Object.wait0`...).
     Native,
     /// Generated code that is not a Java method (stubs, adapters).
@@ -43,6 +45,7 @@ impl Tier {
         match self {
             Self::Interpreted => "interpreted",
             Self::Compiled => "compiled",
+            Self::Inlined => "inlined",
             Self::Native => "native",
             Self::Stub => "stub",
             Self::VmCall => "vm",
@@ -70,7 +73,7 @@ pub struct StackBytes<'a> {
 }
 
 impl StackBytes<'_> {
-    fn word(&self, addr: u64) -> Option<u64> {
+    pub(super) fn word(&self, addr: u64) -> Option<u64> {
         let at = usize::try_from(addr.checked_sub(self.base)?).ok()?;
         let bytes = self.data.get(at..at.checked_add(8)?)?;
         Some(u64::from_ne_bytes(bytes.try_into().ok()?))
@@ -125,11 +128,15 @@ pub struct Walker {
     heaps: Vec<Heap>,
     methods: HashMap<u64, Option<String>>,
     blobs: HashMap<u64, Blob>,
+    /// None when this JVM's debug information cannot be found: compiled frames are then
+    /// named by their own method only.
+    inlining: Option<Inlining>,
     debug: bool,
 }
 
 #[derive(Clone, Debug)]
 struct Blob {
+    start: u64,
     name: String,
     frame_words: u64,
     method: Option<u64>,
@@ -175,12 +182,21 @@ impl Walker {
             anchor_pc: anchor("_last_Java_pc")?,
             anchor_fp: anchor("_last_Java_fp")?,
         };
+        let debug = std::env::var_os("PINPROF_DEBUG").is_some();
+        let inlining = Inlining::new(vm)
+            .inspect_err(|e| {
+                if debug {
+                    eprintln!("pinprof: debug: inlined frames are not expanded: {e:#}");
+                }
+            })
+            .ok();
         let mut walker = Self {
             layout,
             heaps: Vec::new(),
             methods: HashMap::new(),
             blobs: HashMap::new(),
-            debug: std::env::var_os("PINPROF_DEBUG").is_some(),
+            inlining,
+            debug,
         };
         walker.read_heaps(mem).context("reading the code cache")?;
         Ok(walker)
@@ -277,6 +293,24 @@ impl Walker {
                 };
                 // The virtual thread's frames end at its continuation's entry.
                 let bottom = frozen || name == "jdk.internal.vm.Continuation.enterSpecial";
+                // Methods the JIT inlined here come first, innermost first; the chain must end
+                // with the frame's own method to be trusted.
+                if tier == Tier::Compiled
+                    && let Some(mut scopes) = self
+                        .inlining
+                        .as_mut()
+                        .and_then(|i| i.scopes(mem, stack, blob.start, sp, pc))
+                    && scopes.pop() == blob.method
+                {
+                    for method in scopes {
+                        frames.push(JavaFrame {
+                            pc,
+                            name: self.method_name(mem, Some(method)),
+                            tier: Tier::Inlined,
+                            holds_monitor: self.synchronized(mem, Some(method)),
+                        });
+                    }
+                }
                 let holds_monitor = self.synchronized(mem, blob.method);
                 frames.push(JavaFrame {
                     pc,
@@ -382,6 +416,7 @@ impl Walker {
             None
         };
         Some(Blob {
+            start: blob,
             name,
             frame_words: frame_words.max(0) as u64,
             method,

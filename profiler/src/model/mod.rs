@@ -102,7 +102,7 @@ fn holders(frames: &[&Frame], operation: Operation) -> Vec<usize> {
             f.kind == FrameKind::Java
                 && matches!(
                     f.module.as_deref(),
-                    Some("interpreted" | "compiled" | "native")
+                    Some("interpreted" | "compiled" | "inlined" | "native")
                 )
         })
     {
@@ -130,6 +130,7 @@ pub fn frame_kind(frame: &Frame) -> &'static str {
         FrameKind::Java => match frame.module.as_deref() {
             Some("interpreted") => "interpreted",
             Some("compiled") => "compiled",
+            Some("inlined") => "inlined",
             Some("native") => "java_native",
             Some("stub") => "stub",
             Some("vm") => "vm_call",

@@ -1,0 +1,332 @@
+//! The methods the JIT inlined into a compiled frame, read from its nmethod's debug
+//! information as HotSpot's own stack walks do (`nmethod::pc_desc_at`, `ScopeDesc`): the
+//! `PcDesc` of the frame's return address points into the scopes data, whose records chain
+//! from the innermost inlined method out to the nmethod's own method.
+//!
+//! JDK 21 keeps the debug information inside the code blob; JDK 25 moved it to separate
+//! immutable (PcDescs, scopes) and mutable (metadata) blocks. Both are found through VMStructs.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+
+use super::{memory::Memory, vmstructs::VmStructs, walk::StackBytes};
+
+/// Where an nmethod keeps its debug information.
+enum Place {
+    /// JDK 21: everything in the blob; offsets from the nmethod, two absolute pointers.
+    InBlob {
+        code_begin: u64,
+        pcs_begin: u64,
+        pcs_end: u64,
+        scopes_begin: u64,
+        metadata: u64,
+        deopt_handler: u64,
+        deopt_mh_handler: u64,
+    },
+    /// JDK 25: code from an offset; PcDescs and scopes in the immutable block, metadata after
+    /// the relocations in the mutable block.
+    Split {
+        code_offset: u64,
+        immutable: u64,
+        immutable_size: u64,
+        pcs_offset: u64,
+        scopes_offset: u64,
+        mutable: u64,
+        mutable_size: u64,
+        relocation_size: u64,
+        deopt_handler_offset: u64,
+        deopt_mh_handler_offset: u64,
+    },
+}
+
+struct Layout {
+    place: Place,
+    pc_desc_size: u64,
+    pc_offset: u64,
+    scope_offset: u64,
+    orig_pc_offset: u64,
+    compile_id: u64,
+}
+
+/// One nmethod's debug information, as the lookups need it.
+struct Tables {
+    code_begin: u64,
+    pcs: (u64, u64),
+    scopes: (u64, u64),
+    metadata: (u64, u64),
+    deopt_handlers: [u64; 2],
+}
+
+/// Bounds against reading garbage from a stale or racing nmethod.
+const MAX_PCS_BYTES: u64 = 1 << 20;
+const MAX_SCOPES: usize = 64;
+const MAX_CACHED: usize = 1 << 16;
+
+pub struct Inlining {
+    layout: Layout,
+    /// Scope chains by (nmethod, compile id, pc): methods innermost first, or None.
+    chains: HashMap<(u64, u32, u64), Option<Vec<u64>>>,
+}
+
+impl Inlining {
+    pub fn new(vm: &VmStructs) -> Result<Self> {
+        let f = |t: &str, n: &str| vm.offset(t, n);
+        let place = if let Ok(immutable) = f("nmethod", "_immutable_data") {
+            Place::Split {
+                code_offset: f("CodeBlob", "_code_offset")?,
+                immutable,
+                immutable_size: f("nmethod", "_immutable_data_size")?,
+                pcs_offset: f("nmethod", "_scopes_pcs_offset")?,
+                scopes_offset: f("nmethod", "_scopes_data_offset")?,
+                mutable: f("CodeBlob", "_mutable_data")?,
+                mutable_size: f("CodeBlob", "_mutable_data_size")?,
+                relocation_size: f("CodeBlob", "_relocation_size")?,
+                deopt_handler_offset: f("nmethod", "_deopt_handler_offset")?,
+                deopt_mh_handler_offset: f("nmethod", "_deopt_mh_handler_offset")?,
+            }
+        } else {
+            Place::InBlob {
+                code_begin: f("CodeBlob", "_code_begin")?,
+                pcs_begin: f("nmethod", "_scopes_pcs_offset")?,
+                pcs_end: f("nmethod", "_dependencies_offset")?,
+                scopes_begin: f("CompiledMethod", "_scopes_data_begin")?,
+                metadata: f("nmethod", "_metadata_offset")?,
+                deopt_handler: f("CompiledMethod", "_deopt_handler_begin")?,
+                deopt_mh_handler: f("CompiledMethod", "_deopt_mh_handler_begin")?,
+            }
+        };
+        Ok(Self {
+            layout: Layout {
+                place,
+                pc_desc_size: vm.type_size("PcDesc")?,
+                pc_offset: f("PcDesc", "_pc_offset")?,
+                scope_offset: f("PcDesc", "_scope_decode_offset")?,
+                orig_pc_offset: f("nmethod", "_orig_pc_offset")?,
+                compile_id: f("nmethod", "_compile_id")?,
+            },
+            chains: HashMap::new(),
+        })
+    }
+
+    /// The methods running at `pc` in the frame of nmethod `nm` whose stack pointer is `sp`,
+    /// innermost first, ending with the nmethod's own method. None when the nmethod has no
+    /// debug information for that pc (native wrappers, a pc not at a call).
+    pub fn scopes(
+        &mut self,
+        mem: &Memory,
+        stack: &StackBytes,
+        nm: u64,
+        sp: u64,
+        pc: u64,
+    ) -> Option<Vec<u64>> {
+        let compile_id = mem.u32(nm + self.layout.compile_id).ok()?;
+        let key = (nm, compile_id, pc);
+        if let Some(known) = self.chains.get(&key) {
+            return known.clone();
+        }
+        let chain = self.decode(mem, stack, nm, sp, pc);
+        if self.chains.len() >= MAX_CACHED {
+            self.chains.clear();
+        }
+        self.chains.insert(key, chain.clone());
+        chain
+    }
+
+    fn decode(
+        &self,
+        mem: &Memory,
+        stack: &StackBytes,
+        nm: u64,
+        sp: u64,
+        pc: u64,
+    ) -> Option<Vec<u64>> {
+        let tables = self.tables(mem, nm)?;
+        // A frame being deoptimized returns into the deopt handler; the pc it had is saved
+        // in the frame.
+        let pc = if tables.deopt_handlers.contains(&pc) {
+            let offset = mem.u32(nm + self.layout.orig_pc_offset).ok()? as u64;
+            stack.word(sp.wrapping_add(offset))?
+        } else {
+            pc
+        };
+        let pc_offset = u32::try_from(pc.checked_sub(tables.code_begin)?).ok()?;
+        let scope = self.find_pc_desc(mem, &tables, pc_offset)?;
+        decode_chain(mem, &tables, scope)
+    }
+
+    fn tables(&self, mem: &Memory, nm: u64) -> Option<Tables> {
+        let int = |offset: u64| mem.u32(nm + offset).ok().map(|v| v as i32 as i64 as u64);
+        let ptr = |offset: u64| mem.u64(nm + offset).ok();
+        Some(match self.layout.place {
+            Place::InBlob {
+                code_begin,
+                pcs_begin,
+                pcs_end,
+                scopes_begin,
+                metadata,
+                deopt_handler,
+                deopt_mh_handler,
+            } => {
+                let pcs = (
+                    nm.wrapping_add(int(pcs_begin)?),
+                    nm.wrapping_add(int(pcs_end)?),
+                );
+                let scopes_begin = ptr(scopes_begin)?;
+                Tables {
+                    code_begin: ptr(code_begin)?,
+                    pcs,
+                    // Scopes end where the PcDescs begin; metadata ends where scopes begin.
+                    scopes: (scopes_begin, pcs.0),
+                    metadata: (nm.wrapping_add(int(metadata)?), scopes_begin),
+                    deopt_handlers: [ptr(deopt_handler)?, ptr(deopt_mh_handler)?],
+                }
+            }
+            Place::Split {
+                code_offset,
+                immutable,
+                immutable_size,
+                pcs_offset,
+                scopes_offset,
+                mutable,
+                mutable_size,
+                relocation_size,
+                deopt_handler_offset,
+                deopt_mh_handler_offset,
+            } => {
+                let imm = ptr(immutable)?;
+                let scopes_begin = imm.wrapping_add(int(scopes_offset)?);
+                let mutable = ptr(mutable)?;
+                Tables {
+                    code_begin: nm.wrapping_add(int(code_offset)?),
+                    pcs: (imm.wrapping_add(int(pcs_offset)?), scopes_begin),
+                    // The true ends are not exported; the blocks' sizes bound them.
+                    scopes: (scopes_begin, imm.wrapping_add(int(immutable_size)?)),
+                    metadata: (
+                        mutable.wrapping_add(int(relocation_size)?),
+                        mutable.wrapping_add(int(mutable_size)?),
+                    ),
+                    deopt_handlers: [
+                        nm.wrapping_add(int(deopt_handler_offset)?),
+                        nm.wrapping_add(int(deopt_mh_handler_offset)?),
+                    ],
+                }
+            }
+        })
+    }
+
+    /// The scope offset of the PcDesc at exactly `pc_offset` (return addresses are recorded
+    /// exactly; the array is sorted, with sentinels at both ends).
+    fn find_pc_desc(&self, mem: &Memory, tables: &Tables, pc_offset: u32) -> Option<u32> {
+        let (begin, end) = tables.pcs;
+        let bytes = end.checked_sub(begin)?;
+        let size = self.layout.pc_desc_size;
+        if bytes == 0 || bytes > MAX_PCS_BYTES || size < 8 || !bytes.is_multiple_of(size) {
+            return None;
+        }
+        let mut data = vec![0u8; bytes as usize];
+        mem.read(begin, &mut data).ok()?;
+        let field = |i: usize, offset: u64| {
+            let at = i * size as usize + offset as usize;
+            Some(i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?))
+        };
+        let count = (bytes / size) as usize;
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match field(mid, self.layout.pc_offset)?.cmp(&(pc_offset as i32)) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    let scope = field(mid, self.layout.scope_offset)?;
+                    return u32::try_from(scope).ok().filter(|&s| s != 0);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Follows the scope records from `offset`: each is (sender offset, metadata index, bci + 1)
+/// in UNSIGNED5; the chain ends at sender offset 0. Offsets strictly decrease (callers are
+/// written first), which also bounds a walk through garbage.
+fn decode_chain(mem: &Memory, tables: &Tables, mut offset: u32) -> Option<Vec<u64>> {
+    let (scopes, scopes_end) = tables.scopes;
+    let (metadata, metadata_end) = tables.metadata;
+    let mut methods = Vec::new();
+    let mut previous = u32::MAX;
+    while offset != 0 {
+        if offset >= previous || methods.len() >= MAX_SCOPES {
+            return None;
+        }
+        let at = scopes.checked_add(offset as u64)?;
+        // Two UNSIGNED5 ints of at most 5 bytes each, then the bci we do not need.
+        let mut record = [0u8; 10];
+        let len = scopes_end.checked_sub(at)?.min(record.len() as u64) as usize;
+        mem.read(at, &mut record[..len]).ok()?;
+        let mut pos = 0;
+        let sender = read_unsigned5(&record[..len], &mut pos)?;
+        let index = read_unsigned5(&record[..len], &mut pos)? as u64;
+        // Index 0 is null; the array is biased by one.
+        let slot = metadata.checked_add(index.checked_sub(1)?.checked_mul(8)?)?;
+        if slot.checked_add(8)? > metadata_end {
+            return None;
+        }
+        methods.push(mem.u64(slot).ok().filter(|&m| m != 0)?);
+        previous = offset;
+        offset = sender;
+    }
+    (!methods.is_empty()).then_some(methods)
+}
+
+/// HotSpot's `UNSIGNED5` (`CompressedReadStream::read_int`, JDK 20+): bytes 1..=191 end a
+/// value, 192..=255 carry 6 more bits each, at most 5 bytes; 0 never occurs.
+fn read_unsigned5(bytes: &[u8], pos: &mut usize) -> Option<u32> {
+    const X: u32 = 1;
+    const L: u32 = 191;
+    const LG_H: u32 = 6;
+    let mut sum = 0u32;
+    for i in 0..5 {
+        let b = *bytes.get(*pos + i)? as u32;
+        if b < X {
+            return None;
+        }
+        sum = sum.wrapping_add((b - X) << (LG_H * i as u32));
+        if b < X + L || i == 4 {
+            *pos += i + 1;
+            return Some(sum);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_unsigned5;
+
+    #[test]
+    fn unsigned5_reads_hotspots_encoding() {
+        // Encodings as HotSpot's UNSIGNED5::write_uint writes them.
+        for (bytes, value) in [
+            (&[0x01][..], 0u32),
+            (&[0xbf], 190),
+            (&[0xc0, 0x01], 191),
+            (&[0xc0, 0x02], 255),
+            (&[0xc1, 0xc7, 0xf2, 0x01], 1_000_000),
+            (&[0xc0, 0xfe, 0xfd, 0xfd, 0xfd], u32::MAX),
+        ] {
+            let mut pos = 0;
+            assert_eq!(read_unsigned5(bytes, &mut pos), Some(value), "{bytes:x?}");
+            assert_eq!(pos, bytes.len());
+        }
+        // A scope record: sender 41, metadata index 4, bci + 1 = 2.
+        let record = [0x2a, 0x05, 0x03];
+        let mut pos = 0;
+        assert_eq!(read_unsigned5(&record, &mut pos), Some(41));
+        assert_eq!(read_unsigned5(&record, &mut pos), Some(4));
+        assert_eq!(read_unsigned5(&record, &mut pos), Some(2));
+        // Zero bytes and cut values are not data.
+        assert_eq!(read_unsigned5(&[0x00], &mut 0), None);
+        assert_eq!(read_unsigned5(&[0xc0], &mut 0), None);
+    }
+}
