@@ -51,7 +51,7 @@ enum Command {
         #[command(flatten)]
         capture: CaptureArgs,
         /// How often the view is recomputed (milliseconds).
-        #[arg(long, default_value_t = 500)]
+        #[arg(long, default_value_t = 1000)]
         refresh_ms: u64,
     },
     /// Show a recording in the terminal view of `top`: at once, or replayed at its pace.

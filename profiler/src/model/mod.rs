@@ -55,6 +55,18 @@ pub struct Model {
     pub kernel_locks: Vec<crate::events::KernelLock>,
     /// Kernel lock contention per thread: (waits, total ns).
     pub kernel_lock_threads: HashMap<u32, (u64, u64)>,
+    /// Intervals a live view folded into per-thread sums (see `fold_settled`).
+    pub folded: HashMap<u32, FoldedIntervals>,
+}
+
+/// A thread's intervals that were folded away, summed as `threads` would count them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FoldedIntervals {
+    pub intervals: u64,
+    pub blocked_intervals: u64,
+    pub idle_ns: u64,
+    pub blocked_ns: u64,
+    pub preempted_ns: u64,
 }
 
 /// Pinned time at one site: same reason, operation and stack.
@@ -286,6 +298,32 @@ impl Model {
         }
     }
 
+    /// Folds the intervals that ended before `before_ns` into per-thread sums, except those
+    /// views need one by one: carriers' pinned and blocked-while-mounted time (pinning events,
+    /// starvation). Thread times stay exact; blocked stacks and flamegraphs lose what was
+    /// folded, so only the live view does this, to keep its memory and refresh bounded.
+    pub fn fold_settled(&mut self, before_ns: u64) {
+        let all = std::mem::take(&mut self.off_cpu);
+        let mut kept = Vec::with_capacity(all.len());
+        for o in all {
+            let used = self.classify(&o);
+            if o.end_ns >= before_ns || matches!(used, Some(Use::Pinned(..) | Use::BlockedMounted))
+            {
+                kept.push(o);
+                continue;
+            }
+            let f = self.folded.entry(o.tid).or_default();
+            f.intervals += 1;
+            f.blocked_intervals += u64::from(used.is_some());
+            match used {
+                None => f.preempted_ns += o.duration_ns(),
+                Some(Use::Idle) => f.idle_ns += o.duration_ns(),
+                _ => f.blocked_ns += o.duration_ns(),
+            }
+        }
+        self.off_cpu = kept;
+    }
+
     pub fn is_carrier(&self, tid: u32) -> bool {
         self.java_threads.get(&tid).is_some_and(|t| t.carrier)
     }
@@ -414,6 +452,14 @@ impl Model {
                 Some(Use::Pinned(..)) => r.pinned_ns += o.duration_ns(),
                 Some(Use::Blocked | Use::BlockedMounted) => r.blocked_ns += o.duration_ns(),
             }
+        }
+        for (&tid, f) in &self.folded {
+            let r = self.row(&mut rows, tid);
+            r.intervals += f.intervals;
+            r.blocked_intervals += f.blocked_intervals;
+            r.idle_ns += f.idle_ns;
+            r.blocked_ns += f.blocked_ns;
+            r.preempted_ns += f.preempted_ns;
         }
         for s in self.short.values() {
             let r = self.row(&mut rows, s.tid);
@@ -555,5 +601,77 @@ impl Model {
             .collect();
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.stack.cmp(&b.stack)));
         rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{JavaBlock, JavaThreadState, OffCpuState};
+
+    fn interval(tid: u32, start_ms: u64, ms: u64, state: OffCpuState) -> OffCpu {
+        OffCpu {
+            tid,
+            start_ns: start_ms * 1_000_000,
+            end_ns: (start_ms + ms) * 1_000_000,
+            state,
+            kernel_stack: None,
+            user_stack: None,
+            waker_tid: None,
+            cpu: 0,
+            java: None,
+        }
+    }
+
+    fn parked(tid: u32, start_ms: u64, ms: u64, vthread: Option<u64>) -> OffCpu {
+        OffCpu {
+            java: Some(JavaBlock {
+                state: JavaThreadState::Blocked,
+                vthread,
+                pending_monitor: None,
+                waiting_monitor: None,
+                held_monitors: u32::from(vthread.is_some()),
+                pin_count: 0,
+                at_safepoint: false,
+                anchor: [0; 3],
+            }),
+            ..interval(tid, start_ms, ms, OffCpuState::Sleeping)
+        }
+    }
+
+    #[test]
+    fn folding_settled_intervals_keeps_thread_times_and_pinning() {
+        let mut model = Model {
+            end_mono_ns: 100_000_000,
+            ..Default::default()
+        };
+        model.java_threads.insert(
+            1,
+            JavaThreadInfo {
+                tid: 1,
+                name: Some("carrier".into()),
+                carrier: true,
+            },
+        );
+        model.off_cpu = vec![
+            parked(1, 0, 5, None),      // idle
+            parked(1, 10, 20, Some(7)), // pinned (a monitor held on JDK 21)
+            interval(1, 40, 1, OffCpuState::Preempted),
+            interval(2, 0, 30, OffCpuState::Sleeping), // another thread, blocked
+            interval(2, 50, 2, OffCpuState::Preempted),
+            interval(2, 90, 5, OffCpuState::Sleeping), // not settled yet
+        ];
+        let (threads, pinned, starvation) =
+            (model.threads(), model.pinned_events(), model.starvation());
+        model.fold_settled(60_000_000);
+        assert_eq!(
+            model.off_cpu.len(),
+            2,
+            "the pinned and the unsettled remain"
+        );
+        assert_eq!(model.threads(), threads);
+        assert_eq!(model.pinned_events(), pinned);
+        assert_eq!(model.starvation(), starvation);
+        assert_eq!(pinned.len(), 1);
     }
 }

@@ -43,6 +43,9 @@ impl Tab {
     }
 }
 
+/// Intervals that ended this long before the newest are folded (see `Model::fold_settled`).
+const FOLD_AFTER_NS: u64 = 2_000_000_000;
+
 /// Where the stream stands.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Status {
@@ -161,9 +164,13 @@ impl App {
             return;
         }
         self.changed = false;
-        let Some(model) = &self.model else {
+        let Some(model) = &mut self.model else {
             return;
         };
+        // What views never need one by one is summed once settled: memory and refresh time
+        // then grow with pinning, not with every context switch.
+        model.fold_settled(model.end_mono_ns.saturating_sub(FOLD_AFTER_NS));
+        let model = &*model;
         let pinned = model.pinned_events();
         let episodes = model.starvation();
         self.view = View {

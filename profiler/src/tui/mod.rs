@@ -39,7 +39,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            refresh: Duration::from_millis(500),
+            refresh: Duration::from_millis(1000),
         }
     }
 }
