@@ -2,8 +2,9 @@
 //! the same run on the same JVM: throughput while pinprof records versus the mean of the
 //! throughput just before and just after, plus pinprof's own CPU use. Two workloads (a mixed
 //! one, and one where every wait pins on JDK 21), each recorded with the default settings,
-//! with system call tracing off, and with the Java stack walk off, which prices each. No timed assertions: the
-//! figures are printed and written to target/bench/bench.json.
+//! with system call tracing off, with the Java stack walk off, which prices each, and through
+//! the live view. No timed assertions: the figures are printed and written to
+//! target/bench/bench.json.
 
 use std::{
     process::{Command, Stdio},
@@ -12,7 +13,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{cargo, run_cmd, setup, workload::Jvm};
+use crate::{cargo, run_cmd, setup, terminal::OnTerminal, workload::Jvm};
 
 const WARMUP: Duration = Duration::from_secs(4);
 const PHASE: Duration = Duration::from_secs(5);
@@ -48,12 +49,14 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut results = Vec::new();
     // (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.
     let workloads = [("mixed", ["64", "10"]), ("pinning", ["64", "1"])];
-    // (name, extra record options): the default, without system call tracing (which runs on
-    // every system call of the machine), and without the Java stack walk.
-    let configs: [(&str, &[&str]); 3] = [
-        ("default", &[]),
-        ("no-syscalls", &["--no-syscalls"]),
-        ("no-java-stacks", &["--java-stack-min-us", "0"]),
+    // (name, pinprof command, extra options): the default, without system call tracing (which
+    // runs on every system call of the machine), without the Java stack walk, and the live
+    // view (`top`, on a terminal of its own) with the default settings.
+    let configs: [(&str, &str, &[&str]); 4] = [
+        ("default", "record", &[]),
+        ("no-syscalls", "record", &["--no-syscalls"]),
+        ("no-java-stacks", "record", &["--java-stack-min-us", "0"]),
+        ("live-view", "top", &[]),
     ];
     for major in jdks {
         for (workload, workload_args) in workloads {
@@ -68,7 +71,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 jvm.pid
             );
             measure(&mut jvm, WARMUP)?;
-            for (config, config_args) in configs {
+            for (config, subcommand, config_args) in configs {
                 let (mut base, mut with, mut cpu, mut events) =
                     (Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 let (mut pinned_events, mut java_stacks) = (Vec::new(), Vec::new());
@@ -76,33 +79,54 @@ pub fn run(args: &[String]) -> Result<()> {
                     let before = measure(&mut jvm, PHASE)?;
                     let recording =
                         out.join(format!("jdk{major}-{workload}-{config}-{round}.pinrec"));
-                    let child = Command::new(&pinprof)
-                        .args([
-                            "record",
-                            "--quiet",
-                            "--pid",
-                            &jvm.pid.to_string(),
-                            "--output",
-                        ])
+                    let mut command = Command::new(&pinprof);
+                    command
+                        .args([subcommand, "--pid", &jvm.pid.to_string(), "--output"])
                         .arg(&recording)
                         .args(config_args)
-                        .args(record_args)
-                        .stderr(Stdio::piped())
-                        .spawn()?;
+                        .args(record_args);
+                    let (child, terminal) = if subcommand == "top" {
+                        let on = OnTerminal::spawn(&mut command, 40, 140)?;
+                        (None, Some(on))
+                    } else {
+                        let child = command.arg("--quiet").stderr(Stdio::piped()).spawn()?;
+                        (Some(child), None)
+                    };
+                    let pid = child
+                        .as_ref()
+                        .or(terminal.as_ref().map(|t| &t.child))
+                        .map(|c| c.id())
+                        .context("no pinprof")?;
                     // Attach takes a moment; measure only once programs are in.
                     std::thread::sleep(Duration::from_millis(500));
-                    let cpu_before = cpu_seconds(child.id())?;
+                    let cpu_before = cpu_seconds(pid)?;
                     let during = measure(&mut jvm, PHASE)?;
-                    let cpu_used = cpu_seconds(child.id())? - cpu_before;
-                    // Ctrl-C, as a user would stop it.
+                    let cpu_used = cpu_seconds(pid)? - cpu_before;
+                    // Ctrl-C as a user would stop a recording; the live view takes SIGTERM
+                    // (its Ctrl-C is a key).
+                    let signal = if terminal.is_some() {
+                        libc::SIGTERM
+                    } else {
+                        libc::SIGINT
+                    };
                     // SAFETY: plain kill(2) on our own child.
-                    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-                    let output = child.wait_with_output()?;
-                    if !output.status.success() {
-                        bail!(
-                            "pinprof record failed: {}",
-                            String::from_utf8_lossy(&output.stderr)
-                        );
+                    unsafe { libc::kill(pid as i32, signal) };
+                    let (status, said) = match (child, terminal) {
+                        (Some(child), _) => {
+                            let output = child.wait_with_output()?;
+                            (
+                                output.status,
+                                String::from_utf8_lossy(&output.stderr).into_owned(),
+                            )
+                        }
+                        (None, Some(mut on)) => {
+                            let status = on.child.wait()?;
+                            (status, on.output())
+                        }
+                        (None, None) => unreachable!(),
+                    };
+                    if !status.success() {
+                        bail!("pinprof {subcommand} failed: {said}");
                     }
                     let after = measure(&mut jvm, PHASE)?;
                     let report = Command::new(&pinprof)

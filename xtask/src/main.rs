@@ -6,6 +6,7 @@
 mod bench;
 mod demo;
 mod setup;
+mod terminal;
 mod workload;
 
 use std::{
