@@ -209,9 +209,9 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Replay { file, speed } => {
             if let Some(s) = speed
-                && !(s.is_finite() && s > 0.0)
+                && !(s.is_finite() && s >= 0.01)
             {
-                bail!("--speed must be a positive number, not {s}");
+                bail!("--speed must be a number of at least 0.01, not {s}");
             }
             tui::replay(&file, speed, &tui::Options::default())
         }

@@ -1,5 +1,6 @@
 //! A pseudo-terminal for running `pinprof top` without a person: the bench prices the live
-//! view as a user would run it, full screen and redrawing.
+//! view as a user would run it, full screen and redrawing. (The integration tests have the
+//! same in `profiler/tests/common/terminal.rs`, with a VT100 emulator on top.)
 
 use std::{
     fs::File,
@@ -41,6 +42,10 @@ impl OnTerminal {
         };
         if rc != 0 {
             bail!("openpty: {}", std::io::Error::last_os_error());
+        }
+        for fd in [master, slave] {
+            // SAFETY: fcntl on descriptors we own: not inherited by later children.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
         }
         // SAFETY: openpty returned two fresh descriptors that we now own.
         let (master, slave) =

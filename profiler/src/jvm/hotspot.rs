@@ -67,8 +67,8 @@ pub struct Hotspot {
     walker: Option<Walker>,
     /// Why Java stacks cannot be walked in this JVM, if they cannot.
     pub walk_error: Option<String>,
-    /// What this JVM's settings keep pinprof from seeing, if anything.
-    pub limits: Option<String>,
+    /// What this JVM's settings or layout keep pinprof from seeing.
+    pub limits: Vec<String>,
     attach_disabled: bool,
 }
 
@@ -186,15 +186,24 @@ impl Hotspot {
         let array_length_offset = klass_field + if compressed_klass.is_some() { 4 } else { 8 };
         let array_base_offset = (array_length_offset + 4).next_multiple_of(8);
 
-        let limits = compact_headers.then(|| {
-            "the JVM runs with -XX:+UseCompactObjectHeaders, which pinprof cannot read yet: \
-             carriers are not identified (mounted state and Java stacks still are)"
-                .to_string()
-        });
+        let mut limits: Vec<String> = compact_headers
+            .then(|| {
+                "the JVM runs with -XX:+UseCompactObjectHeaders, which pinprof cannot read yet: \
+                 carriers are not identified (mounted state and Java stacks still are)"
+                    .to_string()
+            })
+            .into_iter()
+            .collect();
         let (walker, walk_error) = match Walker::new(&mem, &vm) {
             Ok(w) => (Some(w), None),
             Err(e) => (None, Some(format!("{e:#}"))),
         };
+        if let Some(e) = walker.as_ref().and_then(|w| w.inlining_error.as_ref()) {
+            limits.push(format!(
+                "methods the JIT inlined are not expanded in this JVM ({e}): compiled frames \
+                 are named by their own method"
+            ));
+        }
         Ok(Self {
             walker,
             walk_error,

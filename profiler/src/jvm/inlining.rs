@@ -22,7 +22,7 @@ enum Place {
         scopes_begin: u64,
         metadata: u64,
         deopt_handler: u64,
-        deopt_mh_handler: u64,
+        deopt_mh_handler: Option<u64>,
     },
     /// JDK 25: code from an offset; PcDescs and scopes in the immutable block, metadata after
     /// the relocations in the mutable block.
@@ -36,7 +36,7 @@ enum Place {
         mutable_size: u64,
         relocation_size: u64,
         deopt_handler_offset: u64,
-        deopt_mh_handler_offset: u64,
+        deopt_mh_handler_offset: Option<u64>,
     },
 }
 
@@ -50,21 +50,26 @@ struct Layout {
 }
 
 /// One nmethod's debug information, as the lookups need it.
+#[derive(Clone)]
 struct Tables {
     code_begin: u64,
     pcs: (u64, u64),
     scopes: (u64, u64),
     metadata: (u64, u64),
-    deopt_handlers: [u64; 2],
+    /// Where frames being deoptimized return to (the method-handle one may be absent).
+    deopt_handlers: [Option<u64>; 2],
 }
 
 /// Bounds against reading garbage from a stale or racing nmethod.
-const MAX_PCS_BYTES: u64 = 1 << 20;
+const MAX_PC_DESCS: u64 = 1 << 20;
 const MAX_SCOPES: usize = 64;
 const MAX_CACHED: usize = 1 << 16;
 
 pub struct Inlining {
     layout: Layout,
+    /// Debug information by (nmethod, compile id): a recompiled method at the same address
+    /// has another id.
+    tables: HashMap<(u64, u32), Option<Tables>>,
     /// Scope chains by (nmethod, compile id, pc): methods innermost first, or None.
     chains: HashMap<(u64, u32, u64), Option<Vec<u64>>>,
 }
@@ -83,7 +88,7 @@ impl Inlining {
                 mutable_size: f("CodeBlob", "_mutable_data_size")?,
                 relocation_size: f("CodeBlob", "_relocation_size")?,
                 deopt_handler_offset: f("nmethod", "_deopt_handler_offset")?,
-                deopt_mh_handler_offset: f("nmethod", "_deopt_mh_handler_offset")?,
+                deopt_mh_handler_offset: f("nmethod", "_deopt_mh_handler_offset").ok(),
             }
         } else {
             Place::InBlob {
@@ -93,7 +98,7 @@ impl Inlining {
                 scopes_begin: f("CompiledMethod", "_scopes_data_begin")?,
                 metadata: f("nmethod", "_metadata_offset")?,
                 deopt_handler: f("CompiledMethod", "_deopt_handler_begin")?,
-                deopt_mh_handler: f("CompiledMethod", "_deopt_mh_handler_begin")?,
+                deopt_mh_handler: f("CompiledMethod", "_deopt_mh_handler_begin").ok(),
             }
         };
         Ok(Self {
@@ -105,6 +110,7 @@ impl Inlining {
                 orig_pc_offset: f("nmethod", "_orig_pc_offset")?,
                 compile_id: f("nmethod", "_compile_id")?,
             },
+            tables: HashMap::new(),
             chains: HashMap::new(),
         })
     }
@@ -120,12 +126,35 @@ impl Inlining {
         sp: u64,
         pc: u64,
     ) -> Option<Vec<u64>> {
-        let compile_id = mem.u32(nm + self.layout.compile_id).ok()?;
+        let compile_id = mem.u32(nm.wrapping_add(self.layout.compile_id)).ok()?;
+        if self.tables.len() >= MAX_CACHED {
+            self.tables.clear();
+        }
+        let tables = match self.tables.get(&(nm, compile_id)) {
+            Some(known) => known.clone()?,
+            None => {
+                let read = self.read_tables(mem, nm);
+                self.tables.insert((nm, compile_id), read.clone());
+                read?
+            }
+        };
+        // A frame being deoptimized returns into a deopt handler; the pc it had is saved in
+        // the frame (so it is looked up, and cached, by that pc). JVMCI's second deopt entry
+        // is not recognised: C1 and C2 do not use it.
+        let pc = if tables.deopt_handlers.contains(&Some(pc)) {
+            let offset = mem.u32(nm.wrapping_add(self.layout.orig_pc_offset)).ok()?;
+            stack.word(sp.wrapping_add(offset as u64))?
+        } else {
+            pc
+        };
         let key = (nm, compile_id, pc);
         if let Some(known) = self.chains.get(&key) {
             return known.clone();
         }
-        let chain = self.decode(mem, stack, nm, sp, pc);
+        let chain = u32::try_from(pc.checked_sub(tables.code_begin)?)
+            .ok()
+            .and_then(|offset| self.find_pc_desc(mem, &tables, offset))
+            .and_then(|scope| decode_chain(mem, &tables, scope));
         if self.chains.len() >= MAX_CACHED {
             self.chains.clear();
         }
@@ -133,31 +162,13 @@ impl Inlining {
         chain
     }
 
-    fn decode(
-        &self,
-        mem: &Memory,
-        stack: &StackBytes,
-        nm: u64,
-        sp: u64,
-        pc: u64,
-    ) -> Option<Vec<u64>> {
-        let tables = self.tables(mem, nm)?;
-        // A frame being deoptimized returns into the deopt handler; the pc it had is saved
-        // in the frame.
-        let pc = if tables.deopt_handlers.contains(&pc) {
-            let offset = mem.u32(nm + self.layout.orig_pc_offset).ok()? as u64;
-            stack.word(sp.wrapping_add(offset))?
-        } else {
-            pc
+    fn read_tables(&self, mem: &Memory, nm: u64) -> Option<Tables> {
+        let int = |offset: u64| {
+            mem.u32(nm.wrapping_add(offset))
+                .ok()
+                .map(|v| v as i32 as i64 as u64)
         };
-        let pc_offset = u32::try_from(pc.checked_sub(tables.code_begin)?).ok()?;
-        let scope = self.find_pc_desc(mem, &tables, pc_offset)?;
-        decode_chain(mem, &tables, scope)
-    }
-
-    fn tables(&self, mem: &Memory, nm: u64) -> Option<Tables> {
-        let int = |offset: u64| mem.u32(nm + offset).ok().map(|v| v as i32 as i64 as u64);
-        let ptr = |offset: u64| mem.u64(nm + offset).ok();
+        let ptr = |offset: u64| mem.u64(nm.wrapping_add(offset)).ok();
         Some(match self.layout.place {
             Place::InBlob {
                 code_begin,
@@ -179,7 +190,7 @@ impl Inlining {
                     // Scopes end where the PcDescs begin; metadata ends where scopes begin.
                     scopes: (scopes_begin, pcs.0),
                     metadata: (nm.wrapping_add(int(metadata)?), scopes_begin),
-                    deopt_handlers: [ptr(deopt_handler)?, ptr(deopt_mh_handler)?],
+                    deopt_handlers: [ptr(deopt_handler), deopt_mh_handler.and_then(ptr)],
                 }
             }
             Place::Split {
@@ -207,8 +218,10 @@ impl Inlining {
                         mutable.wrapping_add(int(mutable_size)?),
                     ),
                     deopt_handlers: [
-                        nm.wrapping_add(int(deopt_handler_offset)?),
-                        nm.wrapping_add(int(deopt_mh_handler_offset)?),
+                        int(deopt_handler_offset).map(|o| nm.wrapping_add(o)),
+                        deopt_mh_handler_offset
+                            .and_then(int)
+                            .map(|o| nm.wrapping_add(o)),
                     ],
                 }
             }
@@ -216,21 +229,21 @@ impl Inlining {
     }
 
     /// The scope offset of the PcDesc at exactly `pc_offset` (return addresses are recorded
-    /// exactly; the array is sorted, with sentinels at both ends).
+    /// exactly; the array is sorted, with sentinels at both ends): a binary search that reads
+    /// one PcDesc per step.
     fn find_pc_desc(&self, mem: &Memory, tables: &Tables, pc_offset: u32) -> Option<u32> {
         let (begin, end) = tables.pcs;
-        let bytes = end.checked_sub(begin)?;
         let size = self.layout.pc_desc_size;
-        if bytes == 0 || bytes > MAX_PCS_BYTES || size < 8 || !bytes.is_multiple_of(size) {
+        let count = end.checked_sub(begin)? / size.max(1);
+        if size < 8 || count == 0 || count > MAX_PC_DESCS {
             return None;
         }
-        let mut data = vec![0u8; bytes as usize];
-        mem.read(begin, &mut data).ok()?;
-        let field = |i: usize, offset: u64| {
-            let at = i * size as usize + offset as usize;
-            Some(i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?))
+        let field = |i: u64, offset: u64| {
+            let at = begin
+                .wrapping_add(i.wrapping_mul(size))
+                .wrapping_add(offset);
+            mem.u32(at).ok().map(|v| v as i32)
         };
-        let count = (bytes / size) as usize;
         let (mut lo, mut hi) = (0, count);
         while lo < hi {
             let mid = (lo + hi) / 2;

@@ -131,6 +131,8 @@ pub struct Walker {
     /// None when this JVM's debug information cannot be found: compiled frames are then
     /// named by their own method only.
     inlining: Option<Inlining>,
+    /// Why inlined methods are not expanded in this JVM, if they are not.
+    pub inlining_error: Option<String>,
     debug: bool,
 }
 
@@ -182,21 +184,18 @@ impl Walker {
             anchor_pc: anchor("_last_Java_pc")?,
             anchor_fp: anchor("_last_Java_fp")?,
         };
-        let debug = std::env::var_os("PINPROF_DEBUG").is_some();
-        let inlining = Inlining::new(vm)
-            .inspect_err(|e| {
-                if debug {
-                    eprintln!("pinprof: debug: inlined frames are not expanded: {e:#}");
-                }
-            })
-            .ok();
+        let (inlining, inlining_error) = match Inlining::new(vm) {
+            Ok(i) => (Some(i), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
         let mut walker = Self {
             layout,
             heaps: Vec::new(),
             methods: HashMap::new(),
             blobs: HashMap::new(),
             inlining,
-            debug,
+            inlining_error,
+            debug: std::env::var_os("PINPROF_DEBUG").is_some(),
         };
         walker.read_heaps(mem).context("reading the code cache")?;
         Ok(walker)
@@ -236,7 +235,17 @@ impl Walker {
         } else {
             mem.u64(sp.wrapping_sub(8)).unwrap_or(0)
         };
-        while frames.len() < MAX_FRAMES {
+        loop {
+            if frames.len() >= MAX_FRAMES {
+                // Say where the walk stopped rather than end the stack silently.
+                frames.push(JavaFrame {
+                    pc,
+                    name: "[more frames not walked]".into(),
+                    tier: Tier::Unknown,
+                    holds_monitor: false,
+                });
+                break;
+            }
             let (lo, hi) = self.layout.interpreter;
             let next = if (lo..hi).contains(&pc) {
                 let method = stack.word(slot(fp, INTERPRETER_METHOD));
@@ -302,6 +311,8 @@ impl Walker {
                         .and_then(|i| i.scopes(mem, stack, blob.start, sp, pc))
                     && scopes.pop() == blob.method
                 {
+                    // Marked from the method's `synchronized` flag: C2 may have elided the lock
+                    // of a receiver that does not escape.
                     for method in scopes {
                         frames.push(JavaFrame {
                             pc,

@@ -213,14 +213,7 @@ impl Model {
             Some(end) => model.finish(end),
             None => model.end_mono_ns = recording.end_mono_ns(),
         }
-        model
-            .warnings
-            .extend(recording.damage.iter().map(ToString::to_string));
-        if recording.end.is_none() && recording.damage.is_empty() {
-            model
-                .warnings
-                .push("recording has no end marker: the capture did not finish".into());
-        }
+        model.warnings.extend(recording.warnings());
         model
     }
 
@@ -301,14 +294,20 @@ impl Model {
     /// Folds the intervals that ended before `before_ns` into per-thread sums, except those
     /// views need one by one: carriers' pinned and blocked-while-mounted time (pinning events,
     /// starvation). Thread times stay exact; blocked stacks and flamegraphs lose what was
-    /// folded, so only the live view does this, to keep its memory and refresh bounded.
+    /// folded, so only the terminal view (live or replayed) does this, to keep its memory and
+    /// refresh bounded. A carrier's idle or blocked interval stays: it ends the merging of
+    /// monitor-entry retries into one pinned event.
     pub fn fold_settled(&mut self, before_ns: u64) {
         let all = std::mem::take(&mut self.off_cpu);
         let mut kept = Vec::with_capacity(all.len());
         for o in all {
             let used = self.classify(&o);
-            if o.end_ns >= before_ns || matches!(used, Some(Use::Pinned(..) | Use::BlockedMounted))
-            {
+            let needed = match used {
+                None => false,
+                Some(Use::Pinned(..) | Use::BlockedMounted) => true,
+                Some(_) => self.is_carrier(o.tid),
+            };
+            if o.end_ns >= before_ns || needed {
                 kept.push(o);
                 continue;
             }
@@ -639,6 +638,15 @@ mod tests {
         }
     }
 
+    /// A contended monitor entry of virtual thread 7 on the carrier.
+    fn entering(start_ms: u64, ms: u64) -> OffCpu {
+        let mut o = parked(1, start_ms, ms, Some(7));
+        if let Some(java) = &mut o.java {
+            java.pending_monitor = Some(0x10);
+        }
+        o
+    }
+
     #[test]
     fn folding_settled_intervals_keeps_thread_times_and_pinning() {
         let mut model = Model {
@@ -657,6 +665,10 @@ mod tests {
             parked(1, 0, 5, None),      // idle
             parked(1, 10, 20, Some(7)), // pinned (a monitor held on JDK 21)
             interval(1, 40, 1, OffCpuState::Preempted),
+            // Two entries of the same monitor, apart: an idle park between them ends the first.
+            entering(42, 1),
+            parked(1, 43, 1, None),
+            entering(44, 1),
             interval(2, 0, 30, OffCpuState::Sleeping), // another thread, blocked
             interval(2, 50, 2, OffCpuState::Preempted),
             interval(2, 90, 5, OffCpuState::Sleeping), // not settled yet
@@ -666,12 +678,12 @@ mod tests {
         model.fold_settled(60_000_000);
         assert_eq!(
             model.off_cpu.len(),
-            2,
-            "the pinned and the unsettled remain"
+            6,
+            "the carrier's (pinned, idle) and the unsettled remain"
         );
         assert_eq!(model.threads(), threads);
         assert_eq!(model.pinned_events(), pinned);
         assert_eq!(model.starvation(), starvation);
-        assert_eq!(pinned.len(), 1);
+        assert_eq!(pinned.len(), 3);
     }
 }

@@ -112,6 +112,16 @@ impl Recording {
     }
 
     /// CLOCK_MONOTONIC ns of the window's end: the end marker, else the last thing recorded.
+    /// What the file lost, said to the user with its results: damaged frames, or an end that
+    /// never came.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> = self.damage.iter().map(ToString::to_string).collect();
+        if self.end.is_none() && self.damage.is_empty() {
+            warnings.push("recording has no end marker: the capture did not finish".into());
+        }
+        warnings
+    }
+
     pub fn end_mono_ns(&self) -> u64 {
         if let Some(end) = &self.end {
             return end.end_mono_ns;

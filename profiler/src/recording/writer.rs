@@ -34,24 +34,24 @@ impl RecordingWriter {
         };
         writer.write_raw(MAGIC)?;
         writer.write_raw(&FORMAT_VERSION.to_le_bytes())?;
-        writer.write(&Record::Header(header.clone()))?;
+        writer.write(Record::Header(header.clone()))?;
         writer.flush()?;
         Ok(writer)
     }
 
     pub fn write_event(&mut self, event: &Event) -> Result<()> {
-        self.write(&Record::Event(event.clone()))
+        self.write(Record::Event(event.clone()))
     }
 
-    fn write(&mut self, record: &Record) -> Result<()> {
-        let payload = postcard::to_stdvec(record).context("cannot encode a record")?;
+    fn write(&mut self, record: Record) -> Result<()> {
+        let payload = postcard::to_stdvec(&record).context("cannot encode a record")?;
         let len = u32::try_from(payload.len()).context("record too large")?;
         let crc = crc32fast::hash(&payload);
         self.write_raw(&len.to_le_bytes())?;
         self.write_raw(&crc.to_le_bytes())?;
         self.write_raw(&payload)?;
         if let Some(tee) = &self.tee {
-            let _ = tee.send(record.clone());
+            let _ = tee.send(record);
         }
         Ok(())
     }
@@ -76,7 +76,7 @@ impl RecordingWriter {
     }
 
     pub fn finish(mut self, end: End) -> Result<()> {
-        self.write(&Record::End(end))?;
+        self.write(Record::End(end))?;
         self.flush()?;
         self.out
             .get_ref()

@@ -158,6 +158,21 @@ impl App {
         }
     }
 
+    /// The stream has ended since the figures were last computed.
+    pub fn ended_unshown(&self) -> bool {
+        self.changed && self.status != Status::Running
+    }
+
+    /// How far the newest record is behind the present (a live view that cannot keep up).
+    pub fn lag_ns(&self) -> u64 {
+        match &self.model {
+            Some(model) if self.live && self.status == Status::Running => {
+                crate::capture::monotonic_ns().saturating_sub(model.end_mono_ns)
+            }
+            _ => 0,
+        }
+    }
+
     /// Recomputes the views' figures if records came since the last time.
     pub fn refresh(&mut self) {
         if !self.changed {
@@ -199,7 +214,9 @@ impl App {
     pub fn on_key(&mut self, key: KeyEvent) {
         let tab = self.tab.index();
         match key.code {
-            KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+            // Not Esc: a lone escape byte may be half an arrow key on a slow link, and quitting
+            // ends the recording.
+            KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
             KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
                 self.tab = Tab::ALL[(tab + 1) % Tab::ALL.len()]

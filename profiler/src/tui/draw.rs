@@ -40,11 +40,15 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Tab::Locks => draw_locks(frame, body, app),
         Tab::Syscalls => draw_syscalls(frame, body, app),
     }
-    let warning = app
-        .model
-        .as_ref()
-        .and_then(|m| m.warnings.last())
-        .map(|w| Span::styled(format!("  warning: {w}"), Style::new().yellow()));
+    // The latest warning; all of them are printed when the view ends.
+    let warnings = app.model.as_ref().map_or(&[][..], |m| &m.warnings[..]);
+    let warning = warnings.last().map(|w| {
+        let more = match warnings.len() {
+            1 => String::new(),
+            n => format!(" ({n} warnings)"),
+        };
+        Span::styled(format!("  warning{more}: {w}"), Style::new().yellow())
+    });
     let mut keys = vec![Span::styled(
         "q quit  Tab/1-5 view  ↑↓ select",
         Style::new().dim(),
@@ -93,7 +97,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         Span::styled(state, Style::new().fg(color).bold()),
         Span::raw(format!(" {}", secs(model.duration_ns()))),
     ]);
-    let second = Line::from(vec![
+    let mut second = vec![
         Span::raw(format!("{} · {} records · ", app.source, app.records)),
         Span::styled(
             format!("{lost} lost events"),
@@ -103,7 +107,17 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
                 Style::new()
             },
         ),
-    ]);
+    ];
+    // Events arrive at least every second (checkpoints); more than this behind is a view
+    // that cannot keep up, not a quiet target.
+    let lag = app.lag_ns();
+    if lag > 3_000_000_000 {
+        second.push(Span::styled(
+            format!(" · view {} behind", secs(lag)),
+            Style::new().yellow().bold(),
+        ));
+    }
+    let second = Line::from(second);
     frame.render_widget(Paragraph::new(vec![first, second]), area);
 }
 
@@ -112,7 +126,9 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
     let view = &app.view;
     let carriers: Vec<_> = view.carriers().collect();
     let [table, timeline, summary, sites] = Layout::vertical([
-        Constraint::Length(carriers.len().max(1) as u16 + 3),
+        Constraint::Length(
+            u16::try_from(carriers.len().max(1)).map_or(u16::MAX, |n| n.saturating_add(3)),
+        ),
         Constraint::Length(5),
         Constraint::Length(2),
         Constraint::Min(3),
@@ -135,7 +151,14 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(secs(t.running_ns)),
         ])
     });
-    let title = if carriers.is_empty() {
+    let jvm = app
+        .model
+        .as_ref()
+        .is_some_and(|m| m.target.runtime.is_some());
+    let title = if !jvm {
+        " Carriers: the target is not a HotSpot JVM (threads, locks, system calls: views 3-5) "
+            .to_string()
+    } else if carriers.is_empty() {
         " Carriers: none known yet (no virtual thread has run, or see the warnings) ".to_string()
     } else {
         let parallelism = app

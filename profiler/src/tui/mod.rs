@@ -48,17 +48,19 @@ impl Default for Options {
 /// recording ends when the user quits (or earlier: its duration, the target's exit).
 pub fn live(record: &record::Options, options: &Options) -> Result<record::Summary> {
     require_terminal()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    // Ctrl-C reaches the UI as a key (raw mode); these come from elsewhere.
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
-    }
+    let stop = stop_on_signals()?;
     let (tx, rx) = mpsc::channel();
     let recorder = {
         let (record, stop) = (record.clone(), Arc::clone(&stop));
         thread::Builder::new()
             .name("recorder".into())
-            .spawn(move || record::run_with(&record, &stop, Some(tx)))
+            .spawn(move || {
+                // A bug in the recorder ends the recording with an error, not the process.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    record::run_with(&record, &stop, Some(tx))
+                }))
+                .unwrap_or_else(|_| Err(anyhow!("the recorder stopped on an internal error")))
+            })
             .context("cannot start the recorder")?
     };
     let join = |recorder: thread::JoinHandle<Result<record::Summary>>| {
@@ -75,8 +77,27 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     let shown = show(&mut app, &rx, &stop, options);
     stop.store(true, Ordering::Relaxed);
     let summary = join(recorder);
+    // The footer showed the latest only; the screen is gone now.
+    for warning in app.model.iter().flat_map(|m| &m.warnings) {
+        eprintln!("pinprof: warning: {warning}");
+    }
     shown?;
     summary
+}
+
+/// A flag set by Ctrl-C from elsewhere (in raw mode it reaches the view as a key), SIGTERM,
+/// or a hang-up (a closed terminal or SSH session): the view then ends and the recording
+/// is finished properly.
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
+    }
+    Ok(stop)
 }
 
 /// Shows a recording: all at once, or at `speed` times the pace it was recorded at.
@@ -92,7 +113,7 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
         .context("cannot start the replay")?;
     let pace = speed.map_or(String::new(), |s| format!(" at {s}x"));
     let mut app = App::new(format!("replay of {}{pace}", path.display()), false);
-    let stop = AtomicBool::new(false);
+    let stop = stop_on_signals()?;
     show(&mut app, &rx, &stop, options)
 }
 
@@ -100,24 +121,26 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
 /// when the receiver goes.
 fn feed(recording: Recording, speed: Option<f64>, tx: &mpsc::SyncSender<Record>) {
     let start_ns = recording.header.start_mono_ns;
+    let warnings = recording.warnings();
     let started = Instant::now();
     if tx.send(Record::Header(recording.header.clone())).is_err() {
         return;
     }
     for event in recording.events {
-        if let (Some(speed), Some(t)) = (speed, event.time_ns()) {
-            let due = Duration::from_secs_f64(t.saturating_sub(start_ns) as f64 / 1e9 / speed);
-            if let Some(wait) = due.checked_sub(started.elapsed()) {
-                thread::sleep(wait);
-            }
+        if let (Some(speed), Some(t)) = (speed, event.time_ns())
+            && let Ok(due) =
+                Duration::try_from_secs_f64(t.saturating_sub(start_ns) as f64 / 1e9 / speed)
+            && let Some(wait) = due.checked_sub(started.elapsed())
+        {
+            thread::sleep(wait);
         }
         if tx.send(Record::Event(event)).is_err() {
             return;
         }
     }
     // What the file lost is said as the report says it.
-    for damage in &recording.damage {
-        let _ = tx.send(Record::Event(Event::Warning(damage.to_string())));
+    for warning in warnings {
+        let _ = tx.send(Record::Event(Event::Warning(warning)));
     }
     if let Some(end) = recording.end {
         let _ = tx.send(Record::End(end));
@@ -137,8 +160,10 @@ fn require_terminal() -> Result<()> {
 /// Runs the screen until the user quits or `stop` is set; the terminal is restored however it
 /// ends (ratatui's panic hook restores it on a panic too).
 fn show(app: &mut App, rx: &Receiver<Record>, stop: &AtomicBool, options: &Options) -> Result<()> {
-    let mut terminal = ratatui::try_init().context("cannot set up the terminal")?;
-    let result = event_loop(&mut terminal, app, rx, stop, options);
+    let result = ratatui::try_init()
+        .context("cannot set up the terminal")
+        .and_then(|mut terminal| event_loop(&mut terminal, app, rx, stop, options));
+    // Also after a set-up that failed half-way (raw mode on, no alternate screen).
     ratatui::restore();
     result
 }
@@ -174,9 +199,14 @@ fn event_loop(
             }
             if !connected {
                 app.on_disconnect();
+                if app.live && app.status == app::Status::Cut {
+                    // The recorder failed: its error is said once the screen is gone.
+                    break;
+                }
             }
         }
-        if last_refresh.is_none_or(|t| t.elapsed() >= gap) {
+        // The end of the stream shows its final figures at once.
+        if last_refresh.is_none_or(|t| t.elapsed() >= gap) || app.ended_unshown() {
             let started = Instant::now();
             app.refresh();
             // Recomputing is the view's main cost and grows with the window: keep it to a

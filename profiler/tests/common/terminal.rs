@@ -1,5 +1,6 @@
 //! A real terminal for the live view's tests: `pinprof` runs on a pseudo-terminal, and what
 //! it writes goes through a VT100 emulator, so tests read the screen a user would see.
+//! (`cargo xtask bench` starts `pinprof top` the same way, in xtask's own terminal module.)
 
 use std::{
     fs::File,
@@ -8,7 +9,7 @@ use std::{
     os::fd::{FromRawFd as _, OwnedFd},
     os::unix::process::CommandExt as _,
     process::{Child, Command, ExitStatus, Stdio},
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, mpsc},
     thread,
     time::{Duration, Instant},
 };
@@ -17,6 +18,8 @@ pub struct Terminal {
     child: Child,
     input: File,
     screen: Arc<Mutex<vt100::Parser>>,
+    /// Says when everything the program wrote has been read.
+    read_all: mpsc::Receiver<()>,
 }
 
 impl Terminal {
@@ -40,6 +43,12 @@ impl Terminal {
             )
         };
         assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // Not inherited by what other tests start meanwhile: a stray copy of the terminal
+        // would keep it open after pinprof exits.
+        for fd in [master, slave] {
+            // SAFETY: fcntl on descriptors we own.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
         // SAFETY: openpty returned two fresh descriptors that we now own.
         let (master, slave) =
             unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
@@ -67,6 +76,7 @@ impl Terminal {
             0,
         )));
         let parser = Arc::clone(&screen);
+        let (done, read_all) = mpsc::channel();
         thread::spawn(move || {
             let mut buf = [0u8; 65536];
             // Ends with EIO once the program and its terminal are gone.
@@ -76,11 +86,13 @@ impl Terminal {
                 }
                 parser.lock().unwrap().process(&buf[..n]);
             }
+            let _ = done.send(());
         });
         Self {
             child,
             input: File::from(master),
             screen,
+            read_all,
         }
     }
 
@@ -108,8 +120,7 @@ impl Terminal {
                 return text;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                // Output may still be on its way to the emulator.
-                thread::sleep(Duration::from_millis(200));
+                self.drain();
                 let text = self.contents();
                 assert!(
                     done(&text),
@@ -136,7 +147,7 @@ impl Terminal {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                thread::sleep(Duration::from_millis(200));
+                self.drain();
                 return status;
             }
             if started.elapsed() > timeout {
@@ -150,8 +161,10 @@ impl Terminal {
         }
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// Waits until the emulator has seen all the program wrote (it has exited: its end of
+    /// the terminal is closed, and reading ends), for a few seconds at most.
+    fn drain(&mut self) {
+        let _ = self.read_all.recv_timeout(Duration::from_secs(5));
     }
 }
 
