@@ -17,12 +17,7 @@ const METHOD: &str = "SyncSleep$Inventory.reserve";
 fn with_method(stacks: &[&Value]) -> (u64, u64, u64, u64) {
     let (mut events, mut interpreted, mut compiled, mut holding) = (0, 0, 0, 0);
     for s in stacks {
-        let frames: Vec<&str> = s["frames"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap())
-            .collect();
+        let frames = strings(&s["frames"]);
         let sleep = frames.iter().position(|f| *f == "java.lang.Thread.sleep");
         let method = frames.iter().position(|f| *f == METHOD);
         let (Some(sleep), Some(method)) = (sleep, method) else {
@@ -212,12 +207,7 @@ fn inlined_bumps(report: &Value) -> (u64, u64) {
         }
         let n = s["events"].as_u64().unwrap();
         all += n;
-        let frames: Vec<&str> = s["frames"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap())
-            .collect();
+        let frames = strings(&s["frames"]);
         let at = |name: &str| frames.iter().position(|f| *f == name);
         let (Some(sleep), Some(pause), Some(bump), Some(run)) = (
             at("java.lang.Thread.sleep"),

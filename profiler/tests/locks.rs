@@ -69,14 +69,6 @@ fn mean_ms(pairs: &[(u64, u64)]) -> f64 {
     pairs.iter().map(|(a, b)| (b - a) as f64).sum::<f64>() / pairs.len() as f64 / 1e6
 }
 
-fn strings(v: &Value) -> Vec<&str> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect()
-}
-
 #[test]
 fn a_held_pthread_mutex_names_its_holder_and_where_it_released() {
     let (report, waited) = run_native(&["mutex", "5"], "waited", &[]);

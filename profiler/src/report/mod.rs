@@ -4,7 +4,7 @@ mod json;
 mod text;
 
 pub use json::to_json;
-pub use text::{headline, secs, to_text};
+pub use text::{headline, runtime_label, secs, to_text};
 
 /// How much of each list the reports show.
 #[derive(Clone, Debug)]

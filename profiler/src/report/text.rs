@@ -11,20 +11,24 @@ pub fn to_text(model: &Model, options: &Options) -> String {
     out
 }
 
+/// The target's runtime and version, as people call it ("HotSpot 21.0.8").
+pub fn runtime_label(model: &Model) -> Option<String> {
+    model.target.runtime.as_ref().map(|r| {
+        let kind = if r.kind == "hotspot" {
+            "HotSpot"
+        } else {
+            &r.kind
+        };
+        format!(
+            "{kind} {}",
+            r.version.as_deref().unwrap_or("(version unknown)")
+        )
+    })
+}
+
 /// One line that says what was profiled and how well.
 pub fn headline(model: &Model) -> String {
-    let runtime = match &model.target.runtime {
-        Some(r) => format!(
-            ", {} {}",
-            if r.kind == "hotspot" {
-                "HotSpot"
-            } else {
-                &r.kind
-            },
-            r.version.as_deref().unwrap_or("(version unknown)")
-        ),
-        None => String::new(),
-    };
+    let runtime = runtime_label(model).map_or(String::new(), |r| format!(", {r}"));
     let threads = model.threads();
     format!(
         "pid {} ({}{runtime}): {} window, {} threads blocked {} in all, {} off-CPU intervals, {} lost events",

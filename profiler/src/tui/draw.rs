@@ -11,7 +11,7 @@ use ratatui::{
 use super::app::{App, Status, Tab};
 use crate::{
     model::{Model, StackLabels},
-    report::secs,
+    report::{runtime_label, secs},
 };
 
 pub fn draw(frame: &mut Frame, app: &App) {
@@ -62,24 +62,10 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         frame.render_widget(Paragraph::new("waiting for the recording to start"), area);
         return;
     };
-    let runtime = match &model.target.runtime {
-        Some(r) => {
-            let mut s = format!(
-                " · {} {}",
-                if r.kind == "hotspot" {
-                    "HotSpot"
-                } else {
-                    &r.kind
-                },
-                r.version.as_deref().unwrap_or("?")
-            );
-            if let Some(p) = r.parallelism {
-                s += &format!(" · parallelism {p}");
-            }
-            s
-        }
-        None => String::new(),
-    };
+    let mut runtime = runtime_label(model).map_or(String::new(), |r| format!(" · {r}"));
+    if let Some(p) = model.target.runtime.as_ref().and_then(|r| r.parallelism) {
+        runtime += &format!(" · parallelism {p}");
+    }
     let (state, color) = match &app.status {
         Status::Running if app.live => ("● live".to_string(), Color::Green),
         Status::Running => ("▶ replaying".to_string(), Color::Green),

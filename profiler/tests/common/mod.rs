@@ -164,3 +164,12 @@ pub fn thread<'a>(report: &'a Value, name: &str) -> &'a Value {
 pub fn ns(v: &Value) -> f64 {
     v.as_u64().unwrap_or_else(|| panic!("{v} is not a count")) as f64
 }
+
+/// A JSON array of strings (frames, thread names).
+pub fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect()
+}
