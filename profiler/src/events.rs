@@ -378,6 +378,13 @@ pub enum Event {
         start_ns: u64,
         stack: StackId,
     },
+    /// The class of the object whose monitor (`ObjectMonitor*`) threads blocked entering or
+    /// waited on, as read at `time_ns` (a monitor may later serve another object).
+    MonitorClass {
+        time_ns: u64,
+        monitor: u64,
+        class: String,
+    },
 }
 
 impl Event {
@@ -393,7 +400,8 @@ impl Event {
             | Event::TargetExit { time_ns }
             | Event::JavaThreads { time_ns, .. }
             | Event::SyscallSums { time_ns, .. }
-            | Event::KernelLocks { time_ns, .. } => Some(*time_ns),
+            | Event::KernelLocks { time_ns, .. }
+            | Event::MonitorClass { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

@@ -142,6 +142,7 @@ pub fn run_with(
         writer,
         known_threads: HashSet::new(),
         known_stacks: HashSet::new(),
+        monitor_classes: HashMap::new(),
         own_stacks: HashMap::new(),
         min_syscall_ns: options
             .min_syscall
@@ -243,6 +244,9 @@ struct Session {
     symbolizer: Symbolizer,
     known_threads: HashSet<u32>,
     known_stacks: HashSet<u32>,
+    /// The class last said for each monitor, and when it was read (re-read after a while: a
+    /// deflated monitor may serve another object).
+    monitor_classes: HashMap<u64, (Instant, String)>,
     /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
     /// their ids start at `OWN_STACK_IDS`.
     own_stacks: HashMap<Vec<Frame>, u32>,
@@ -394,6 +398,35 @@ impl Session {
         })
     }
 
+    /// Says which class of object `monitor` belongs to, when not said recently.
+    fn name_monitor(&mut self, monitor: u64, time_ns: u64) -> Result<()> {
+        const FRESH: Duration = Duration::from_secs(1);
+        if self
+            .monitor_classes
+            .get(&monitor)
+            .is_some_and(|(read, _)| read.elapsed() < FRESH)
+        {
+            return Ok(());
+        }
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let Some(class) = jvm.hotspot.monitor_class(monitor) else {
+            return Ok(());
+        };
+        let said = self
+            .monitor_classes
+            .insert(monitor, (Instant::now(), class.clone()));
+        if said.is_none_or(|(_, before)| before != class) {
+            self.writer.write_event(&Event::MonitorClass {
+                time_ns,
+                monitor,
+                class,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Records raw kernel records; true once the target has exited.
     fn handle(&mut self, raws: &[Raw]) -> Result<bool> {
         let mut exited = false;
@@ -411,6 +444,14 @@ impl Session {
                         cpu: e.cpu,
                         java: self.java_block(&e.java),
                     };
+                    if let Some(java) = &event.java {
+                        for monitor in [java.pending_monitor, java.waiting_monitor]
+                            .into_iter()
+                            .flatten()
+                        {
+                            self.name_monitor(monitor, e.start_ns)?;
+                        }
+                    }
                     self.thread(e.tid)?;
                     self.writer.write_event(&Event::OffCpu(event))?;
                     self.events += 1;

@@ -165,6 +165,16 @@ fn jdk21_contended_monitor_entries_are_counted() {
 
     let (entries, _) = pinned(&report, |r, op| r == "monitor" && op == "monitor_enter");
     assert_within("JDK 21 contended entries", entries as f64, contended, 0.10);
+    // The lock is named by its object's class, as a thread dump would.
+    for site in report["pinned"]["sites"].as_array().unwrap() {
+        if site["operation"] == "monitor_enter" {
+            assert_eq!(
+                site["monitor_classes"],
+                serde_json::json!(["Pinning$Till"]),
+                "{site}"
+            );
+        }
+    }
 }
 
 #[test]

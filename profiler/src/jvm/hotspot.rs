@@ -314,6 +314,15 @@ impl Hotspot {
         self.mem.u64(current + self.layout.java_tid as u64).ok()
     }
 
+    /// The class (`pkg.Class`, nested with `$`) of the object whose monitor is at `monitor`
+    /// (an `ObjectMonitor*`): its `_object` is a weak handle to it. Read live, so only
+    /// meaningful while the monitor is in use.
+    pub fn monitor_class(&mut self, monitor: u64) -> Option<String> {
+        let object = self.vm.offset("ObjectMonitor", "_object").ok()?;
+        let oop = self.deref_handle(monitor.checked_add(object)?)?;
+        Some(self.class_name(oop)?.replace('/', "."))
+    }
+
     /// The oop an `OopHandle` at `addr` refers to (OopStorage slots hold full pointers).
     fn deref_handle(&self, addr: u64) -> Option<u64> {
         let slot = self.mem.u64(addr).ok().filter(|&p| p != 0)?;

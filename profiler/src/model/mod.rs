@@ -55,6 +55,8 @@ pub struct Model {
     pub kernel_locks: Vec<crate::events::KernelLock>,
     /// Kernel lock contention per thread: (waits, total ns).
     pub kernel_lock_threads: HashMap<u32, (u64, u64)>,
+    /// The class of each monitor's object, as read over time: (time, class), in time order.
+    pub monitor_classes: HashMap<u64, Vec<(u64, String)>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
 }
@@ -82,6 +84,8 @@ pub struct PinnedSite {
     pub virtual_threads: std::collections::BTreeSet<u64>,
     /// Thread ids of the carriers they pinned.
     pub carriers: std::collections::BTreeSet<u32>,
+    /// Classes of the objects whose monitors they entered or waited on.
+    pub monitor_classes: std::collections::BTreeSet<String>,
 }
 
 /// A stack as views show it, innermost frame first.
@@ -278,6 +282,15 @@ impl Model {
                 self.kernel_lock_threads =
                     threads.iter().map(|(t, n, ns)| (*t, (*n, *ns))).collect();
             }
+            Event::MonitorClass {
+                time_ns,
+                monitor,
+                class,
+            } => {
+                let seen = self.monitor_classes.entry(*monitor).or_default();
+                let at = seen.partition_point(|(t, _)| t <= time_ns);
+                seen.insert(at, (*time_ns, class.clone()));
+            }
             Event::JavaStack {
                 tid,
                 start_ns,
@@ -321,6 +334,15 @@ impl Model {
             }
         }
         self.off_cpu = kept;
+    }
+
+    /// The class of the object whose monitor this was at `time_ns`: the latest read at or
+    /// before then, else the first read after.
+    pub fn monitor_class(&self, monitor: u64, time_ns: u64) -> Option<&str> {
+        let seen = self.monitor_classes.get(&monitor)?;
+        let i = seen.partition_point(|(t, _)| *t <= time_ns);
+        seen.get(i.saturating_sub(1))
+            .map(|(_, class)| class.as_str())
     }
 
     pub fn is_carrier(&self, tid: u32) -> bool {
@@ -396,7 +418,11 @@ impl Model {
                     max_ns: 0,
                     virtual_threads: Default::default(),
                     carriers: Default::default(),
+                    monitor_classes: Default::default(),
                 });
+            if let Some(class) = e.monitor.and_then(|m| self.monitor_class(m, e.start_ns)) {
+                site.monitor_classes.insert(class.to_string());
+            }
             site.virtual_threads.insert(e.vthread);
             site.carriers.insert(e.carrier);
             site.events += 1;

@@ -2,7 +2,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{End, FORMAT_VERSION, Header, MAGIC, MAX_FRAME, Record};
+use super::{End, FORMAT_VERSION, Header, MAGIC, MAX_FRAME, OLDEST_FORMAT_READ, Record};
 use crate::events::Event;
 
 /// A recording read back whole, with an account of any damage found on the way.
@@ -56,9 +56,10 @@ impl Recording {
             bail!("recording is cut inside its header");
         }
         let version = u32::from_le_bytes(bytes[MAGIC.len()..prelude].try_into()?);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_READ..=FORMAT_VERSION).contains(&version) {
             bail!(
-                "recording format {version} is not supported (this pinprof reads {FORMAT_VERSION})"
+                "recording format {version} is not supported (this pinprof reads formats \
+                 {OLDEST_FORMAT_READ} to {FORMAT_VERSION})"
             );
         }
 

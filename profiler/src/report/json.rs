@@ -67,6 +67,8 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                     "virtual_threads": s.virtual_threads.iter().take(50).collect::<Vec<_>>(),
                     "virtual_thread_count": s.virtual_threads.len(),
                     "carriers": s.carriers,
+                    // For monitor entries and waits: the classes of the objects locked.
+                    "monitor_classes": s.monitor_classes,
                 }),
             )
         })

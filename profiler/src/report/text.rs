@@ -204,9 +204,15 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         }
     )?;
     for (i, site) in sites.iter().take(options.top).enumerate() {
+        let locked = if site.monitor_classes.is_empty() {
+            String::new()
+        } else {
+            let classes: Vec<&str> = site.monitor_classes.iter().map(String::as_str).collect();
+            format!(", on a {}", classes.join(" or "))
+        };
         writeln!(
             out,
-            "  #{} {} {} x{}, {} (max {})",
+            "  #{} {} {} x{}, {} (max {}){locked}",
             i + 1,
             site.reason.as_str(),
             site.operation.as_str(),

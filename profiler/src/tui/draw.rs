@@ -285,8 +285,15 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
     .row_highlight_style(Style::new().reversed());
     let mut state = TableState::default().with_selected(Some(app.selected()));
     frame.render_stateful_widget(widget, table, &mut state);
-    let stack = view.sites.get(app.selected()).map(|s| &s.stack);
-    draw_stack(frame, detail, " Stack (innermost first) ", stack);
+    let site = view.sites.get(app.selected());
+    let title = match site.map(|s| &s.monitor_classes) {
+        Some(classes) if !classes.is_empty() => format!(
+            " Stack (innermost first) · monitor of a {} ",
+            classes.iter().cloned().collect::<Vec<_>>().join(" or ")
+        ),
+        _ => " Stack (innermost first) ".to_string(),
+    };
+    draw_stack(frame, detail, &title, site.map(|s| &s.stack));
 }
 
 fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {

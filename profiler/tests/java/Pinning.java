@@ -56,7 +56,10 @@ public final class Pinning {
         }
     }
 
-    static final Object SHARED = new Object();
+    /** The one lock the contending virtual threads share: a class of its own, to be named. */
+    static final class Till {}
+
+    static final Till SHARED = new Till();
     static volatile boolean held;
 
     public static void main(String[] args) throws Exception {
