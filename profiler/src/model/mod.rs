@@ -712,4 +712,39 @@ mod tests {
         assert_eq!(model.starvation(), starvation);
         assert_eq!(pinned.len(), 3);
     }
+
+    #[test]
+    fn a_timed_out_futex_wait_is_no_lock_wait_whoever_ran_its_wake_up() {
+        let wait = |ret: i64| crate::events::Syscall {
+            tid: 1,
+            nr: 202,
+            name: "futex".into(),
+            args: [0x1000, 0, 0, 0],
+            start_ns: 0,
+            end_ns: 5_000_000,
+            ret,
+            user_stack: None,
+            fd: None,
+            futex: Some(crate::events::FutexWait {
+                uaddr: 0x1000,
+                op: 0,
+                timeout_ns: Some(5_000_000),
+                // The timer interrupted thread 2 inside a futex call of its own.
+                waker: Some(crate::events::FutexWaker {
+                    tid: 2,
+                    wake_ns: 5_000_000,
+                    user_stack: None,
+                    kernel_stack: None,
+                }),
+            }),
+            unfinished: false,
+        };
+        let model = Model {
+            syscalls: vec![wait(-110), wait(0)],
+            ..Default::default()
+        };
+        let released: Vec<i64> = model.lock_waits().map(|s| s.ret).collect();
+        assert_eq!(released, vec![0]);
+        assert_eq!(model.locks()[0].waits, 1);
+    }
 }

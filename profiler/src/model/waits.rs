@@ -105,13 +105,16 @@ impl Model {
     }
 
     /// Long futex waits that another thread of the target ended: lock waits. (Waits that
-    /// timed out, or that a signal or another process ended, are not waits for a holder.)
+    /// timed out, or that a signal or another process ended, are not waits for a holder.
+    /// A timeout's wake-up runs in whatever thread its timer interrupted, which may be a
+    /// thread of the target inside a futex call of its own: the result tells them apart.)
     pub fn lock_waits(&self) -> impl Iterator<Item = &Syscall> {
         self.syscalls.iter().filter(|s| {
-            s.futex
-                .as_ref()
-                .and_then(|f| f.waker.as_ref())
-                .is_some_and(|w| w.tid != s.tid)
+            s.ret >= 0
+                && s.futex
+                    .as_ref()
+                    .and_then(|f| f.waker.as_ref())
+                    .is_some_and(|w| w.tid != s.tid)
         })
     }
 
