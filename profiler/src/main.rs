@@ -276,6 +276,11 @@ fn dump_vmstructs(pid: u32, filter: &str) -> Result<()> {
             )
         })
         .collect();
+    lines.extend(
+        vm.int_constants()
+            .filter(|(name, _)| name.contains(filter))
+            .map(|(name, value)| format!("constant {name} = {value}")),
+    );
     lines.sort();
     print_stdout(&(lines.join("\n") + "\n"))
 }

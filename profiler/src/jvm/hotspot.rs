@@ -37,6 +37,22 @@ pub struct ThreadStates {
     pub blocked: u32,
 }
 
+/// Where an object's class pointer is.
+#[derive(Clone, Copy, Debug)]
+enum KlassPointer {
+    /// A field after the mark word: a full `Klass*`, or a narrow one (base, shift).
+    Field {
+        offset: u64,
+        narrow: Option<(u64, u32)>,
+    },
+    /// Compact object headers (JDK 24+): a narrow class pointer in the mark word's top bits.
+    MarkWord {
+        bits_shift: u32,
+        base: u64,
+        shift: u32,
+    },
+}
+
 /// One Java thread (a platform thread: carriers included, virtual threads not).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JavaThread {
@@ -56,7 +72,8 @@ pub struct Hotspot {
     pub states: ThreadStates,
     thread_list: u64,
     compressed_oops: Option<(u64, u32)>,
-    compressed_klass: Option<(u64, u32)>,
+    /// Where an object says its class.
+    klass: KlassPointer,
     name_offset: u64,
     string_value_offset: u64,
     string_coder_offset: u64,
@@ -150,7 +167,7 @@ impl Hotspot {
             ],
         );
         // With compact object headers (JDK 24+, off by default) the class pointer lives in
-        // the mark word: not read yet, so carriers cannot be told by their class.
+        // the mark word, and arrays lose their class field.
         let compact_headers = flags.get("UseCompactObjectHeaders") == Some(&true);
         let static_pair = |ty: &str, base: &[&str], shift: &[&str]| -> Option<(u64, u32)> {
             let base = base.iter().find_map(|n| vm.address(ty, n).ok())?;
@@ -182,18 +199,30 @@ impl Hotspot {
             None
         };
         let klass_field = vm.offset("oopDesc", "_metadata._klass")?;
-        // Arrays: length right after the klass field, elements aligned after it.
-        let array_length_offset = klass_field + if compressed_klass.is_some() { 4 } else { 8 };
-        let array_base_offset = (array_length_offset + 4).next_multiple_of(8);
+        let (klass, array_length_offset, array_base_offset) = if compact_headers {
+            let (base, shift) =
+                compressed_klass.context("compact headers without a narrow class encoding")?;
+            let bits_shift = vm
+                .int_constant("markWord::klass_shift")
+                .context("compact headers, but the mark word's class bits are not described")?;
+            // A byte array's length follows the mark word; its elements follow the length.
+            let klass = KlassPointer::MarkWord {
+                bits_shift: u32::try_from(bits_shift)?,
+                base,
+                shift,
+            };
+            (klass, 8, 12)
+        } else {
+            let klass = KlassPointer::Field {
+                offset: klass_field,
+                narrow: compressed_klass,
+            };
+            // Arrays: length right after the class field, elements aligned after it.
+            let length = klass_field + if compressed_klass.is_some() { 4 } else { 8 };
+            (klass, length, (length + 4).next_multiple_of(8))
+        };
 
-        let mut limits: Vec<String> = compact_headers
-            .then(|| {
-                "the JVM runs with -XX:+UseCompactObjectHeaders, which pinprof cannot read yet: \
-                 carriers are not identified (mounted state and Java stacks still are)"
-                    .to_string()
-            })
-            .into_iter()
-            .collect();
+        let mut limits: Vec<String> = Vec::new();
         let (walker, walk_error) = match Walker::new(&mem, &vm) {
             Ok(w) => (Some(w), None),
             Err(e) => (None, Some(format!("{e:#}"))),
@@ -216,7 +245,7 @@ impl Hotspot {
             array_length_offset,
             array_base_offset,
             compressed_oops,
-            compressed_klass,
+            klass,
             klass_names: HashMap::new(),
             layout,
             states,
@@ -345,10 +374,23 @@ impl Hotspot {
     }
 
     fn class_name(&mut self, obj: u64) -> Option<String> {
-        let at = obj + self.vm.offset("oopDesc", "_metadata._klass").ok()?;
-        let klass = match self.compressed_klass {
-            Some((base, shift)) => base + ((self.mem.u32(at).ok()? as u64) << shift),
-            None => self.mem.u64(at).ok()?,
+        let klass = match self.klass {
+            KlassPointer::Field {
+                offset,
+                narrow: Some((base, shift)),
+            } => base.wrapping_add((self.mem.u32(obj.wrapping_add(offset)).ok()? as u64) << shift),
+            KlassPointer::Field {
+                offset,
+                narrow: None,
+            } => self.mem.u64(obj.wrapping_add(offset)).ok()?,
+            KlassPointer::MarkWord {
+                bits_shift,
+                base,
+                shift,
+            } => {
+                let narrow = self.mem.u64(obj).ok()?.checked_shr(bits_shift)?;
+                base.wrapping_add(narrow << shift)
+            }
         };
         if let Some(name) = self.klass_names.get(&klass) {
             return Some(name.clone());

@@ -26,6 +26,10 @@ pub const SYMBOLS: &[&str] = &[
     "gHotSpotVMIntConstantEntryNameOffset",
     "gHotSpotVMIntConstantEntryValueOffset",
     "gHotSpotVMIntConstantEntryArrayStride",
+    "gHotSpotVMLongConstants",
+    "gHotSpotVMLongConstantEntryNameOffset",
+    "gHotSpotVMLongConstantEntryValueOffset",
+    "gHotSpotVMLongConstantEntryArrayStride",
     // JDK 21 lists a few more JavaThread fields only in the JVMCI copy of the table.
     JVMCI_STRUCTS,
 ];
@@ -108,6 +112,20 @@ impl VmStructs {
                 Ok(())
             },
         )?;
+        // Long constants (the mark word's layout) share the map: their names are distinct.
+        if let (Ok(stride), Ok(name_at), Ok(value_at), Ok(table)) = (
+            sym("gHotSpotVMLongConstantEntryArrayStride"),
+            sym("gHotSpotVMLongConstantEntryNameOffset"),
+            sym("gHotSpotVMLongConstantEntryValueOffset"),
+            sym("gHotSpotVMLongConstants"),
+        ) {
+            for_each_entry(mem, table, stride, name_at, |name, entry| {
+                let value = mem.u64(entry + value_at)? as i64;
+                out.int_constants.insert(name, value);
+                Ok(())
+            })
+            .context("reading gHotSpotVMLongConstants")?;
+        }
         if out.fields.is_empty() {
             bail!("the JVM's VMStructs table is empty");
         }
@@ -166,6 +184,11 @@ impl VmStructs {
             .get(name)
             .copied()
             .with_context(|| format!("the JVM does not describe constant {name}"))
+    }
+
+    /// Every integer constant, for `pinprof` debugging output.
+    pub fn int_constants(&self) -> impl Iterator<Item = (&String, &i64)> {
+        self.int_constants.iter()
     }
 
     /// Every field, for `pinprof` debugging output.
