@@ -193,6 +193,8 @@ pub struct StackRow {
     pub max_ns: u64,
     /// Threads that blocked here, by name, most time first.
     pub threads: Vec<String>,
+    /// Classes of the objects whose monitors they entered or waited on.
+    pub monitor_classes: std::collections::BTreeSet<String>,
 }
 
 impl Model {
@@ -588,6 +590,7 @@ impl Model {
             total_ns: u64,
             max_ns: u64,
             by_thread: HashMap<u32, u64>,
+            monitor_classes: std::collections::BTreeSet<String>,
         }
         type Key = (Option<StackId>, Option<StackId>, Option<StackId>);
         let mut by_stack: HashMap<Key, Acc> = HashMap::new();
@@ -599,6 +602,13 @@ impl Model {
             entry.total_ns += d;
             entry.max_ns = entry.max_ns.max(d);
             *entry.by_thread.entry(o.tid).or_default() += d;
+            let java = o.java.as_ref();
+            if let Some(class) = java
+                .and_then(|j| j.pending_monitor.or(j.waiting_monitor))
+                .and_then(|m| self.monitor_class(m, o.start_ns))
+            {
+                entry.monitor_classes.insert(class.to_string());
+            }
         }
         let mut rows: Vec<StackRow> = by_stack
             .into_iter()
@@ -609,6 +619,7 @@ impl Model {
                     total_ns,
                     max_ns,
                     by_thread,
+                    monitor_classes,
                 } = acc;
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -621,6 +632,7 @@ impl Model {
                         .into_iter()
                         .map(|(tid, _)| self.thread_name(tid))
                         .collect(),
+                    monitor_classes,
                 }
             })
             .collect();
@@ -746,5 +758,26 @@ mod tests {
         let released: Vec<i64> = model.lock_waits().map(|s| s.ret).collect();
         assert_eq!(released, vec![0]);
         assert_eq!(model.locks()[0].waits, 1);
+    }
+
+    #[test]
+    fn monitors_are_named_by_the_class_read_closest_before() {
+        let mut model = Model::default();
+        let class = |time_ns: u64, class: &str| Event::MonitorClass {
+            time_ns,
+            monitor: 0x10,
+            class: class.into(),
+        };
+        // Read at 40 ms for an object of one class, then (a reused monitor) at 100 ms.
+        model.apply(&class(100_000_000, "Shop$Basket"));
+        model.apply(&class(40_000_000, "Shop$Till"));
+        model.apply(&Event::OffCpu(entering(42, 1)));
+        assert_eq!(model.monitor_class(0x10, 10_000_000), Some("Shop$Till"));
+        assert_eq!(model.monitor_class(0x10, 120_000_000), Some("Shop$Basket"));
+        let stacks = model.blocked_stacks();
+        assert_eq!(
+            stacks[0].monitor_classes.iter().collect::<Vec<_>>(),
+            ["Shop$Till"]
+        );
     }
 }

@@ -46,6 +46,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                     "total_ns": s.total_ns,
                     "max_ns": s.max_ns,
                     "threads": s.threads,
+                    "monitor_classes": s.monitor_classes,
                 }),
             )
         })

@@ -106,7 +106,7 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     for (i, s) in stacks.iter().take(options.top).enumerate() {
         writeln!(
             out,
-            "  #{} {} in {} intervals (max {}), threads: {}",
+            "  #{} {} in {} intervals (max {}), threads: {}{}",
             i + 1,
             secs(s.total_ns),
             s.events,
@@ -116,7 +116,8 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
                 .take(4)
                 .cloned()
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            on_monitors(&s.monitor_classes)
         )?;
         for frame in s.stack.frames.iter().take(options.depth) {
             writeln!(out, "      {frame}")?;
@@ -204,12 +205,7 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         }
     )?;
     for (i, site) in sites.iter().take(options.top).enumerate() {
-        let locked = if site.monitor_classes.is_empty() {
-            String::new()
-        } else {
-            let classes: Vec<&str> = site.monitor_classes.iter().map(String::as_str).collect();
-            format!(", on a {}", classes.join(" or "))
-        };
+        let locked = on_monitors(&site.monitor_classes);
         writeln!(
             out,
             "  #{} {} {} x{}, {} (max {}){locked}",
@@ -358,6 +354,15 @@ pub fn secs(ns: u64) -> String {
     } else {
         format!("{:.0}us", ns as f64 / 1e3)
     }
+}
+
+/// ", on a pkg.Lock" for waits on monitors of known class.
+fn on_monitors(classes: &std::collections::BTreeSet<String>) -> String {
+    if classes.is_empty() {
+        return String::new();
+    }
+    let classes: Vec<&str> = classes.iter().map(String::as_str).collect();
+    format!(", on a {}", classes.join(" or "))
 }
 
 fn truncate(s: &str, n: usize) -> String {
