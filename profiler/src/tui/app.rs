@@ -67,6 +67,8 @@ pub struct View {
     pub episodes: usize,
     pub starved_ns: u64,
     pub longest_starvation_ns: u64,
+    /// A starvation episode ended within the last second of the window.
+    pub starved_lately: bool,
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
     /// Carrier time pinned in each second of the window (ms; several carriers add up).
@@ -200,6 +202,9 @@ impl App {
                 .map(|e| e.end_ns - e.start_ns)
                 .max()
                 .unwrap_or(0),
+            starved_lately: episodes
+                .last()
+                .is_some_and(|e| model.end_mono_ns.saturating_sub(e.end_ns) < 1_000_000_000),
             locks: model.locks(),
             syscalls: model.syscall_rows(),
             pinned_per_second: per_second(model, &pinned),

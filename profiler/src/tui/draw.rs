@@ -103,6 +103,12 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
             Style::new().yellow().bold(),
         ));
     }
+    if app.live && app.status == Status::Running && app.view.starved_lately {
+        second.push(Span::styled(
+            " · every carrier pinned or blocked in the last second",
+            Style::new().red().bold(),
+        ));
+    }
     let second = Line::from(second);
     frame.render_widget(Paragraph::new(vec![first, second]), area);
 }
