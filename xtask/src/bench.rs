@@ -85,46 +85,17 @@ pub fn run(args: &[String]) -> Result<()> {
                         .arg(&recording)
                         .args(config_args)
                         .args(record_args);
-                    let (child, terminal) = if subcommand == "top" {
-                        let on = OnTerminal::spawn(&mut command, 40, 140)?;
-                        (None, Some(on))
+                    let running = if subcommand == "top" {
+                        Running::Top(OnTerminal::spawn(&mut command, 40, 140)?)
                     } else {
-                        let child = command.arg("--quiet").stderr(Stdio::piped()).spawn()?;
-                        (Some(child), None)
+                        Running::Record(command.arg("--quiet").stderr(Stdio::piped()).spawn()?)
                     };
-                    let pid = child
-                        .as_ref()
-                        .or(terminal.as_ref().map(|t| &t.child))
-                        .map(|c| c.id())
-                        .context("no pinprof")?;
                     // Attach takes a moment; measure only once programs are in.
                     std::thread::sleep(Duration::from_millis(500));
-                    let cpu_before = cpu_seconds(pid)?;
+                    let cpu_before = cpu_seconds(running.pid())?;
                     let during = measure(&mut jvm, PHASE)?;
-                    let cpu_used = cpu_seconds(pid)? - cpu_before;
-                    // Ctrl-C as a user would stop a recording; the live view takes SIGTERM
-                    // (its Ctrl-C is a key).
-                    let signal = if terminal.is_some() {
-                        libc::SIGTERM
-                    } else {
-                        libc::SIGINT
-                    };
-                    // SAFETY: plain kill(2) on our own child.
-                    unsafe { libc::kill(pid as i32, signal) };
-                    let (status, said) = match (child, terminal) {
-                        (Some(child), _) => {
-                            let output = child.wait_with_output()?;
-                            (
-                                output.status,
-                                String::from_utf8_lossy(&output.stderr).into_owned(),
-                            )
-                        }
-                        (None, Some(mut on)) => {
-                            let status = on.child.wait()?;
-                            (status, on.output())
-                        }
-                        (None, None) => unreachable!(),
-                    };
+                    let cpu_used = cpu_seconds(running.pid())? - cpu_before;
+                    let (status, said) = running.stop()?;
                     if !status.success() {
                         bail!("pinprof {subcommand} failed: {said}");
                     }
@@ -179,6 +150,66 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")?;
     println!("bench: results in {}", path.display());
     Ok(())
+}
+
+/// A pinprof under measurement. Stopped as a user would stop it; dropped without being
+/// stopped (the bench failed half-way), it is stopped all the same, not left attached.
+enum Running {
+    Record(std::process::Child),
+    Top(OnTerminal),
+}
+
+impl Running {
+    fn child(&mut self) -> &mut std::process::Child {
+        match self {
+            Running::Record(child) => child,
+            Running::Top(on) => &mut on.child,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Running::Record(child) => child.id(),
+            Running::Top(on) => on.child.id(),
+        }
+    }
+
+    /// Ctrl-C for a recording; SIGTERM for the live view (its Ctrl-C is a key). Returns how
+    /// it ended and what it said.
+    fn stop(mut self) -> Result<(std::process::ExitStatus, String)> {
+        self.signal();
+        let status = self.child().wait()?;
+        let said = match &mut self {
+            Running::Record(child) => {
+                let mut said = String::new();
+                if let Some(stderr) = child.stderr.as_mut() {
+                    use std::io::Read as _;
+                    let _ = stderr.read_to_string(&mut said);
+                }
+                said
+            }
+            Running::Top(on) => on.output(),
+        };
+        Ok((status, said))
+    }
+
+    fn signal(&self) {
+        let signal = match self {
+            Running::Record(_) => libc::SIGINT,
+            Running::Top(_) => libc::SIGTERM,
+        };
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.pid() as i32, signal) };
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child().try_wait() {
+            self.signal();
+            let _ = self.child().wait();
+        }
+    }
 }
 
 /// Throughput of the workload over `length`, from its own "ops <count> <nanoTime>" lines.
