@@ -91,6 +91,10 @@ pub fn run_with(
     let mut info = target.info();
     let mut warnings = Vec::new();
     let mut hotspot = open_jvm(options, &mut info, &mut warnings);
+    // Reading the JVM can take seconds (the attach protocol): a Ctrl-C meanwhile ends here.
+    if stop.load(Ordering::Relaxed) {
+        anyhow::bail!("interrupted before the recording started");
+    }
     // Known to the kernel before it sees the first event (the list is read again in the loop).
     let java_threads = hotspot
         .as_mut()
