@@ -405,15 +405,36 @@ impl Model {
 
     /// Pinned sites, most time first.
     pub fn pinned_sites(&self, events: &[PinnedEvent]) -> Vec<PinnedSite> {
-        let mut sites: HashMap<(Reason, Operation, Vec<String>), PinnedSite> = HashMap::new();
+        // Events are grouped by their stack ids first, so each distinct stack is labelled
+        // once (a live view does this every refresh); groups whose labels read the same
+        // (other ids, same frames) are one site.
+        type Ids = (
+            Reason,
+            Operation,
+            Option<StackId>,
+            Option<StackId>,
+            Option<StackId>,
+        );
+        let mut by_ids: HashMap<Ids, Vec<&PinnedEvent>> = HashMap::new();
         for e in events {
-            let stack = self.frames_of(e.kernel_stack, e.user_stack, e.java_stack);
-            let labels = StackLabels::new(&stack, holders(&stack, e.operation));
+            let ids = (
+                e.reason,
+                e.operation,
+                e.kernel_stack,
+                e.user_stack,
+                e.java_stack,
+            );
+            by_ids.entry(ids).or_default().push(e);
+        }
+        let mut sites: HashMap<(Reason, Operation, Vec<String>), PinnedSite> = HashMap::new();
+        for ((reason, operation, kernel, user, java), group) in by_ids {
+            let stack = self.frames_of(kernel, user, java);
+            let labels = StackLabels::new(&stack, holders(&stack, operation));
             let site = sites
-                .entry((e.reason, e.operation, labels.frames.clone()))
+                .entry((reason, operation, labels.frames.clone()))
                 .or_insert_with(|| PinnedSite {
-                    reason: e.reason,
-                    operation: e.operation,
+                    reason,
+                    operation,
                     stack: labels,
                     events: 0,
                     total_ns: 0,
@@ -422,14 +443,16 @@ impl Model {
                     carriers: Default::default(),
                     monitor_classes: Default::default(),
                 });
-            if let Some(class) = e.monitor.and_then(|m| self.monitor_class(m, e.start_ns)) {
-                site.monitor_classes.insert(class.to_string());
+            for e in group {
+                if let Some(class) = e.monitor.and_then(|m| self.monitor_class(m, e.start_ns)) {
+                    site.monitor_classes.insert(class.to_string());
+                }
+                site.virtual_threads.insert(e.vthread);
+                site.carriers.insert(e.carrier);
+                site.events += 1;
+                site.total_ns += e.duration_ns();
+                site.max_ns = site.max_ns.max(e.duration_ns());
             }
-            site.virtual_threads.insert(e.vthread);
-            site.carriers.insert(e.carrier);
-            site.events += 1;
-            site.total_ns += e.duration_ns();
-            site.max_ns = site.max_ns.max(e.duration_ns());
         }
         let mut sites: Vec<PinnedSite> = sites.into_values().collect();
         sites.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.stack.cmp(&b.stack)));
