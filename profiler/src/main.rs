@@ -53,6 +53,11 @@ enum Command {
         /// How often the view is recomputed (milliseconds).
         #[arg(long, default_value_t = 1000)]
         refresh_ms: u64,
+        /// Pinning, starvation, locks and system calls are shown for the latest this many
+        /// seconds, which bounds the view's memory (0: since the start). Thread times are
+        /// always since the start; the recording always has everything.
+        #[arg(long, default_value_t = 60)]
+        window: u64,
     },
     /// Show a recording in the terminal view of `top`: at once, or replayed at its pace.
     Replay {
@@ -61,6 +66,10 @@ enum Command {
         /// whole recording at once.
         #[arg(long)]
         speed: Option<f64>,
+        /// Show pinning, starvation, locks and system calls for the latest this many seconds
+        /// only (default: the whole recording).
+        #[arg(long)]
+        window: Option<u64>,
     },
     /// Show what pinprof sees in a live JVM now: version, scheduler, carriers, and the virtual
     /// thread mounted on each.
@@ -199,21 +208,31 @@ fn run(command: Command) -> Result<()> {
         Command::Top {
             capture,
             refresh_ms,
+            window,
         } => {
             let options = tui::Options {
                 refresh: Duration::from_millis(refresh_ms.max(50)),
+                window: (window > 0).then(|| Duration::from_secs(window)),
             };
             let summary = tui::live(&capture.options(false)?, &options)?;
             print_summary(&summary);
             Ok(())
         }
-        Command::Replay { file, speed } => {
+        Command::Replay {
+            file,
+            speed,
+            window,
+        } => {
             if let Some(s) = speed
                 && !(s.is_finite() && s >= 0.01)
             {
                 bail!("--speed must be a number of at least 0.01, not {s}");
             }
-            tui::replay(&file, speed, &tui::Options::default())
+            let options = tui::Options {
+                refresh: Duration::from_secs(1),
+                window: window.filter(|&w| w > 0).map(Duration::from_secs),
+            };
+            tui::replay(&file, speed, &options)
         }
         Command::Report { file, format, top } => {
             let model = load(&file)?;

@@ -59,6 +59,9 @@ pub struct Model {
     pub monitor_classes: HashMap<u64, Vec<(u64, String)>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
+    /// A live view forgot the pinning, waits and calls that ended before this (see
+    /// `forget_before`).
+    pub forgotten_before: Option<u64>,
 }
 
 /// A thread's intervals that were folded away, summed as `threads` would count them.
@@ -68,6 +71,7 @@ pub struct FoldedIntervals {
     pub blocked_intervals: u64,
     pub idle_ns: u64,
     pub blocked_ns: u64,
+    pub pinned_ns: u64,
     pub preempted_ns: u64,
 }
 
@@ -313,16 +317,52 @@ impl Model {
     /// refresh bounded. A carrier's idle or blocked interval stays: it ends the merging of
     /// monitor-entry retries into one pinned event.
     pub fn fold_settled(&mut self, before_ns: u64) {
+        self.fold(before_ns, |model, o, used| match used {
+            None => false,
+            Some(Use::Pinned(..) | Use::BlockedMounted) => true,
+            Some(_) => model.is_carrier(o.tid),
+        });
+    }
+
+    /// Forgets what ended before `before_ns` and is kept one by one (pinned and carriers'
+    /// intervals, long system calls, their Java stacks), once its time is in the per-thread
+    /// sums: thread times still cover the whole window, while pinning, starvation, locks and
+    /// system calls cover the time since `before_ns`. Bounds a long live view.
+    pub fn forget_before(&mut self, before_ns: u64) {
+        self.fold(before_ns, |_, _, _| false);
+        self.syscalls
+            .retain(|s| s.end_ns >= before_ns || s.unfinished);
+        // Java stacks are keyed by when their wait began (or their release, for a holder):
+        // keep those of the waits still kept.
+        let oldest = self
+            .off_cpu
+            .iter()
+            .map(|o| o.start_ns)
+            .chain(self.syscalls.iter().map(|s| s.start_ns))
+            .chain(
+                self.syscalls
+                    .iter()
+                    .filter_map(|s| s.futex.as_ref()?.waker.as_ref().map(|w| w.wake_ns)),
+            )
+            .min()
+            .unwrap_or(before_ns)
+            .min(before_ns);
+        self.java_stacks.retain(|(_, start), _| *start >= oldest);
+        self.java_stack_starts.retain(|_, starts| {
+            starts.retain(|(start, _)| *start >= oldest);
+            !starts.is_empty()
+        });
+        self.forgotten_before = Some(self.forgotten_before.unwrap_or(0).max(before_ns));
+    }
+
+    /// Moves the intervals that ended before `before_ns` and that `keep` does not want into
+    /// the per-thread sums.
+    fn fold(&mut self, before_ns: u64, keep: impl Fn(&Model, &OffCpu, Option<Use>) -> bool) {
         let all = std::mem::take(&mut self.off_cpu);
         let mut kept = Vec::with_capacity(all.len());
         for o in all {
             let used = self.classify(&o);
-            let needed = match used {
-                None => false,
-                Some(Use::Pinned(..) | Use::BlockedMounted) => true,
-                Some(_) => self.is_carrier(o.tid),
-            };
-            if o.end_ns >= before_ns || needed {
+            if o.end_ns >= before_ns || keep(self, &o, used) {
                 kept.push(o);
                 continue;
             }
@@ -332,7 +372,8 @@ impl Model {
             match used {
                 None => f.preempted_ns += o.duration_ns(),
                 Some(Use::Idle) => f.idle_ns += o.duration_ns(),
-                _ => f.blocked_ns += o.duration_ns(),
+                Some(Use::Pinned(..)) => f.pinned_ns += o.duration_ns(),
+                Some(Use::Blocked | Use::BlockedMounted) => f.blocked_ns += o.duration_ns(),
             }
         }
         self.off_cpu = kept;
@@ -509,6 +550,7 @@ impl Model {
             r.blocked_intervals += f.blocked_intervals;
             r.idle_ns += f.idle_ns;
             r.blocked_ns += f.blocked_ns;
+            r.pinned_ns += f.pinned_ns;
             r.preempted_ns += f.preempted_ns;
         }
         for s in self.short.values() {
@@ -802,5 +844,37 @@ mod tests {
             stacks[0].monitor_classes.iter().collect::<Vec<_>>(),
             ["Shop$Till"]
         );
+    }
+
+    #[test]
+    fn forgetting_keeps_thread_times_and_drops_old_pinning() {
+        let mut model = Model {
+            end_mono_ns: 100_000_000,
+            ..Default::default()
+        };
+        model.java_threads.insert(
+            1,
+            JavaThreadInfo {
+                tid: 1,
+                name: Some("carrier".into()),
+                carrier: true,
+            },
+        );
+        model.off_cpu = vec![
+            parked(1, 0, 20, Some(7)),  // pinned, old
+            parked(1, 25, 5, None),     // idle, old
+            parked(1, 70, 20, Some(7)), // pinned, recent
+        ];
+        let threads = model.threads();
+        model.forget_before(50_000_000);
+        assert_eq!(
+            model.threads(),
+            threads,
+            "thread times cover the whole window"
+        );
+        let pinned = model.pinned_events();
+        assert_eq!(pinned.len(), 1);
+        assert_eq!(pinned[0].start_ns, 70_000_000);
+        assert_eq!(model.forgotten_before, Some(50_000_000));
     }
 }

@@ -67,8 +67,8 @@ pub struct View {
     pub episodes: usize,
     pub starved_ns: u64,
     pub longest_starvation_ns: u64,
-    /// A starvation episode ended within the last second of the window.
-    pub starved_lately: bool,
+    /// When the latest starvation episode ended.
+    pub last_starvation_end_ns: Option<u64>,
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
     /// Carrier time pinned in each second of the window (ms; several carriers add up).
@@ -104,6 +104,11 @@ pub struct App {
     pub source: String,
     /// A capture under way (else a recording read back).
     pub live: bool,
+    /// Pinning, starvation, locks and system calls cover this much of the latest time
+    /// (None: all of it); thread times always cover all of it.
+    pub window: Option<std::time::Duration>,
+    /// When a starvation episode last showed up, to flag it for a few seconds.
+    pub starved_at: Option<std::time::Instant>,
     pub model: Option<Model>,
     pub status: Status,
     pub records: u64,
@@ -117,10 +122,12 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(source: String, live: bool) -> Self {
+    pub fn new(source: String, live: bool, window: Option<std::time::Duration>) -> Self {
         Self {
             source,
             live,
+            window,
+            starved_at: None,
             model: None,
             status: Status::Running,
             records: 0,
@@ -160,6 +167,23 @@ impl App {
         }
     }
 
+    /// Whether carriers starved in the last few seconds.
+    pub fn starved_lately(&self) -> bool {
+        self.starved_at
+            .is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(5))
+    }
+
+    /// " (last 60 s)" once the view covers only the latest time; else nothing.
+    pub fn window_note(&self) -> String {
+        match (
+            self.window,
+            self.model.as_ref().and_then(|m| m.forgotten_before),
+        ) {
+            (Some(window), Some(_)) => format!(" (last {} s)", window.as_secs()),
+            _ => String::new(),
+        }
+    }
+
     /// The stream has ended since the figures were last computed.
     pub fn ended_unshown(&self) -> bool {
         self.changed && self.status != Status::Running
@@ -187,9 +211,25 @@ impl App {
         // What views never need one by one is summed once settled: memory and refresh time
         // then grow with pinning, not with every context switch.
         model.fold_settled(model.end_mono_ns.saturating_sub(FOLD_AFTER_NS));
+        if let Some(window) = self.window {
+            model.forget_before(model.end_mono_ns.saturating_sub(window.as_nanos() as u64));
+        }
         let model = &*model;
         let pinned = model.pinned_events();
         let episodes = model.starvation();
+        // Episodes are known once they end: flag a new one for a few seconds.
+        let newest = episodes.last().map(|e| e.end_ns);
+        if newest.is_some() && newest > self.view.last_starvation_end_ns {
+            self.starved_at = Some(std::time::Instant::now());
+        }
+        // Seconds the model has forgotten keep the figures they had.
+        let mut per_second = per_second(model, &pinned);
+        let forgotten = model.forgotten_before.map_or(0, |t| {
+            (t.saturating_sub(model.start_mono_ns) / 1_000_000_000 + 1) as usize
+        });
+        for (i, ms) in per_second.iter_mut().enumerate().take(forgotten) {
+            *ms = self.view.pinned_per_second.get(i).copied().unwrap_or(0);
+        }
         self.view = View {
             threads: model.threads(),
             pinned_events: pinned.len(),
@@ -202,12 +242,10 @@ impl App {
                 .map(|e| e.end_ns - e.start_ns)
                 .max()
                 .unwrap_or(0),
-            starved_lately: episodes
-                .last()
-                .is_some_and(|e| model.end_mono_ns.saturating_sub(e.end_ns) < 1_000_000_000),
+            last_starvation_end_ns: newest,
             locks: model.locks(),
             syscalls: model.syscall_rows(),
-            pinned_per_second: per_second(model, &pinned),
+            pinned_per_second: per_second,
         };
         for tab in Tab::ALL {
             let rows = self.view.rows(tab);
@@ -282,7 +320,7 @@ mod tests {
 
     #[test]
     fn keys_move_between_tabs_and_rows_within_bounds() {
-        let mut app = App::new("test".into(), true);
+        let mut app = App::new("test".into(), true, None);
         app.on_key(key(KeyCode::Tab));
         assert_eq!(app.tab, Tab::Pinned);
         app.on_key(key(KeyCode::BackTab));

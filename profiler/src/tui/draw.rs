@@ -103,9 +103,9 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
             Style::new().yellow().bold(),
         ));
     }
-    if app.live && app.status == Status::Running && app.view.starved_lately {
+    if app.live && app.status == Status::Running && app.starved_lately() {
         second.push(Span::styled(
-            " · every carrier pinned or blocked in the last second",
+            " · carriers starved just now (every one pinned or blocked)",
             Style::new().red().bold(),
         ));
     }
@@ -197,13 +197,16 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         timeline,
     );
 
+    let note = app.window_note();
     let starvation = if view.episodes == 0 {
-        Line::from("Starvation: none (never were all carriers pinned or blocked at once)")
+        Line::from(format!(
+            "Starvation{note}: none (never were all carriers pinned or blocked at once)"
+        ))
     } else {
         Line::from(Span::styled(
             format!(
-                "Starvation: every carrier pinned or blocked for {} in {} episodes (longest {}): \
-                 no other virtual thread could run then",
+                "Starvation{note}: every carrier pinned or blocked for {} in {} episodes \
+                 (longest {}): no other virtual thread could run then",
                 secs(view.starved_ns),
                 view.episodes,
                 secs(view.longest_starvation_ns)
@@ -212,7 +215,7 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         ))
     };
     let pinned = Line::from(format!(
-        "Pinned: {} events, {} in all, at {} sites",
+        "Pinned{note}: {} events, {} in all, at {} sites",
         view.pinned_events,
         secs(view.pinned_ns),
         view.sites.len()
@@ -284,7 +287,8 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
         "site",
     ]))
     .block(Block::bordered().title(format!(
-        " Pinned sites: {} events, {} ",
+        " Pinned sites{}: {} events, {} ",
+        app.window_note(),
         view.pinned_events,
         secs(view.pinned_ns)
     )))
@@ -390,7 +394,10 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
         "waiters",
         "top holder",
     ]))
-    .block(Block::bordered().title(" Locks (most wait time first) "))
+    .block(Block::bordered().title(format!(
+        " Locks (most wait time first){} ",
+        app.window_note()
+    )))
     .row_highlight_style(Style::new().reversed());
     let mut state = TableState::default().with_selected(Some(app.selected()));
     frame.render_stateful_widget(widget, table, &mut state);
@@ -451,7 +458,7 @@ fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
         "long",
         "top file (long calls)",
     ]))
-    .block(Block::bordered().title(format!(" System calls by time{long}")))
+    .block(Block::bordered().title(format!(" System calls by time{}{long}", app.window_note())))
     .row_highlight_style(Style::new().reversed());
     let mut state = TableState::default().with_selected(Some(app.selected()));
     frame.render_stateful_widget(widget, area, &mut state);

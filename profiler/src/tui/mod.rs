@@ -34,14 +34,9 @@ use app::App;
 pub struct Options {
     /// How often the figures are recomputed and redrawn.
     pub refresh: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            refresh: Duration::from_millis(1000),
-        }
-    }
+    /// Pinning, starvation, locks and system calls are shown for this much of the latest
+    /// time, which bounds a long session's memory (None: the whole window).
+    pub window: Option<Duration>,
 }
 
 /// Records `record` as `pinprof record` does, and shows it live until the user quits. The
@@ -72,7 +67,11 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     let Ok(header) = rx.recv() else {
         return join(recorder);
     };
-    let mut app = App::new(format!("recording to {}", record.output.display()), true);
+    let mut app = App::new(
+        format!("recording to {}", record.output.display()),
+        true,
+        options.window,
+    );
     app.on_record(header);
     let shown = show(&mut app, &rx, &stop, options);
     stop.store(true, Ordering::Relaxed);
@@ -112,7 +111,11 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
         .spawn(move || feed(recording, speed, &tx))
         .context("cannot start the replay")?;
     let pace = speed.map_or(String::new(), |s| format!(" at {s}x"));
-    let mut app = App::new(format!("replay of {}{pace}", path.display()), false);
+    let mut app = App::new(
+        format!("replay of {}{pace}", path.display()),
+        false,
+        options.window,
+    );
     let stop = stop_on_signals()?;
     show(&mut app, &rx, &stop, options)
 }
