@@ -197,7 +197,7 @@ fn open_jvm(
     warnings: &mut Vec<String>,
 ) -> Option<Hotspot> {
     let hotspot = match &info.runtime {
-        Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid) {
+        Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid, r.major()) {
             Ok(h) => {
                 if let Some(e) = &h.walk_error {
                     warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));
@@ -418,6 +418,11 @@ impl Session {
         let Some(class) = jvm.hotspot.monitor_class(monitor) else {
             return Ok(());
         };
+        // One entry per monitor seen; a program that inflates monitors without end would
+        // grow it for ever, so it is forgotten now and then (and re-read).
+        if self.monitor_classes.len() >= 100_000 {
+            self.monitor_classes.clear();
+        }
         let said = self
             .monitor_classes
             .insert(monitor, (Instant::now(), class.clone()));

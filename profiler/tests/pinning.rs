@@ -165,16 +165,23 @@ fn jdk21_contended_monitor_entries_are_counted() {
 
     let (entries, _) = pinned(&report, |r, op| r == "monitor" && op == "monitor_enter");
     assert_within("JDK 21 contended entries", entries as f64, contended, 0.10);
-    // The lock is named by its object's class, as a thread dump would.
+    // The lock is named by its object's class, as a thread dump would: never another class,
+    // and named for nearly every entry (a monitor deflated before it was read stays unnamed).
+    let mut named = 0;
     for site in report["pinned"]["sites"].as_array().unwrap() {
-        if site["operation"] == "monitor_enter" {
-            assert_eq!(
-                site["monitor_classes"],
-                serde_json::json!(["Pinning$Till"]),
-                "{site}"
-            );
+        if site["operation"] != "monitor_enter" {
+            continue;
+        }
+        let classes = strings(&site["monitor_classes"]);
+        assert!(classes.iter().all(|c| *c == "Pinning$Till"), "{site}");
+        if !classes.is_empty() {
+            named += site["events"].as_u64().unwrap();
         }
     }
+    assert!(
+        named as f64 >= 0.9 * entries as f64,
+        "{named} of {entries} entries name their lock's class"
+    );
 }
 
 #[test]

@@ -178,18 +178,18 @@ impl Running {
     /// it ended and what it said.
     fn stop(mut self) -> Result<(std::process::ExitStatus, String)> {
         self.signal();
+        // What it says is read to its end first: a full pipe would keep it from exiting.
+        let mut said = String::new();
+        if let Running::Record(child) = &mut self
+            && let Some(stderr) = child.stderr.as_mut()
+        {
+            use std::io::Read as _;
+            let _ = stderr.read_to_string(&mut said);
+        }
         let status = self.child().wait()?;
-        let said = match &mut self {
-            Running::Record(child) => {
-                let mut said = String::new();
-                if let Some(stderr) = child.stderr.as_mut() {
-                    use std::io::Read as _;
-                    let _ = stderr.read_to_string(&mut said);
-                }
-                said
-            }
-            Running::Top(on) => on.output(),
-        };
+        if let Running::Top(on) = &self {
+            said = on.output();
+        }
         Ok((status, said))
     }
 
@@ -205,6 +205,10 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        // Nobody reads its stderr any more: close it rather than let a full pipe block it.
+        if let Running::Record(child) = self {
+            child.stderr.take();
+        }
         if let Ok(None) = self.child().try_wait() {
             self.signal();
             let _ = self.child().wait();

@@ -72,8 +72,8 @@ pub struct Hotspot {
     pub states: ThreadStates,
     thread_list: u64,
     compressed_oops: Option<(u64, u32)>,
-    /// Where an object says its class.
-    klass: KlassPointer,
+    /// Where an object says its class (None: this JVM's layout is not understood).
+    klass: Option<KlassPointer>,
     name_offset: u64,
     string_value_offset: u64,
     string_coder_offset: u64,
@@ -91,7 +91,8 @@ pub struct Hotspot {
 
 impl Hotspot {
     /// Reads the layout of the JVM in process `pid`.
-    pub fn attach(pid: u32) -> Result<Self> {
+    /// Reads the JVM of process `pid`, of feature release `major` if known.
+    pub fn attach(pid: u32, major: Option<u32>) -> Result<Self> {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
@@ -172,7 +173,11 @@ impl Hotspot {
         let static_pair = |ty: &str, base: &[&str], shift: &[&str]| -> Option<(u64, u32)> {
             let base = base.iter().find_map(|n| vm.address(ty, n).ok())?;
             let shift = shift.iter().find_map(|n| vm.address(ty, n).ok())?;
-            Some((mem.u64(base).ok()?, mem.u32(shift).ok()?))
+            // A shift past 63 is not an encoding: garbage, or a layout not understood.
+            Some((
+                mem.u64(base).ok()?,
+                mem.u32(shift).ok().filter(|&s| s < 64)?,
+            ))
         };
         let compressed_oops = if flags.get("UseCompressedOops") == Some(&true) {
             Some(
@@ -198,31 +203,43 @@ impl Hotspot {
         } else {
             None
         };
-        let klass_field = vm.offset("oopDesc", "_metadata._klass")?;
+        let mut limits: Vec<String> = Vec::new();
         let (klass, array_length_offset, array_base_offset) = if compact_headers {
-            let (base, shift) =
-                compressed_klass.context("compact headers without a narrow class encoding")?;
-            let bits_shift = vm
-                .int_constant("markWord::klass_shift")
-                .context("compact headers, but the mark word's class bits are not described")?;
             // A byte array's length follows the mark word; its elements follow the length.
-            let klass = KlassPointer::MarkWord {
-                bits_shift: u32::try_from(bits_shift)?,
-                base,
-                shift,
-            };
+            let klass = compressed_klass.and_then(|(base, shift)| {
+                let bits_shift = vm.int_constant("markWord::klass_shift").ok()?;
+                Some(KlassPointer::MarkWord {
+                    bits_shift: u32::try_from(bits_shift).ok().filter(|&s| s < 64)?,
+                    base,
+                    shift,
+                })
+            });
+            if klass.is_none() {
+                limits.push(
+                    "the JVM runs with -XX:+UseCompactObjectHeaders, but does not describe its \
+                     mark word's class bits: carriers are not identified (mounted state and \
+                     Java stacks still are)"
+                        .into(),
+                );
+            }
             (klass, 8, 12)
         } else {
+            let offset = vm.offset("oopDesc", "_metadata._klass")?;
             let klass = KlassPointer::Field {
-                offset: klass_field,
+                offset,
                 narrow: compressed_klass,
             };
-            // Arrays: length right after the class field, elements aligned after it.
-            let length = klass_field + if compressed_klass.is_some() { 4 } else { 8 };
-            (klass, length, (length + 4).next_multiple_of(8))
+            // Arrays: length right after the class field. Byte elements follow the length from
+            // JDK 22 (JDK-8139457); before, every element type started 8-aligned.
+            let length = offset + if compressed_klass.is_some() { 4 } else { 8 };
+            let base = if major.is_some_and(|m| m >= 22) {
+                length + 4
+            } else {
+                (length + 4).next_multiple_of(8)
+            };
+            (Some(klass), length, base)
         };
 
-        let mut limits: Vec<String> = Vec::new();
         let (walker, walk_error) = match Walker::new(&mem, &vm) {
             Ok(w) => (Some(w), None),
             Err(e) => (None, Some(format!("{e:#}"))),
@@ -362,23 +379,24 @@ impl Hotspot {
     fn oop_field(&self, obj: u64, offset: u64) -> Option<u64> {
         let oop = match self.compressed_oops {
             Some((base, shift)) => {
-                let narrow = self.mem.u32(obj + offset).ok()? as u64;
+                let narrow = self.mem.u32(obj.wrapping_add(offset)).ok()? as u64;
                 if narrow == 0 {
                     return None;
                 }
-                base + (narrow << shift)
+                base.wrapping_add(narrow << shift)
             }
-            None => self.mem.u64(obj + offset).ok()?,
+            None => self.mem.u64(obj.wrapping_add(offset)).ok()?,
         };
         (oop != 0).then_some(oop)
     }
 
     fn class_name(&mut self, obj: u64) -> Option<String> {
-        let klass = match self.klass {
+        let klass = match self.klass? {
             KlassPointer::Field {
                 offset,
                 narrow: Some((base, shift)),
             } => base.wrapping_add((self.mem.u32(obj.wrapping_add(offset)).ok()? as u64) << shift),
+            // (shifts were checked below 64 at attach)
             KlassPointer::Field {
                 offset,
                 narrow: None,
@@ -397,7 +415,7 @@ impl Hotspot {
         }
         let symbol = self
             .mem
-            .u64(klass + self.vm.offset("Klass", "_name").ok()?)
+            .u64(klass.wrapping_add(self.vm.offset("Klass", "_name").ok()?))
             .ok()?;
         let name = self.symbol(symbol)?;
         self.klass_names.insert(klass, name.clone());
@@ -414,14 +432,20 @@ impl Hotspot {
     fn thread_name(&self, thread: u64) -> Option<String> {
         let string = self.oop_field(thread, self.name_offset)?;
         let value = self.oop_field(string, self.string_value_offset)?;
-        let coder = self.mem.u16(string + self.string_coder_offset).ok()? as u8;
-        let len = self.mem.u32(value + self.array_length_offset).ok()?;
+        let coder = self
+            .mem
+            .u16(string.wrapping_add(self.string_coder_offset))
+            .ok()? as u8;
+        let len = self
+            .mem
+            .u32(value.wrapping_add(self.array_length_offset))
+            .ok()?;
         if len > 4096 {
             return None;
         }
         let mut bytes = vec![0; len as usize];
         self.mem
-            .read(value + self.array_base_offset, &mut bytes)
+            .read(value.wrapping_add(self.array_base_offset), &mut bytes)
             .ok()?;
         Some(match coder {
             0 => bytes.iter().map(|&b| b as char).collect(),

@@ -69,7 +69,7 @@ pub struct Inlining {
     layout: Layout,
     /// Debug information by (nmethod, compile id): a recompiled method at the same address
     /// has another id.
-    tables: HashMap<(u64, u32), Option<Tables>>,
+    tables: HashMap<(u64, u32), Tables>,
     /// Scope chains by (nmethod, compile id, pc): methods innermost first, or None.
     chains: HashMap<(u64, u32, u64), Option<Vec<u64>>>,
 }
@@ -130,12 +130,13 @@ impl Inlining {
         if self.tables.len() >= MAX_CACHED {
             self.tables.clear();
         }
+        // A failed read (an nmethod caught half-installed) is tried again next time.
         let tables = match self.tables.get(&(nm, compile_id)) {
-            Some(known) => known.clone()?,
+            Some(known) => known.clone(),
             None => {
-                let read = self.read_tables(mem, nm);
+                let read = self.read_tables(mem, nm)?;
                 self.tables.insert((nm, compile_id), read.clone());
-                read?
+                read
             }
         };
         // A frame being deoptimized returns into a deopt handler; the pc it had is saved in

@@ -47,7 +47,7 @@ pub fn describe(pid: u32) -> Result<String> {
     let runtime = info
         .runtime
         .with_context(|| format!("process {pid} ({}) is not a HotSpot JVM", info.command))?;
-    let mut hotspot = hotspot::Hotspot::attach(pid)?;
+    let mut hotspot = hotspot::Hotspot::attach(pid, runtime.major())?;
     let threads = hotspot.java_threads()?;
     let settings = if hotspot.attach_disabled() {
         Err(anyhow::anyhow!(

@@ -329,6 +329,9 @@ impl Model {
     /// sums: thread times still cover the whole window, while pinning, starvation, locks and
     /// system calls cover the time since `before_ns`. Bounds a long live view.
     pub fn forget_before(&mut self, before_ns: u64) {
+        if before_ns <= self.start_mono_ns {
+            return;
+        }
         self.fold(before_ns, |_, _, _| false);
         self.syscalls
             .retain(|s| s.end_ns >= before_ns || s.unfinished);

@@ -112,7 +112,6 @@ impl Recording {
         })
     }
 
-    /// CLOCK_MONOTONIC ns of the window's end: the end marker, else the last thing recorded.
     /// What the file lost, said to the user with its results: damaged frames, or an end that
     /// never came.
     pub fn warnings(&self) -> Vec<String> {
@@ -123,6 +122,7 @@ impl Recording {
         warnings
     }
 
+    /// CLOCK_MONOTONIC ns of the window's end: the end marker, else the last thing recorded.
     pub fn end_mono_ns(&self) -> u64 {
         if let Some(end) = &self.end {
             return end.end_mono_ns;
