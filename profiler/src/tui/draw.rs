@@ -10,7 +10,7 @@ use ratatui::{
 
 use super::app::{App, Status, Tab};
 use crate::{
-    model::{Model, StackLabels},
+    model::{Model, PinnedSite, StackLabels},
     report::{runtime_label, secs},
 };
 
@@ -237,7 +237,7 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
                     format!("x{}", s.events),
                     secs(s.total_ns)
                 )),
-                Span::styled(site_label(&s.stack), Style::new().bold()),
+                Span::styled(site_label(s), Style::new().bold()),
             ])
         })
         .collect();
@@ -260,7 +260,7 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(secs(s.max_ns)),
             Cell::from(s.virtual_threads.len().to_string()),
             Cell::from(s.carriers.len().to_string()),
-            Cell::from(site_label(&s.stack)),
+            Cell::from(site_label(s)),
         ])
     });
     let widget = Table::new(
@@ -509,16 +509,24 @@ fn header_row(names: &[&'static str]) -> Row<'static> {
 
 /// What a pinned site is called in one line: the frame that holds the monitor (where the
 /// fix goes), then the innermost Java frame (what it waits in).
-pub fn site_label(stack: &StackLabels) -> String {
-    let is_java = |i: &usize| {
-        !matches!(
+pub fn site_label(site: &PinnedSite) -> String {
+    let stack = &site.stack;
+    // A Java method: not a stub or a call from the VM, which say how, not where.
+    let is_method = |i: &usize| {
+        matches!(
             stack.frame_kinds.get(*i).copied(),
-            Some("kernel" | "native" | "jit")
+            Some("interpreted" | "compiled" | "inlined" | "java_native" | "java")
         )
     };
     let holder = stack.monitor_frames.first().copied();
-    let java = (0..stack.frames.len()).find(is_java);
-    match (holder, java) {
+    let java = (0..stack.frames.len()).find(is_method);
+    let lock = if site.monitor_classes.is_empty() {
+        String::new()
+    } else {
+        let classes: Vec<&str> = site.monitor_classes.iter().map(String::as_str).collect();
+        format!(" · on a {}", classes.join(" or "))
+    };
+    let label = match (holder, java) {
         (Some(h), Some(j)) if h != j => {
             format!("{} [monitor] → {}", stack.frames[h], stack.frames[j])
         }
@@ -529,39 +537,59 @@ pub fn site_label(stack: &StackLabels) -> String {
             .first()
             .cloned()
             .unwrap_or_else(|| "[no stack]".into()),
-    }
+    };
+    label + &lock
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn site(frames: &[(&str, &'static str)], monitor_frames: Vec<usize>) -> PinnedSite {
+        PinnedSite {
+            reason: crate::model::carriers::Reason::Monitor,
+            operation: crate::model::carriers::Operation::Park,
+            stack: StackLabels {
+                frames: frames.iter().map(|(f, _)| f.to_string()).collect(),
+                frame_kinds: frames.iter().map(|(_, k)| *k).collect(),
+                monitor_frames,
+            },
+            events: 1,
+            total_ns: 1,
+            max_ns: 1,
+            virtual_threads: Default::default(),
+            carriers: Default::default(),
+            monitor_classes: Default::default(),
+        }
+    }
+
     #[test]
     fn a_site_is_named_by_its_monitor_holder_then_where_it_waits() {
-        let stack = StackLabels {
-            frames: vec![
-                "futex_wait".into(),
-                "jdk.internal.misc.Unsafe.park".into(),
-                "java.lang.Thread.sleep".into(),
-                "Shop.buy".into(),
-            ],
-            frame_kinds: vec!["kernel", "java_native", "interpreted", "compiled"],
-            monitor_frames: vec![3],
-        };
+        let frames = [
+            ("futex_wait", "kernel"),
+            ("jdk.internal.misc.Unsafe.park", "java_native"),
+            ("java.lang.Thread.sleep", "interpreted"),
+            ("Shop.buy", "compiled"),
+        ];
         assert_eq!(
-            site_label(&stack),
+            site_label(&site(&frames, vec![3])),
             "Shop.buy [monitor] → jdk.internal.misc.Unsafe.park"
         );
-        let unmarked = StackLabels {
-            monitor_frames: Vec::new(),
-            ..stack.clone()
-        };
-        assert_eq!(site_label(&unmarked), "jdk.internal.misc.Unsafe.park");
-        let native = StackLabels {
-            frames: vec!["futex_wait".into()],
-            frame_kinds: vec!["kernel"],
-            monitor_frames: Vec::new(),
-        };
-        assert_eq!(site_label(&native), "futex_wait");
+        assert_eq!(
+            site_label(&site(&frames, Vec::new())),
+            "jdk.internal.misc.Unsafe.park"
+        );
+        assert_eq!(site_label(&site(&frames[..1], Vec::new())), "futex_wait");
+        // A stub says how it blocked, not where; the lock's class says on what.
+        let mut entering = site(
+            &[
+                ("futex_wait", "kernel"),
+                ("[monitorenter_nofpu Runtime1 stub]", "stub"),
+                ("Shop$Till.ring", "compiled"),
+            ],
+            Vec::new(),
+        );
+        entering.monitor_classes.insert("Shop$Till".into());
+        assert_eq!(site_label(&entering), "Shop$Till.ring · on a Shop$Till");
     }
 }
