@@ -385,6 +385,22 @@ pub enum Event {
         monitor: u64,
         class: String,
     },
+    /// The carriers off CPU at `time_ns` in a wait that has not ended (intervals are sent
+    /// when they end): what a live view needs to see starvation while it lasts. The last
+    /// one wins.
+    OpenWaits {
+        time_ns: u64,
+        waits: Vec<OpenWait>,
+    },
+}
+
+/// A carrier's wait still under way at a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OpenWait {
+    pub tid: u32,
+    pub start_ns: u64,
+    pub state: OffCpuState,
+    pub java: Option<JavaBlock>,
 }
 
 impl Event {
@@ -401,7 +417,8 @@ impl Event {
             | Event::JavaThreads { time_ns, .. }
             | Event::SyscallSums { time_ns, .. }
             | Event::KernelLocks { time_ns, .. }
-            | Event::MonitorClass { time_ns, .. } => Some(*time_ns),
+            | Event::MonitorClass { time_ns, .. }
+            | Event::OpenWaits { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

@@ -19,7 +19,7 @@ use crate::{
     capture::{self, Capture, Raw},
     events::{
         Event, Frame, FrameKind, FramePointerCheck, FutexWait, FutexWaker, JavaBlock,
-        JavaThreadInfo, JavaThreadState, KernelLock, OffCpu, OffCpuState, Stack, Syscall,
+        JavaThreadInfo, JavaThreadState, KernelLock, OffCpu, OffCpuState, OpenWait, Stack, Syscall,
         SyscallSum, ThreadName,
     },
     fdname,
@@ -734,6 +734,39 @@ impl Session {
         Ok(())
     }
 
+    /// Says which carriers are in a wait that has not ended yet, so that a live view sees
+    /// starvation while it lasts (a long pinning is otherwise known only when it ends).
+    fn open_carrier_waits(&mut self) -> Result<()> {
+        let Some(jvm) = &self.jvm else {
+            return Ok(());
+        };
+        let carriers: HashSet<u32> = jvm
+            .threads
+            .iter()
+            .filter(|t| t.carrier)
+            .map(|t| t.tid)
+            .collect();
+        if carriers.is_empty() {
+            return Ok(());
+        }
+        let waits = self
+            .capture
+            .open_intervals()
+            .into_iter()
+            .filter(|(tid, _)| carriers.contains(tid))
+            .map(|(tid, start)| OpenWait {
+                tid,
+                start_ns: start.start_ns,
+                state: OffCpuState::from_prev_state(start.prev_state),
+                java: self.java_block(&start.java),
+            })
+            .collect();
+        self.writer.write_event(&Event::OpenWaits {
+            time_ns: capture::monotonic_ns(),
+            waits,
+        })
+    }
+
     /// A copy of the stack of a Java thread still blocked as capture stops: it never left its
     /// system call, so the kernel made none. Its stack does not move while it stays blocked;
     /// the caller keeps the copy only if it still was afterwards.
@@ -805,6 +838,7 @@ impl Session {
 
     fn checkpoint(&mut self) -> Result<()> {
         self.cpu_snapshot()?;
+        self.open_carrier_waits()?;
         let sums: Vec<SyscallSum> = self
             .capture
             .syscall_sums()

@@ -165,6 +165,24 @@ fn a_window_shows_the_latest_pinning_and_the_file_keeps_all() {
 }
 
 #[test]
+fn starvation_is_flagged_while_it_lasts() {
+    // Two virtual threads sleep 3 s inside synchronized on two carriers: both carriers stay
+    // pinned for seconds, and the view must say so before those waits end.
+    let jvm = start_vt(21, 2, "PinnedSleep", &["2", "3000"]);
+    let mut top = pinprof();
+    top.args(["top", "--refresh-ms", "200", "--pid"])
+        .arg(jvm.pid.to_string())
+        .arg("--output")
+        .arg(scratch("top-starving.pinrec"));
+    let mut term = Terminal::spawn(top, ROWS, COLS);
+    term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
+        s.contains("STARVING NOW: all 2 carriers pinned or blocked")
+    });
+    term.send(b"q");
+    assert!(term.wait_exit(Duration::from_secs(15)).success());
+}
+
+#[test]
 fn ctrl_c_ends_the_live_view_and_the_recording_is_whole() {
     // JDK 25, whose carriers the view must know as well as 21's.
     let jvm = start_vt(25, 2, "PinnedSleep", &["8", "20"]);

@@ -59,6 +59,8 @@ pub struct Model {
     pub monitor_classes: HashMap<u64, Vec<(u64, String)>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
+    /// The carriers' waits still under way at the latest checkpoint: (time, waits).
+    pub open_waits: Option<(u64, Vec<crate::events::OpenWait>)>,
     /// A live view forgot the pinning, waits and calls that ended before this (see
     /// `forget_before`).
     pub forgotten_before: Option<u64>,
@@ -288,6 +290,9 @@ impl Model {
                 self.kernel_lock_threads =
                     threads.iter().map(|(t, n, ns)| (*t, (*n, *ns))).collect();
             }
+            Event::OpenWaits { time_ns, waits } => {
+                self.open_waits = Some((*time_ns, waits.clone()));
+            }
             Event::MonitorClass {
                 time_ns,
                 monitor,
@@ -501,6 +506,39 @@ impl Model {
         let mut sites: Vec<PinnedSite> = sites.into_values().collect();
         sites.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.stack.cmp(&b.stack)));
         sites
+    }
+
+    /// Starvation under way at the latest checkpoint: every carrier alive in a wait that has
+    /// not ended, pinned or blocked with a virtual thread mounted. Returns since when (the
+    /// latest of their starts) and how many carriers.
+    pub fn starving_now(&self) -> Option<(u64, u32)> {
+        let (time_ns, waits) = self.open_waits.as_ref()?;
+        let unavailable: Vec<u64> = waits
+            .iter()
+            .filter(|w| {
+                let o = OffCpu {
+                    tid: w.tid,
+                    start_ns: w.start_ns,
+                    end_ns: *time_ns,
+                    state: w.state,
+                    kernel_stack: None,
+                    user_stack: None,
+                    waker_tid: None,
+                    cpu: 0,
+                    java: w.java.clone(),
+                };
+                matches!(
+                    self.classify(&o),
+                    Some(Use::Pinned(..) | Use::BlockedMounted)
+                )
+            })
+            .map(|w| w.start_ns)
+            .collect();
+        let counts = &self.carrier_counts;
+        let i = counts.partition_point(|(t, _)| t <= time_ns);
+        let alive = counts.get(i.checked_sub(1)?).map(|(_, n)| *n)?;
+        (alive > 0 && unavailable.len() as u32 >= alive)
+            .then(|| (unavailable.iter().copied().max().unwrap_or(*time_ns), alive))
     }
 
     /// Spans when no carrier was free: every one pinned or blocked with a virtual thread.
@@ -879,5 +917,35 @@ mod tests {
         assert_eq!(pinned.len(), 1);
         assert_eq!(pinned[0].start_ns, 70_000_000);
         assert_eq!(model.forgotten_before, Some(50_000_000));
+    }
+
+    #[test]
+    fn starving_now_needs_every_carrier_in_an_open_pinned_wait() {
+        let mut model = Model::default();
+        model.carrier_counts.push((0, 2));
+        for tid in [1, 2] {
+            model.java_threads.insert(
+                tid,
+                JavaThreadInfo {
+                    tid,
+                    name: None,
+                    carrier: true,
+                },
+            );
+        }
+        let open = |tid: u32, start_ms: u64, vthread: Option<u64>| {
+            let o = parked(tid, start_ms, 0, vthread);
+            crate::events::OpenWait {
+                tid,
+                start_ns: o.start_ns,
+                state: o.state,
+                java: o.java,
+            }
+        };
+        let at = 3_000_000_000;
+        model.open_waits = Some((at, vec![open(1, 1000, Some(7)), open(2, 1500, None)]));
+        assert_eq!(model.starving_now(), None, "carrier 2 is idle, free to run");
+        model.open_waits = Some((at, vec![open(1, 1000, Some(7)), open(2, 1500, Some(8))]));
+        assert_eq!(model.starving_now(), Some((1_500_000_000, 2)));
     }
 }

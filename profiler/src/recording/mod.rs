@@ -21,7 +21,7 @@ use crate::events::{Event, TargetInfo};
 pub const MAGIC: &[u8; 8] = b"PINPREC\0";
 pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this pinprof still reads: formats only ever add kinds of records
-/// (3 added `MonitorClass`).
+/// (3 added `MonitorClass` and `OpenWaits`).
 pub const OLDEST_FORMAT_READ: u32 = 2;
 /// Frames larger than this are taken for damage, not data.
 pub const MAX_FRAME: usize = 16 << 20;

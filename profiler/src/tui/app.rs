@@ -69,6 +69,8 @@ pub struct View {
     pub longest_starvation_ns: u64,
     /// When the latest starvation episode ended.
     pub last_starvation_end_ns: Option<u64>,
+    /// Starvation under way at the latest checkpoint: (for how long, carriers).
+    pub starving_now: Option<(u64, u32)>,
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
     /// Carrier time pinned in each second of the window (ms; several carriers add up).
@@ -243,6 +245,12 @@ impl App {
                 .max()
                 .unwrap_or(0),
             last_starvation_end_ns: newest,
+            starving_now: model.starving_now().and_then(|(since, carriers)| {
+                let (at, _) = model.open_waits.as_ref()?;
+                // Only a recent look: a capture that stopped says nothing of now.
+                (model.end_mono_ns.saturating_sub(*at) < 3_000_000_000)
+                    .then(|| (at.saturating_sub(since), carriers))
+            }),
             locks: model.locks(),
             syscalls: model.syscall_rows(),
             pinned_per_second: per_second,

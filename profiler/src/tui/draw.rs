@@ -103,7 +103,16 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
             Style::new().yellow().bold(),
         ));
     }
-    if app.live && app.status == Status::Running && app.starved_lately() {
+    let running = app.live && app.status == Status::Running;
+    if let (true, Some((for_ns, carriers))) = (running, app.view.starving_now) {
+        second.push(Span::styled(
+            format!(
+                " · STARVING NOW: all {carriers} carriers pinned or blocked for {}",
+                secs(for_ns)
+            ),
+            Style::new().white().on_red().bold(),
+        ));
+    } else if running && app.starved_lately() {
         second.push(Span::styled(
             " · carriers starved just now (every one pinned or blocked)",
             Style::new().red().bold(),
