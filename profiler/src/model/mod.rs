@@ -782,6 +782,15 @@ mod tests {
         }
     }
 
+    fn make_carrier(model: &mut Model, tid: u32) {
+        let info = JavaThreadInfo {
+            tid,
+            name: Some(format!("carrier-{tid}")),
+            carrier: true,
+        };
+        model.java_threads.insert(tid, info);
+    }
+
     /// A contended monitor entry of virtual thread 7 on the carrier.
     fn entering(start_ms: u64, ms: u64) -> OffCpu {
         let mut o = parked(1, start_ms, ms, Some(7));
@@ -797,14 +806,7 @@ mod tests {
             end_mono_ns: 100_000_000,
             ..Default::default()
         };
-        model.java_threads.insert(
-            1,
-            JavaThreadInfo {
-                tid: 1,
-                name: Some("carrier".into()),
-                carrier: true,
-            },
-        );
+        make_carrier(&mut model, 1);
         model.off_cpu = vec![
             parked(1, 0, 5, None),      // idle
             parked(1, 10, 20, Some(7)), // pinned (a monitor held on JDK 21)
@@ -893,14 +895,7 @@ mod tests {
             end_mono_ns: 100_000_000,
             ..Default::default()
         };
-        model.java_threads.insert(
-            1,
-            JavaThreadInfo {
-                tid: 1,
-                name: Some("carrier".into()),
-                carrier: true,
-            },
-        );
+        make_carrier(&mut model, 1);
         model.off_cpu = vec![
             parked(1, 0, 20, Some(7)),  // pinned, old
             parked(1, 25, 5, None),     // idle, old
@@ -924,14 +919,7 @@ mod tests {
         let mut model = Model::default();
         model.carrier_counts.push((0, 2));
         for tid in [1, 2] {
-            model.java_threads.insert(
-                tid,
-                JavaThreadInfo {
-                    tid,
-                    name: None,
-                    carrier: true,
-                },
-            );
+            make_carrier(&mut model, tid);
         }
         let open = |tid: u32, start_ms: u64, vthread: Option<u64>| {
             let o = parked(tid, start_ms, 0, vthread);
