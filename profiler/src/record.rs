@@ -90,24 +90,31 @@ pub fn run_with(
     let target = Target::open(options.pid)?;
     let mut info = target.info();
     let mut warnings = Vec::new();
-    let mut hotspot = open_jvm(options, &mut info, &mut warnings);
+    let hotspot = open_jvm(options, &mut info, &mut warnings);
     // Reading the JVM can take seconds (the attach protocol): a Ctrl-C meanwhile ends here.
     if stop.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
     }
-    // Known to the kernel before it sees the first event (the list is read again in the loop).
-    let java_threads = hotspot
-        .as_mut()
-        .and_then(|h| h.java_threads().ok())
-        .unwrap_or_default()
+    // Known to the kernel before it sees the first event; read again when the list changes.
+    let jvm = hotspot.map(|mut hotspot| {
+        let list_version = hotspot.thread_list_version().unwrap_or(0);
+        let threads = hotspot.java_threads().unwrap_or_default();
+        JvmWatch {
+            hotspot,
+            list_version,
+            threads,
+        }
+    });
+    let java_threads = jvm
         .iter()
+        .flat_map(|j| &j.threads)
         .map(|t| (t.tid, t.addr, t.carrier))
         .collect();
     let capture = Capture::start(&capture::Options {
         pid: options.pid,
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
         ring_buffer_bytes: options.ring_buffer_bytes,
-        jvm: hotspot.as_ref().map(|h| h.layout),
+        jvm: jvm.as_ref().map(|j| j.hotspot.layout),
         min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
         min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
         java_threads,
@@ -136,11 +143,7 @@ pub fn run_with(
     }
     let mut session = Session {
         symbolizer: Symbolizer::new(&target),
-        jvm: hotspot.map(|hotspot| JvmWatch {
-            hotspot,
-            list_version: 0,
-            threads: Vec::new(),
-        }),
+        jvm,
         target,
         capture,
         writer,
@@ -290,7 +293,7 @@ impl Session {
             self.known_threads.insert(thread.tid);
             self.writer.write_event(&Event::Thread(thread))?;
         }
-        self.refresh_java_threads()?;
+        self.write_java_threads()?;
         self.cpu_snapshot()?;
         let started = Instant::now();
         let mut last_checkpoint = Instant::now();
@@ -368,7 +371,17 @@ impl Session {
         let addrs: Vec<(u32, u64, bool)> =
             threads.iter().map(|t| (t.tid, t.addr, t.carrier)).collect();
         self.capture.set_java_threads(&addrs)?;
-        let infos = threads
+        jvm.threads = threads;
+        self.write_java_threads()
+    }
+
+    /// Writes the Java threads last read (their full names, which are carriers).
+    fn write_java_threads(&mut self) -> Result<()> {
+        let Some(jvm) = self.jvm.as_ref().filter(|j| !j.threads.is_empty()) else {
+            return Ok(());
+        };
+        let threads = jvm
+            .threads
             .iter()
             .map(|t| JavaThreadInfo {
                 tid: t.tid,
@@ -376,10 +389,9 @@ impl Session {
                 carrier: t.carrier,
             })
             .collect();
-        jvm.threads = threads;
         self.writer.write_event(&Event::JavaThreads {
             time_ns: capture::monotonic_ns(),
-            threads: infos,
+            threads,
         })
     }
 
@@ -740,7 +752,8 @@ impl Session {
         let Some(jvm) = &self.jvm else {
             return Ok(());
         };
-        let carriers: HashSet<u32> = jvm
+        // A look-up per carrier, not a walk of every thread's entry.
+        let carriers: Vec<u32> = jvm
             .threads
             .iter()
             .filter(|t| t.carrier)
@@ -749,11 +762,9 @@ impl Session {
         if carriers.is_empty() {
             return Ok(());
         }
-        let waits = self
-            .capture
-            .open_intervals()
+        let waits = carriers
             .into_iter()
-            .filter(|(tid, _)| carriers.contains(tid))
+            .filter_map(|tid| Some((tid, self.capture.open_interval(tid)?)))
             .map(|(tid, start)| OpenWait {
                 tid,
                 start_ns: start.start_ns,

@@ -350,6 +350,11 @@ impl Capture {
         self.starts.iter().flatten().collect()
     }
 
+    /// The interval `tid` is off CPU in now, if it is.
+    pub fn open_interval(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
+        self.starts.get(&tid, 0).ok()
+    }
+
     /// Per-thread sums of the intervals below the threshold.
     pub fn short_off_cpu(&self) -> Vec<ShortOffCpu> {
         self.short

@@ -75,6 +75,8 @@ pub struct Hotspot {
     /// Where an object says its class (None: this JVM's layout is not understood).
     klass: Option<KlassPointer>,
     name_offset: u64,
+    /// `ObjectMonitor::_object`, the weak handle to the object a monitor belongs to.
+    monitor_object: Option<u64>,
     string_value_offset: u64,
     string_coder_offset: u64,
     array_length_offset: u64,
@@ -257,6 +259,7 @@ impl Hotspot {
             attach_disabled: flags.get("DisableAttachMechanism") == Some(&true),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
+            monitor_object: vm.offset("ObjectMonitor", "_object").ok(),
             string_value_offset: java_offset(JAVA_FIELD_OFFSETS[2])?,
             string_coder_offset: java_offset(JAVA_FIELD_OFFSETS[3])?,
             array_length_offset,
@@ -364,8 +367,7 @@ impl Hotspot {
     /// (an `ObjectMonitor*`): its `_object` is a weak handle to it. Read live, so only
     /// meaningful while the monitor is in use.
     pub fn monitor_class(&mut self, monitor: u64) -> Option<String> {
-        let object = self.vm.offset("ObjectMonitor", "_object").ok()?;
-        let oop = self.deref_handle(monitor.checked_add(object)?)?;
+        let oop = self.deref_handle(monitor.checked_add(self.monitor_object?)?)?;
         Some(self.class_name(oop)?.replace('/', "."))
     }
 

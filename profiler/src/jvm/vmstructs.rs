@@ -96,40 +96,38 @@ impl VmStructs {
             },
         )?;
 
-        let stride = sym("gHotSpotVMIntConstantEntryArrayStride")?;
-        let (name_at, value_at) = (
-            sym("gHotSpotVMIntConstantEntryNameOffset")?,
-            sym("gHotSpotVMIntConstantEntryValueOffset")?,
-        );
-        for_each_entry(
-            mem,
-            sym("gHotSpotVMIntConstants")?,
-            stride,
-            name_at,
-            |name, entry| {
-                let value = mem.u32(entry + value_at)? as i32 as i64;
-                out.int_constants.insert(name, value);
-                Ok(())
-            },
-        )?;
-        // Long constants (the mark word's layout) share the map: their names are distinct.
-        if let (Ok(stride), Ok(name_at), Ok(value_at), Ok(table)) = (
-            sym("gHotSpotVMLongConstantEntryArrayStride"),
-            sym("gHotSpotVMLongConstantEntryNameOffset"),
-            sym("gHotSpotVMLongConstantEntryValueOffset"),
-            sym("gHotSpotVMLongConstants"),
-        ) {
-            // Optional (only compact headers need them): a bad table costs those alone.
-            let _ = for_each_entry(mem, table, stride, name_at, |name, entry| {
-                let value = mem.u64(entry.wrapping_add(value_at))? as i64;
-                out.int_constants.insert(name, value);
-                Ok(())
-            });
-        }
+        // Int and long constants (the mark word's layout) share the map: their names are
+        // distinct. The longs are optional (only compact headers need them): a bad table
+        // costs those alone.
+        out.read_constants(mem, &sym, "Int", 4)?;
+        let _ = out.read_constants(mem, &sym, "Long", 8);
         if out.fields.is_empty() {
             bail!("the JVM's VMStructs table is empty");
         }
         Ok(out)
+    }
+
+    /// `gHotSpotVM{kind}Constants`, whose values are `width` bytes, signed.
+    fn read_constants(
+        &mut self,
+        mem: &Memory,
+        sym: &impl Fn(&str) -> Result<u64>,
+        kind: &str,
+        width: u8,
+    ) -> Result<()> {
+        let table = sym(&format!("gHotSpotVM{kind}Constants"))?;
+        let stride = sym(&format!("gHotSpotVM{kind}ConstantEntryArrayStride"))?;
+        let name_at = sym(&format!("gHotSpotVM{kind}ConstantEntryNameOffset"))?;
+        let value_at = sym(&format!("gHotSpotVM{kind}ConstantEntryValueOffset"))?;
+        for_each_entry(mem, table, stride, name_at, |name, entry| {
+            let at = entry.wrapping_add(value_at);
+            let value = match width {
+                4 => mem.u32(at)? as i32 as i64,
+                _ => mem.u64(at)? as i64,
+            };
+            self.int_constants.insert(name, value);
+            Ok(())
+        })
     }
 
     fn read_fields(&mut self, mem: &Memory, table: u64, stride: u64, at: [u64; 6]) -> Result<()> {

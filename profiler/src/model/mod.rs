@@ -445,8 +445,13 @@ impl Model {
 
     /// Every pinning, in time order.
     pub fn pinned_events(&self) -> Vec<PinnedEvent> {
-        let uses = self.uses();
-        let with_stacks = uses.into_iter().map(|(o, u)| (o, u, self.java_stack(o)));
+        self.pinned_events_in(&self.uses())
+    }
+
+    /// The pinnings among `uses` (from `uses`, which a caller needing both this and
+    /// `starvation_in` computes once).
+    pub fn pinned_events_in(&self, uses: &[(&OffCpu, Use)]) -> Vec<PinnedEvent> {
+        let with_stacks = uses.iter().map(|&(o, u)| (o, u, self.java_stack(o)));
         let mut events = carriers::pinned_events(with_stacks);
         events.sort_by_key(|e| (e.start_ns, e.carrier));
         events
@@ -542,10 +547,10 @@ impl Model {
     }
 
     /// Spans when no carrier was free: every one pinned or blocked with a virtual thread.
-    pub fn starvation(&self) -> Vec<Episode> {
-        let spans = self
-            .uses()
-            .into_iter()
+    /// Computed from `uses` (see `pinned_events_in`).
+    pub fn starvation_in(&self, uses: &[(&OffCpu, Use)]) -> Vec<Episode> {
+        let spans = uses
+            .iter()
             .filter(|(o, u)| {
                 self.is_carrier(o.tid) && matches!(u, Use::Pinned(..) | Use::BlockedMounted)
             })
@@ -819,8 +824,11 @@ mod tests {
             interval(2, 50, 2, OffCpuState::Preempted),
             interval(2, 90, 5, OffCpuState::Sleeping), // not settled yet
         ];
-        let (threads, pinned, starvation) =
-            (model.threads(), model.pinned_events(), model.starvation());
+        let (threads, pinned, starvation) = (
+            model.threads(),
+            model.pinned_events(),
+            model.starvation_in(&model.uses()),
+        );
         model.fold_settled(60_000_000);
         assert_eq!(
             model.off_cpu.len(),
@@ -829,7 +837,7 @@ mod tests {
         );
         assert_eq!(model.threads(), threads);
         assert_eq!(model.pinned_events(), pinned);
-        assert_eq!(model.starvation(), starvation);
+        assert_eq!(model.starvation_in(&model.uses()), starvation);
         assert_eq!(pinned.len(), 3);
     }
 

@@ -51,7 +51,8 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             )
         })
         .collect();
-    let pinned = model.pinned_events();
+    let uses = model.uses();
+    let pinned = model.pinned_events_in(&uses);
     let sites: Vec<Value> = model
         .pinned_sites(&pinned)
         .into_iter()
@@ -74,7 +75,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             )
         })
         .collect();
-    let episodes = model.starvation();
+    let episodes = model.starvation_in(&uses);
     let starvation: Vec<Value> = episodes
         .iter()
         .map(|e| {

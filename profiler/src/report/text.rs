@@ -172,7 +172,8 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         )?;
     }
 
-    let episodes = model.starvation();
+    let uses = model.uses();
+    let episodes = model.starvation_in(&uses);
     if !episodes.is_empty() {
         let total: u64 = episodes.iter().map(|e| e.end_ns - e.start_ns).sum();
         let longest = episodes
@@ -190,7 +191,7 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         )?;
     }
 
-    let events = model.pinned_events();
+    let events = model.pinned_events_in(&uses);
     let sites = model.pinned_sites(&events);
     let total: u64 = events.iter().map(|e| e.duration_ns()).sum();
     writeln!(

@@ -217,8 +217,9 @@ impl App {
             model.forget_before(model.end_mono_ns.saturating_sub(window.as_nanos() as u64));
         }
         let model = &*model;
-        let pinned = model.pinned_events();
-        let episodes = model.starvation();
+        let uses = model.uses();
+        let pinned = model.pinned_events_in(&uses);
+        let episodes = model.starvation_in(&uses);
         // Episodes are known once they end: flag a new one for a few seconds.
         let newest = episodes.last().map(|e| e.end_ns);
         if newest.is_some() && newest > self.view.last_starvation_end_ns {
