@@ -28,6 +28,23 @@ fn pinned(report: &Value, keep: impl Fn(&str, &str) -> bool) -> (u64, u64) {
         })
 }
 
+/// Records `pid` for `seconds` into `out` with JFR recording pinning over the same time:
+/// the report, and JFR's pinned events that started inside its window.
+fn record_with_jfr(
+    major: u32,
+    pid: u32,
+    jfr_name: &str,
+    seconds: f64,
+    out: &str,
+) -> (Value, Vec<jfr::Pinned>) {
+    let jfr = Jfr::start(major, pid, jfr_name);
+    let recording = record(pid, seconds, out);
+    let truth = jfr.stop();
+    let report = report_json(&recording);
+    let truth = in_window(&report, truth);
+    (report, truth)
+}
+
 /// JFR's events that started inside the report's window.
 fn in_window(report: &Value, events: Vec<jfr::Pinned>) -> Vec<jfr::Pinned> {
     let from = report["window"]["start_unix_ns"].as_u64().unwrap();
@@ -38,27 +55,10 @@ fn in_window(report: &Value, events: Vec<jfr::Pinned>) -> Vec<jfr::Pinned> {
         .collect()
 }
 
-fn assert_within(what: &str, ours: f64, truth: f64, tolerance: f64) {
-    let error = (ours - truth).abs() / truth;
-    eprintln!(
-        "{what}: pinprof {ours:.0}, truth {truth:.0}, {:.1}% off",
-        error * 100.0
-    );
-    assert!(
-        truth > 0.0 && error <= tolerance,
-        "{what}: pinprof {ours}, truth {truth}: {:.1}% off (tolerance {:.0}%)",
-        error * 100.0,
-        tolerance * 100.0
-    );
-}
-
 /// The thread ids the report says are carriers.
 fn carrier_tids(report: &Value) -> BTreeSet<u64> {
-    report["threads"]
-        .as_array()
-        .unwrap()
+    carrier_threads(report)
         .iter()
-        .filter(|t| t["role"] == "carrier")
         .map(|t| t["tid"].as_u64().unwrap())
         .collect()
 }
@@ -110,11 +110,7 @@ fn counter_in_window(jvm: &mut Jvm, name: &str, from: u64, to: u64) -> f64 {
 fn jdk21_pinned_parks_match_jfr() {
     let jvm = start_vt(21, 4, "Pinning", &["sleep", "socket"]);
     std::thread::sleep(Duration::from_millis(500));
-    let jfr = Jfr::start(21, jvm.pid, "pinned21");
-    let recording = record(jvm.pid, 4.0, "pinned21.pinrec");
-    let truth = jfr.stop();
-    let report = report_json(&recording);
-    let truth = in_window(&report, truth);
+    let (report, truth) = record_with_jfr(21, jvm.pid, "pinned21", 4.0, "pinned21.pinrec");
 
     let (parks, park_ns) = pinned(&report, |_, op| op == "park");
     let (monitor_parks, _) = pinned(&report, |r, op| r == "monitor" && op == "park");
@@ -188,11 +184,7 @@ fn jdk21_contended_monitor_entries_are_counted() {
 fn jdk25_synchronized_does_not_pin() {
     let mut jvm = start_vt(25, 4, "Pinning", &["sleep", "socket", "contend"]);
     std::thread::sleep(Duration::from_millis(500));
-    let jfr = Jfr::start(25, jvm.pid, "nopin25");
-    let recording = record(jvm.pid, 3.0, "nopin25.pinrec");
-    let truth = jfr.stop();
-    let report = report_json(&recording);
-    let truth = in_window(&report, truth);
+    let (report, truth) = record_with_jfr(25, jvm.pid, "nopin25", 3.0, "nopin25.pinrec");
     let from = report["window"]["start_mono_ns"].as_u64().unwrap();
     let to = from + report["window"]["duration_ns"].as_u64().unwrap();
     let sleeps = counter_in_window(&mut jvm, "sleeps", from, to);
@@ -298,11 +290,8 @@ fn jdk25_compact_object_headers_change_nothing() {
         .expect("the workload lists its carriers");
     let theirs: BTreeSet<String> = line[9..].split(',').map(String::from).collect();
     let report = class_init_matches_jfr(jvm, "compact25");
-    let ours: BTreeSet<String> = report["threads"]
-        .as_array()
-        .unwrap()
+    let ours: BTreeSet<String> = carrier_threads(&report)
         .iter()
-        .filter(|t| t["role"] == "carrier")
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect();
     assert!(
@@ -315,11 +304,8 @@ fn jdk25_compact_object_headers_change_nothing() {
 /// time), and no monitor pinning; returns the report.
 fn class_init_matches_jfr(jvm: Jvm, name: &str) -> Value {
     std::thread::sleep(Duration::from_millis(300));
-    let jfr = Jfr::start(25, jvm.pid, name);
-    let recording = record(jvm.pid, 4.0, &format!("{name}.pinrec"));
-    let truth = jfr.stop();
-    let report = report_json(&recording);
-    let truth: Vec<_> = in_window(&report, truth)
+    let (report, truth) = record_with_jfr(25, jvm.pid, name, 4.0, &format!("{name}.pinrec"));
+    let truth: Vec<_> = truth
         .into_iter()
         .filter(|e| {
             e.reason

@@ -6,7 +6,7 @@ mod common;
 
 use std::{process::Stdio, time::Duration};
 
-use common::{pinprof, report_json, scratch, start_vt, terminal::Terminal};
+use common::{carrier_threads, pinprof, report_json, scratch, start_vt, terminal::Terminal};
 use serde_json::Value;
 
 const ROWS: u16 = 45;
@@ -27,11 +27,8 @@ fn pinned_on_screen(screen: &str) -> u64 {
 }
 
 fn carriers(report: &Value) -> Vec<String> {
-    report["threads"]
-        .as_array()
-        .unwrap()
+    carrier_threads(report)
         .iter()
-        .filter(|t| t["role"] == "carrier")
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect()
 }

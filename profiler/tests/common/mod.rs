@@ -173,3 +173,28 @@ pub fn strings(v: &Value) -> Vec<&str> {
         .map(|s| s.as_str().unwrap())
         .collect()
 }
+
+/// The threads the report says are carriers.
+pub fn carrier_threads(report: &Value) -> Vec<&Value> {
+    report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "carrier")
+        .collect()
+}
+
+/// `ours` within `tolerance` (a fraction) of `truth`, said either way.
+pub fn assert_within(what: &str, ours: f64, truth: f64, tolerance: f64) {
+    let error = (ours - truth).abs() / truth;
+    eprintln!(
+        "{what}: pinprof {ours:.2}, truth {truth:.2}, {:.1}% off",
+        error * 100.0
+    );
+    assert!(
+        truth > 0.0 && error <= tolerance,
+        "{what}: pinprof {ours}, truth {truth}: {:.1}% off (tolerance {:.0}%)",
+        error * 100.0,
+        tolerance * 100.0
+    );
+}
