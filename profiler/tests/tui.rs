@@ -170,8 +170,11 @@ fn starvation_is_flagged_while_it_lasts() {
     top.args(["top", "--refresh-ms", "200", "--pid"])
         .arg(jvm.pid.to_string())
         .arg("--output")
-        .arg(scratch("top-starving.pinrec"));
-    let mut term = Terminal::spawn(top, ROWS, COLS);
+        .arg(scratch(
+            "top-starving-with-a-long-name-that-fills-the-status-line.pinrec",
+        ));
+    // Narrower than the status line: the flag must come before the path, not be cut off.
+    let mut term = Terminal::spawn(top, ROWS, 100);
     term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
         s.contains("STARVING NOW: all 2 carriers pinned or blocked")
     });

@@ -83,41 +83,48 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         Span::styled(state, Style::new().fg(color).bold()),
         Span::raw(format!(" {}", secs(model.duration_ns()))),
     ]);
-    let mut second = vec![
-        Span::raw(format!("{} · {} records · ", app.source, app.records)),
-        Span::styled(
-            format!("{lost} lost events"),
-            if lost > 0 {
-                Style::new().red().bold()
-            } else {
-                Style::new()
-            },
-        ),
-    ];
-    // Events arrive at least every second (checkpoints); more than this behind is a view
-    // that cannot keep up, not a quiet target.
-    let lag = app.lag_ns();
-    if lag > 3_000_000_000 {
-        second.push(Span::styled(
-            format!(" · view {} behind", secs(lag)),
-            Style::new().yellow().bold(),
-        ));
-    }
+    // Alerts first: a long recording path must never push them off a narrow terminal.
+    let mut second = Vec::new();
     let running = app.live && app.status == Status::Running;
     if let (true, Some((for_ns, carriers))) = (running, app.view.starving_now) {
         second.push(Span::styled(
             format!(
-                " · STARVING NOW: all {carriers} carriers pinned or blocked for {}",
+                "STARVING NOW: all {carriers} carriers pinned or blocked for {}",
                 secs(for_ns)
             ),
             Style::new().white().on_red().bold(),
         ));
     } else if running && app.starved_lately() {
         second.push(Span::styled(
-            " · carriers starved just now (every one pinned or blocked)",
+            "carriers starved just now (every one pinned or blocked)",
             Style::new().red().bold(),
         ));
     }
+    // Events arrive at least every second (checkpoints); more than this behind is a view
+    // that cannot keep up, not a quiet target.
+    let lag = app.lag_ns();
+    if lag > 3_000_000_000 {
+        second.push(Span::styled(
+            format!("view {} behind", secs(lag)),
+            Style::new().yellow().bold(),
+        ));
+    }
+    if lost > 0 {
+        second.push(Span::styled(
+            format!("{lost} lost events"),
+            Style::new().red().bold(),
+        ));
+    }
+    let mut source = format!("{} · {} records", app.source, app.records);
+    if lost == 0 {
+        source += " · 0 lost events";
+    }
+    second.push(Span::raw(source));
+    let second: Vec<Span> = second
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, span)| (i > 0).then(|| Span::raw(" · ")).into_iter().chain([span]))
+        .collect();
     let second = Line::from(second);
     frame.render_widget(Paragraph::new(vec![first, second]), area);
 }
