@@ -196,7 +196,18 @@ fn jvm_lock_waits_name_the_releasing_thread_and_its_java_stack() {
         .collect();
     assert!(!tellers.is_empty(), "locks the tellers waited on");
     let (mut released, mut with_stack) = (0, 0);
+    let mut with_wait_stack = 0;
     for lock in &tellers {
+        // The waiter's side, from its longest wait: parked in the teller's method.
+        let waited = strings(&lock["waiter_frames"]);
+        if !waited.is_empty() {
+            with_wait_stack += 1;
+            assert!(
+                waited.contains(&"LockContention$Account.transfer")
+                    && waited.contains(&"jdk.internal.misc.Unsafe.park"),
+                "the waiter's Java stack: {waited:?}"
+            );
+        }
         let waiters = strings(&lock["waiters"]);
         for h in lock["holders"].as_array().unwrap() {
             let holder = h["name"].as_str().unwrap();
@@ -223,5 +234,10 @@ fn jvm_lock_waits_name_the_releasing_thread_and_its_java_stack() {
         "only {with_stack} of {released} released waits are on locks with a release stack"
     );
     assert!(released >= 50, "only {released} released waits");
+    assert!(
+        with_wait_stack * 5 >= tellers.len() * 4,
+        "only {with_wait_stack} of {} locks have a wait stack",
+        tellers.len()
+    );
     assert_eq!(report["lost_events"], 0);
 }

@@ -302,8 +302,15 @@ fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::
                 .collect();
             writeln!(out, "      released by: {}", holders.join(", "))?;
         }
+        // Both sides: where the longest wait waited, and where its holder let go.
+        if !l.waiter_frames.is_empty() {
+            writeln!(out, "      wait stack (longest wait):")?;
+            for frame in l.waiter_frames.iter().take(options.depth) {
+                writeln!(out, "        {frame}")?;
+            }
+        }
         if !l.holder_frames.is_empty() {
-            writeln!(out, "      release stack:")?;
+            writeln!(out, "      release stack (top holder):")?;
             for frame in l.holder_frames.iter().take(options.depth) {
                 writeln!(out, "        {frame}")?;
             }
