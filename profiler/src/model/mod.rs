@@ -705,7 +705,9 @@ impl Model {
         }
         type Key = (Option<StackId>, Option<StackId>, Option<StackId>);
         let mut by_stack: HashMap<Key, Acc> = HashMap::new();
-        for o in self.off_cpu.iter().filter(|o| o.state.is_blocked()) {
+        // An idle carrier is waiting for work, not blocked.
+        let blocked = |o: &&OffCpu| o.state.is_blocked() && self.classify(o) != Some(Use::Idle);
+        for o in self.off_cpu.iter().filter(blocked) {
             let key = (o.kernel_stack, o.user_stack, self.java_stack(o));
             let entry = by_stack.entry(key).or_default();
             let d = o.duration_ns();
