@@ -83,8 +83,8 @@ impl Target {
         Some(comm.trim_end().to_string())
     }
 
-    /// Every thread's scheduler account now.
-    pub fn cpu_times(&self) -> Vec<ThreadCpu> {
+    /// Every thread's scheduler account now, with how many times it has been put on a CPU.
+    pub fn cpu_accounts(&self) -> Vec<(ThreadCpu, u64)> {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
             return Vec::new();
         };
@@ -92,17 +92,46 @@ impl Target {
             .flatten()
             .filter_map(|entry| {
                 let tid: u32 = entry.file_name().to_str()?.parse().ok()?;
-                let text = std::fs::read_to_string(entry.path().join("schedstat")).ok()?;
-                let mut fields = text.split_whitespace().map(|f| f.parse::<u64>());
-                let run_ns = fields.next()?.ok()?;
-                let wait_ns = fields.next()?.ok()?;
-                Some(ThreadCpu {
-                    tid,
-                    run_ns,
-                    wait_ns,
-                })
+                let [run_ns, wait_ns, switches] = schedstat(&entry.path().join("schedstat"))?;
+                Some((
+                    ThreadCpu {
+                        tid,
+                        run_ns,
+                        wait_ns,
+                    },
+                    switches,
+                ))
             })
             .collect()
+    }
+
+    /// How many times a thread has been put on a CPU: the same count at two reads means it
+    /// did not run in between.
+    pub fn switches(&self, tid: u32) -> Option<u64> {
+        let path = format!("/proc/{}/task/{tid}/schedstat", self.pid);
+        schedstat(Path::new(&path)).map(|[_, _, switches]| switches)
+    }
+
+    /// A thread's scheduler state as `stat` says it: `S` sleeping, `D` uninterruptible, ...
+    pub fn thread_state(&self, tid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid)).ok()?;
+        // The name in parentheses may hold anything; the state follows its last `)`.
+        stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+    }
+
+    /// The system call a blocked thread is in, with its first arguments (None when it is not
+    /// in one).
+    pub fn thread_syscall(&self, tid: u32) -> Option<(u32, [u64; 4])> {
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/task/{tid}/syscall", self.pid)).ok()?;
+        let mut fields = text.split_whitespace();
+        // "running", or -1 outside a system call.
+        let nr: u32 = fields.next()?.parse().ok()?;
+        let mut args = [0; 4];
+        for arg in &mut args {
+            *arg = u64::from_str_radix(fields.next()?.trim_start_matches("0x"), 16).ok()?;
+        }
+        Some((nr, args))
     }
 
     /// The user that owns the process (files it writes are trusted only if they are its own).
@@ -175,6 +204,13 @@ fn count_cpu_list(list: &str) -> u32 {
         .sum()
 }
 
+/// Run time, run-queue time and times put on a CPU, from a thread's `schedstat`.
+fn schedstat(path: &Path) -> Option<[u64; 3]> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    Some([fields.next()??, fields.next()??, fields.next()??])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +240,38 @@ mod tests {
         if let Err(e) = Target::open(2) {
             assert!(e.to_string().contains("kernel thread"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_thread_asleep_in_a_call_is_read_as_such() {
+        use std::io::{Read as _, Write as _};
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            // "<pid>/task/<tid>"
+            let me = std::fs::read_link("/proc/thread-self").unwrap();
+            tx.send(
+                me.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .parse::<u32>()
+                    .unwrap(),
+            )
+            .unwrap();
+            let mut byte = [0u8];
+            reader.read_exact(&mut byte).unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        let target = Target::open(std::process::id()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let switches = target.switches(tid).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(target.switches(tid), Some(switches), "it did not run");
+        assert_eq!(target.thread_state(tid), Some('S'));
+        let (nr, _) = target.thread_syscall(tid).unwrap();
+        assert_eq!(nr, 0, "read(2)");
+        (&writer).write_all(b"x").unwrap();
+        sleeper.join().unwrap();
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use anyhow::{Context, Result, bail};
-use profiler_ebpf::JvmLayout;
+use profiler_ebpf::{JavaState, JvmLayout, java_flags};
 
 use super::{
     memory::{Libjvm, Memory},
@@ -361,6 +361,41 @@ impl Hotspot {
             return None;
         }
         self.mem.u64(current + self.layout.java_tid as u64).ok()
+    }
+
+    /// What a thread that is not running is doing in the JVM, read now: the same fields the
+    /// kernel program reads as a thread blocks (see `java_state` there), for a wait that began
+    /// before pinprof attached, which the kernel never saw begin.
+    pub fn java_state(&self, thread: &JavaThread) -> Option<JavaState> {
+        let layout = &self.layout;
+        let word = |offset: u32| self.mem.u64(thread.addr + offset as u64).ok();
+        let mut state = JavaState {
+            flags: java_flags::KNOWN,
+            thread_state: word(layout.thread_state)? as u32,
+            pending_monitor: word(layout.pending_monitor).unwrap_or(0),
+            waiting_monitor: word(layout.waiting_monitor).unwrap_or(0),
+            anchor_sp: word(layout.anchor_sp).unwrap_or(0),
+            anchor_pc: word(layout.anchor_pc).unwrap_or(0),
+            anchor_fp: word(layout.anchor_fp).unwrap_or(0),
+            ..Default::default()
+        };
+        if thread.carrier {
+            state.flags |= java_flags::CARRIER;
+        }
+        if layout.held_monitor_count != 0 {
+            state.held_monitors = word(layout.held_monitor_count).unwrap_or(0) as u32;
+        }
+        if let Some(vthread) = self.mounted_vthread(thread) {
+            state.flags |= java_flags::MOUNTED;
+            state.vthread_id = vthread;
+            if layout.cont_entry != 0 && layout.cont_pin_count != 0 {
+                state.pin_count = word(layout.cont_entry)
+                    .filter(|&entry| entry != 0)
+                    .and_then(|entry| self.mem.u32(entry + layout.cont_pin_count as u64).ok())
+                    .unwrap_or(0);
+            }
+        }
+        Some(state)
     }
 
     /// The class (`pkg.Class`, nested with `$`) of the object whose monitor is at `monitor`
