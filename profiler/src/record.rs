@@ -161,6 +161,7 @@ pub fn run_with(
         lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
+        quiet: None,
     };
     let result = session.run(options, stop);
     let reason = match &result {
@@ -270,6 +271,18 @@ struct Session {
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
+    /// Threads that have not run since the first snapshot; None before it.
+    quiet: Option<QuietThreads>,
+}
+
+/// Threads that have not been on a CPU since the recording first read their accounts: each
+/// may be in a wait that began before attach, which the kernel never saw begin (a carrier
+/// pinned for good, a deadlock). Those that run are dropped for good.
+struct QuietThreads {
+    /// When the accounts were read: such waits enter the recording from then.
+    since_ns: u64,
+    /// Times each thread had been put on a CPU then.
+    switches: HashMap<u32, u64>,
 }
 
 /// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above any id
@@ -661,6 +674,62 @@ impl Session {
         })
     }
 
+    /// The waits under way now that began before attach, among `tids` (None: every thread):
+    /// threads that have not run since the first snapshot, are asleep, and have no interval
+    /// open in the kernel (which would mean the kernel saw them go off CPU). They are given
+    /// as if they began at that snapshot, with their JVM state read now (it cannot change
+    /// while they sleep).
+    fn waits_from_before_attach(
+        &mut self,
+        tids: Option<&[u32]>,
+    ) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
+        let Some(quiet) = &mut self.quiet else {
+            return Vec::new();
+        };
+        let candidates: Vec<(u32, u64)> = match tids {
+            None => quiet.switches.iter().map(|(t, n)| (*t, *n)).collect(),
+            Some(tids) => tids
+                .iter()
+                .filter_map(|t| Some((*t, *quiet.switches.get(t)?)))
+                .collect(),
+        };
+        let mut waits = Vec::new();
+        for (tid, switches) in candidates {
+            if self.target.switches(tid) != Some(switches)
+                || self.capture.open_interval(tid).is_some()
+            {
+                quiet.switches.remove(&tid);
+                continue;
+            }
+            let prev_state = match self.target.thread_state(tid) {
+                Some('S') => profiler_ebpf::task_state::INTERRUPTIBLE,
+                Some('D') => profiler_ebpf::task_state::UNINTERRUPTIBLE,
+                _ => continue,
+            };
+            let java = self
+                .jvm
+                .as_ref()
+                .and_then(|jvm| {
+                    let thread = jvm.threads.iter().find(|t| t.tid == tid)?;
+                    jvm.hotspot.java_state(thread)
+                })
+                .unwrap_or_default();
+            waits.push((
+                tid,
+                profiler_ebpf::OffCpuStart {
+                    start_ns: quiet.since_ns,
+                    prev_state,
+                    kernel_stack_id: -1,
+                    user_stack_id: -1,
+                    waker_tid: 0,
+                    _pad: 0,
+                    java,
+                },
+            ));
+        }
+        waits
+    }
+
     /// System calls still in progress when capture stops (a deadlock's waits among them)
     /// are recorded as unfinished, up to the window's end.
     fn close_open_syscalls(&mut self) -> Result<()> {
@@ -699,13 +768,66 @@ impl Session {
             self.writer.write_event(&Event::Syscall(event))?;
             self.events += 1;
         }
+        // Calls begun before attach, by threads asleep in them ever since (an idle carrier's
+        // park is the scheduler waiting for work, as in the kernel program).
+        let since = self.quiet.as_ref().map_or(now, |q| q.since_ns);
+        if now.saturating_sub(since) < self.min_syscall_ns {
+            return Ok(());
+        }
+        for (tid, start) in self.waits_from_before_attach(None) {
+            use profiler_ebpf::java_flags::{CARRIER, MOUNTED};
+            let Some((nr, args)) = self.target.thread_syscall(tid) else {
+                continue;
+            };
+            if start.java.flags & (CARRIER | MOUNTED) == CARRIER {
+                continue;
+            }
+            let name = syscall_name(nr);
+            let fd = fdname::takes_fd(&name)
+                .then(|| self.fds.name(args[0]))
+                .flatten();
+            let futex = matches!(name.as_str(), "futex" | "futex_wait").then(|| FutexWait {
+                uaddr: args[0],
+                op: args[1],
+                timeout_ns: None,
+                waker: None,
+            });
+            let event = Syscall {
+                tid,
+                nr,
+                name,
+                args,
+                start_ns: start.start_ns,
+                end_ns: now,
+                ret: 0,
+                user_stack: None,
+                fd,
+                futex,
+                unfinished: true,
+            };
+            self.thread(tid)?;
+            self.writer.write_event(&Event::Syscall(event))?;
+            self.events += 1;
+        }
         Ok(())
     }
 
     /// Intervals still open when capture stops end at the window's end.
     fn close_open_intervals(&mut self) -> Result<()> {
         let now = capture::monotonic_ns();
-        let open = self.capture.open_intervals();
+        let mut open = self.capture.open_intervals();
+        // Of the waits from before attach, those with something to show: a carrier's (pinned,
+        // blocked or idle), or a Java thread's with its Java stack. The others' time is in
+        // their totals already (from their scheduler accounts), and they have no stack.
+        let before_attach: Vec<_> = self
+            .waits_from_before_attach(None)
+            .into_iter()
+            .filter(|(_, s)| {
+                use profiler_ebpf::java_flags::{CARRIER, KNOWN};
+                s.java.flags & KNOWN != 0 && (s.java.flags & CARRIER != 0 || s.java.anchor_sp != 0)
+            })
+            .collect();
+        open.extend(before_attach.iter().copied());
         // Java stacks of the threads still blocked, read now; kept below only for threads
         // still in the same wait once all are read (one more look at the map, not one each).
         let stacks: Vec<_> = open
@@ -716,13 +838,24 @@ impl Session {
                 Some(((*tid, start.start_ns), copy))
             })
             .collect();
-        let still_open: HashSet<(u32, u64)> = self
+        let mut still_open: HashSet<(u32, u64)> = self
             .capture
             .open_intervals()
             .iter()
             .map(|(tid, s)| (*tid, s.start_ns))
             .collect();
+        let still_before: Vec<_> = self.waits_from_before_attach(None);
+        still_open.extend(still_before.iter().map(|(tid, s)| (*tid, s.start_ns)));
+        // A wait from before attach that ended while the stacks were read is not written.
+        let ended: HashSet<u32> = before_attach
+            .iter()
+            .filter(|(tid, _)| !still_before.iter().any(|(t, _)| t == tid))
+            .map(|(tid, _)| *tid)
+            .collect();
         for (tid, start) in open {
+            if start.kernel_stack_id == -1 && ended.contains(&tid) {
+                continue;
+            }
             let event = OffCpu {
                 tid,
                 start_ns: start.start_ns,
@@ -762,9 +895,20 @@ impl Session {
         if carriers.is_empty() {
             return Ok(());
         }
-        let waits = carriers
+        let (mut open, not_open): (Vec<_>, Vec<_>) = carriers
             .into_iter()
-            .filter_map(|tid| Some((tid, self.capture.open_interval(tid)?)))
+            .map(|tid| (tid, self.capture.open_interval(tid)))
+            .partition(|(_, start)| start.is_some());
+        // A carrier pinned since before attach has no interval open in the kernel.
+        let not_open: Vec<u32> = not_open.into_iter().map(|(tid, _)| tid).collect();
+        open.extend(
+            self.waits_from_before_attach(Some(&not_open))
+                .into_iter()
+                .map(|(tid, start)| (tid, Some(start))),
+        );
+        let waits = open
+            .into_iter()
+            .filter_map(|(tid, start)| Some((tid, start?)))
             .map(|(tid, start)| OpenWait {
                 tid,
                 start_ns: start.start_ns,
@@ -839,10 +983,17 @@ impl Session {
 
     fn cpu_snapshot(&mut self) -> Result<()> {
         let time_ns = capture::monotonic_ns();
-        let threads = self.target.cpu_times();
-        if threads.is_empty() {
+        let accounts = self.target.cpu_accounts();
+        if accounts.is_empty() {
             return Ok(()); // the target is gone
         }
+        if self.quiet.is_none() {
+            self.quiet = Some(QuietThreads {
+                since_ns: time_ns,
+                switches: accounts.iter().map(|(t, n)| (t.tid, *n)).collect(),
+            });
+        }
+        let threads = accounts.into_iter().map(|(cpu, _)| cpu).collect();
         self.writer
             .write_event(&Event::ThreadCpu { time_ns, threads })
     }

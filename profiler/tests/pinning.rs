@@ -252,6 +252,57 @@ fn carrier_set_matches_the_jvm_after_compensation() {
 }
 
 #[test]
+fn a_carrier_pinned_since_before_attach_is_pinned_all_along() {
+    // The virtual thread sleeps 10 minutes inside synchronized from before pinprof attaches:
+    // no switch of its carrier is ever seen, yet that carrier is pinned for the whole
+    // recording, at that sleep. Any other carrier (the pool may start one) idles throughout.
+    let jvm = start_vt(21, 1, "Stuck", &[]);
+    let report = report_json(&record(jvm.pid, 3.0, "stuck.pinrec"));
+    let window = ns(&report["window"]["duration_ns"]);
+    let (pinned, others): (Vec<_>, Vec<_>) = carrier_threads(&report)
+        .into_iter()
+        .partition(|c| ns(&c["pinned_ns"]) > 0.0);
+    assert_eq!(pinned.len(), 1, "{pinned:?}");
+    // The wait enters the recording at its first look at the threads, just after attach.
+    assert_within(
+        "pinned carrier time",
+        ns(&pinned[0]["pinned_ns"]),
+        window,
+        0.05,
+    );
+    for idle in others {
+        assert_within("idle carrier time", ns(&idle["idle_ns"]), window, 0.05);
+    }
+    let sites = report["pinned"]["sites"].as_array().unwrap();
+    assert_eq!(report["pinned"]["events"], 1, "{sites:?}");
+    assert_eq!(sites[0]["reason"], "monitor");
+    assert_eq!(sites[0]["operation"], "park");
+    let frames = strings(&sites[0]["frames"]);
+    let sleep = frames.iter().position(|f| *f == "java.lang.Thread.sleep");
+    let hold = frames.iter().position(|f| *f == "Stuck$Ledger.hold");
+    assert!(
+        sleep.is_some() && hold > sleep,
+        "Stuck$Ledger.hold below Thread.sleep: {frames:?}"
+    );
+    // The main thread, asleep since before attach too, blocked at its Java stack all along.
+    let main = report["off_cpu"]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| strings(&s["threads"]) == ["main"])
+        .expect("the main thread's blocked stack");
+    assert_eq!(
+        strings(&main["frames"])[..3],
+        [
+            "java.lang.Thread.sleep0",
+            "java.lang.Thread.sleep",
+            "Stuck.main"
+        ]
+    );
+    assert_within("main blocked", ns(&main["total_ns"]), window, 0.05);
+}
+
+#[test]
 fn jfr_times_parse() {
     assert_eq!(jfr::iso_ns("1970-01-01T00:00:01.5Z"), 1_500_000_000);
     assert_eq!(

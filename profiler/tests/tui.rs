@@ -183,6 +183,36 @@ fn starvation_is_flagged_while_it_lasts() {
 }
 
 #[test]
+fn starvation_from_before_attach_is_flagged_at_once() {
+    // Both carriers pinned by 10-minute sleeps that began before pinprof attached: the kernel
+    // never sees them begin, yet the view must flag the starvation, for as long as it has
+    // lasted since attach, and the recording must hold it all.
+    let jvm = start_vt(21, 2, "PinnedSleep", &["2", "600000"]);
+    // Time for both virtual threads to reach their sleeps.
+    std::thread::sleep(Duration::from_secs(1));
+    let out = scratch("top-starving-before.pinrec");
+    let mut top = pinprof();
+    top.args(["top", "--refresh-ms", "200", "--pid"])
+        .arg(jvm.pid.to_string())
+        .arg("--output")
+        .arg(&out);
+    let mut term = Terminal::spawn(top, ROWS, COLS);
+    term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
+        s.contains("STARVING NOW: all 2 carriers pinned or blocked for 2.")
+    });
+    term.send(b"q");
+    assert!(term.wait_exit(Duration::from_secs(15)).success());
+    drop(jvm);
+    let report = report_json(&out);
+    let window = report["window"]["duration_ns"].as_u64().unwrap() as f64;
+    let starved = report["starvation"]["total_ns"].as_u64().unwrap() as f64;
+    assert!(
+        (starved - window).abs() < 0.05 * window,
+        "starved {starved} ns of {window}"
+    );
+}
+
+#[test]
 fn ctrl_c_ends_the_live_view_and_the_recording_is_whole() {
     // JDK 25, whose carriers the view must know as well as 21's.
     let jvm = start_vt(25, 2, "PinnedSleep", &["8", "20"]);

@@ -87,9 +87,13 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
     let mut second = Vec::new();
     let running = app.live && app.status == Status::Running;
     if let (true, Some((for_ns, carriers))) = (running, app.view.starving_now) {
+        let which = match carriers {
+            1 => "the only carrier".to_string(),
+            n => format!("all {n} carriers"),
+        };
         second.push(Span::styled(
             format!(
-                "STARVING NOW: all {carriers} carriers pinned or blocked for {}",
+                "STARVING NOW: {which} pinned or blocked for {}",
                 secs(for_ns)
             ),
             Style::new().white().on_red().bold(),
