@@ -13,6 +13,7 @@ use crate::{events::Frame, model::Model};
 pub enum Kind {
     /// Blocked time of every thread, by the stack it blocked in.
     #[default]
+    #[value(alias = "blocked")]
     OffCpu,
     /// Time carriers were pinned, by the pinned virtual thread's stack.
     Pinned,

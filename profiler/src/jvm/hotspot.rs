@@ -403,7 +403,7 @@ impl Hotspot {
     /// meaningful while the monitor is in use.
     pub fn monitor_class(&mut self, monitor: u64) -> Option<String> {
         let oop = self.deref_handle(monitor.checked_add(self.monitor_object?)?)?;
-        Some(self.class_name(oop)?.replace('/', "."))
+        Some(source_type_name(&self.class_name(oop)?))
     }
 
     /// The oop an `OopHandle` at `addr` refers to (OopStorage slots hold full pointers).
@@ -529,4 +529,46 @@ fn read_flags(mem: &Memory, vm: &VmStructs, names: &[&str]) -> HashMap<String, b
         }
     }
     out
+}
+
+/// A class as Java source writes it: `java.lang.String`, `int[]`, `java.lang.Object[][]`
+/// (the JVM names arrays by descriptor: `[I`, `[[Ljava/lang/Object;`).
+fn source_type_name(internal: &str) -> String {
+    let element = internal.trim_start_matches('[');
+    let dimensions = internal.len() - element.len();
+    if dimensions == 0 {
+        return internal.replace('/', ".");
+    }
+    let element = match element {
+        "Z" => "boolean".to_string(),
+        "B" => "byte".to_string(),
+        "C" => "char".to_string(),
+        "S" => "short".to_string(),
+        "I" => "int".to_string(),
+        "J" => "long".to_string(),
+        "F" => "float".to_string(),
+        "D" => "double".to_string(),
+        class => class
+            .strip_prefix('L')
+            .and_then(|c| c.strip_suffix(';'))
+            .unwrap_or(class)
+            .replace('/', "."),
+    };
+    element + &"[]".repeat(dimensions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_classes_read_as_in_java() {
+        assert_eq!(source_type_name("java/lang/String"), "java.lang.String");
+        assert_eq!(source_type_name("Demo$AuditLog"), "Demo$AuditLog");
+        assert_eq!(source_type_name("[I"), "int[]");
+        assert_eq!(
+            source_type_name("[[Ljava/lang/Object;"),
+            "java.lang.Object[][]"
+        );
+    }
 }
