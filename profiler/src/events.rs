@@ -45,6 +45,9 @@ impl RuntimeInfo {
     }
 }
 
+/// The name of a Java frame the walk could not name (debug output says why).
+pub const UNKNOWN_JAVA_FRAME: &str = "[unknown java frame]";
+
 /// Where a stack frame lives.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub enum FrameKind {

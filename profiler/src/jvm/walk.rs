@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 
 use super::{inlining::Inlining, memory::Memory, vmstructs::VmStructs};
+use crate::events::UNKNOWN_JAVA_FRAME;
 
 /// x86_64 HotSpot frame slots, in words from the frame pointer (not exported in VMStructs;
 /// the same in JDK 21 and 25: `frame_x86.hpp`).
@@ -341,7 +342,7 @@ impl Walker {
             } else {
                 frames.push(JavaFrame {
                     pc,
-                    name: "[unknown java frame]".into(),
+                    name: UNKNOWN_JAVA_FRAME.into(),
                     tier: Tier::Unknown,
                     holds_monitor: false,
                 });
@@ -489,12 +490,10 @@ impl Walker {
     /// `pkg.Class.method` of a `Method*`.
     fn method_name(&mut self, mem: &Memory, method: Option<u64>) -> String {
         let Some(method) = method.filter(|&m| m != 0) else {
-            return "[unknown java frame]".into();
+            return UNKNOWN_JAVA_FRAME.into();
         };
         if let Some(known) = self.methods.get(&method) {
-            return known
-                .clone()
-                .unwrap_or_else(|| "[unknown java frame]".into());
+            return known.clone().unwrap_or_else(|| UNKNOWN_JAVA_FRAME.into());
         }
         let name = self.read_method_name(mem, method);
         if name.is_none() {
@@ -503,7 +502,7 @@ impl Walker {
             ));
         }
         self.methods.insert(method, name.clone());
-        name.unwrap_or_else(|| "[unknown java frame]".into())
+        name.unwrap_or_else(|| UNKNOWN_JAVA_FRAME.into())
     }
 
     fn read_method_name(&self, mem: &Memory, method: u64) -> Option<String> {

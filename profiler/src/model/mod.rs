@@ -428,8 +428,31 @@ impl Model {
 
     /// What an interval counts as (None: preempted).
     pub fn classify(&self, o: &OffCpu) -> Option<Use> {
-        let clinit = self.in_clinit(self.java_stack(o));
-        carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), clinit)
+        let java_stack = self.java_stack(o);
+        let clinit = self.in_clinit(java_stack);
+        match carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), clinit) {
+            // A blocked Java thread is parked, or waits on one of the VM's own locks (its
+            // compile queue, a class loader's): only the Java stack tells them apart.
+            Some(Use::Pinned(_, Operation::Park)) if self.in_vm_lock(java_stack) => {
+                Some(Use::BlockedMounted)
+            }
+            used => used,
+        }
+    }
+
+    /// Whether a Java stack blocked in the VM rather than in a park: its innermost frame is
+    /// named and is not one of the methods that park or sleep.
+    fn in_vm_lock(&self, java_stack: Option<StackId>) -> bool {
+        const PARKS: [&str; 3] = [
+            "jdk.internal.misc.Unsafe.park",
+            "java.lang.Thread.sleep0",
+            "java.lang.Thread.sleepNanos0",
+        ];
+        java_stack
+            .and_then(|id| self.stacks.get(&id))
+            .and_then(|frames| frames.first())
+            .and_then(|f| f.name.as_deref())
+            .is_some_and(|name| !PARKS.contains(&name) && name != crate::events::UNKNOWN_JAVA_FRAME)
     }
 
     /// Every blocked interval with what it counts as, by thread and time.
@@ -757,7 +780,9 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{JavaBlock, JavaThreadState, OffCpuState};
+    use crate::events::{
+        Frame, FrameKind, JavaBlock, JavaThreadState, OffCpuState, UNKNOWN_JAVA_FRAME,
+    };
 
     fn interval(tid: u32, start_ms: u64, ms: u64, state: OffCpuState) -> OffCpu {
         OffCpu {
@@ -805,6 +830,34 @@ mod tests {
             java.pending_monitor = Some(0x10);
         }
         o
+    }
+
+    #[test]
+    fn a_vm_lock_wait_while_mounted_is_not_a_pinned_park() {
+        let mut model = Model::default();
+        make_carrier(&mut model, 1);
+        // Two parks of a carrier holding a monitor: one in Unsafe.park, one in the VM's own
+        // lock, reached from a compiled method's call into the VM.
+        for (id, start_ms, innermost) in [
+            (1, 0, "jdk.internal.misc.Unsafe.park"),
+            (2, 10, "[counter_overflow Runtime1 stub]"),
+            (3, 20, UNKNOWN_JAVA_FRAME),
+        ] {
+            let frame = Frame {
+                kind: FrameKind::Java,
+                addr: 0,
+                name: Some(innermost.to_string()),
+                module: None,
+                holds_monitor: false,
+            };
+            model.stacks.insert(id, vec![frame]);
+            model.java_stacks.insert((1, start_ms * 1_000_000), id);
+            model.off_cpu.push(parked(1, start_ms, 5, Some(7)));
+        }
+        let uses: Vec<_> = model.off_cpu.iter().map(|o| model.classify(o)).collect();
+        let park = Some(Use::Pinned(Reason::Monitor, Operation::Park));
+        // An unnamed frame says nothing either way: the park stands.
+        assert_eq!(uses, [park, Some(Use::BlockedMounted), park]);
     }
 
     #[test]
