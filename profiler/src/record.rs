@@ -275,6 +275,16 @@ struct Session {
     quiet: Option<QuietThreads>,
 }
 
+/// A system call still under way as capture stops.
+struct UnfinishedCall {
+    tid: u32,
+    nr: u32,
+    args: [u64; 4],
+    start_ns: u64,
+    /// A futex wait's timeout (None inside: none, or not known); None: not a futex wait.
+    futex_timeout_ns: Option<Option<u64>>,
+}
+
 /// Threads that have not been on a CPU since the recording first read their accounts: each
 /// may be in a wait that began before attach, which the kernel never saw begin (a carrier
 /// pinned for good, a deadlock). Those that run are dropped for good.
@@ -740,33 +750,16 @@ impl Session {
             {
                 continue;
             }
-            let name = syscall_name(call.nr);
-            let fd = fdname::takes_fd(&name)
-                .then(|| self.fds.name(call.args[0]))
-                .flatten();
-            let futex =
-                (call.flags & profiler_ebpf::syscall_flags::FUTEX_WAIT != 0).then(|| FutexWait {
-                    uaddr: call.args[0],
-                    op: call.args[1],
-                    timeout_ns: (call.timeout_ns != u64::MAX).then_some(call.timeout_ns),
-                    waker: None,
-                });
-            let event = Syscall {
+            let futex_wait = call.flags & profiler_ebpf::syscall_flags::FUTEX_WAIT != 0;
+            let timeout_ns = (call.timeout_ns != u64::MAX).then_some(call.timeout_ns);
+            let call = UnfinishedCall {
                 tid,
                 nr: call.nr,
-                name,
                 args: call.args,
                 start_ns: call.start_ns,
-                end_ns: now,
-                ret: 0,
-                user_stack: None,
-                fd,
-                futex,
-                unfinished: true,
+                futex_timeout_ns: futex_wait.then_some(timeout_ns),
             };
-            self.thread(tid)?;
-            self.writer.write_event(&Event::Syscall(event))?;
-            self.events += 1;
+            self.write_unfinished_call(call, now)?;
         }
         // Calls begun before attach, by threads asleep in them ever since (an idle carrier's
         // park is the scheduler waiting for work, as in the kernel program).
@@ -782,33 +775,48 @@ impl Session {
             if start.java.flags & (CARRIER | MOUNTED) == CARRIER {
                 continue;
             }
-            let name = syscall_name(nr);
-            let fd = fdname::takes_fd(&name)
-                .then(|| self.fds.name(args[0]))
-                .flatten();
-            let futex = matches!(name.as_str(), "futex" | "futex_wait").then(|| FutexWait {
-                uaddr: args[0],
-                op: args[1],
-                timeout_ns: None,
-                waker: None,
-            });
-            let event = Syscall {
+            // Its timeout is not known: /proc shows where it points, not what it held then.
+            let futex_wait = matches!(syscall_name(nr).as_str(), "futex" | "futex_wait");
+            let call = UnfinishedCall {
                 tid,
                 nr,
-                name,
                 args,
                 start_ns: start.start_ns,
-                end_ns: now,
-                ret: 0,
-                user_stack: None,
-                fd,
-                futex,
-                unfinished: true,
+                futex_timeout_ns: futex_wait.then_some(None),
             };
-            self.thread(tid)?;
-            self.writer.write_event(&Event::Syscall(event))?;
-            self.events += 1;
+            self.write_unfinished_call(call, now)?;
         }
+        Ok(())
+    }
+
+    /// Writes a system call still under way at `end_ns`, named with its file.
+    fn write_unfinished_call(&mut self, call: UnfinishedCall, end_ns: u64) -> Result<()> {
+        let name = syscall_name(call.nr);
+        let fd = fdname::takes_fd(&name)
+            .then(|| self.fds.name(call.args[0]))
+            .flatten();
+        let futex = call.futex_timeout_ns.map(|timeout_ns| FutexWait {
+            uaddr: call.args[0],
+            op: call.args[1],
+            timeout_ns,
+            waker: None,
+        });
+        let event = Syscall {
+            tid: call.tid,
+            nr: call.nr,
+            name,
+            args: call.args,
+            start_ns: call.start_ns,
+            end_ns,
+            ret: 0,
+            user_stack: None,
+            fd,
+            futex,
+            unfinished: true,
+        };
+        self.thread(call.tid)?;
+        self.writer.write_event(&Event::Syscall(event))?;
+        self.events += 1;
         Ok(())
     }
 
