@@ -855,13 +855,13 @@ impl Session {
         let still_before: Vec<_> = self.waits_from_before_attach(None);
         still_open.extend(still_before.iter().map(|(tid, s)| (*tid, s.start_ns)));
         // A wait from before attach that ended while the stacks were read is not written.
-        let ended: HashSet<u32> = before_attach
+        let ended: HashSet<(u32, u64)> = before_attach
             .iter()
-            .filter(|(tid, _)| !still_before.iter().any(|(t, _)| t == tid))
-            .map(|(tid, _)| *tid)
+            .map(|(tid, s)| (*tid, s.start_ns))
+            .filter(|key| !still_open.contains(key))
             .collect();
         for (tid, start) in open {
-            if start.kernel_stack_id == -1 && ended.contains(&tid) {
+            if ended.contains(&(tid, start.start_ns)) {
                 continue;
             }
             let event = OffCpu {

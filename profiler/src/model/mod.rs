@@ -12,7 +12,7 @@ use carriers::{Episode, Operation, PinnedEvent, Reason, Use};
 use crate::{
     events::{
         Counters, Event, Frame, FrameKind, JavaThreadInfo, OffCpu, ShortOffCpu, StackId,
-        TargetInfo, ThreadCpu,
+        TargetInfo, ThreadCpu, UNKNOWN_JAVA_FRAME,
     },
     recording::{End, Header, Recording},
 };
@@ -452,7 +452,7 @@ impl Model {
             .and_then(|id| self.stacks.get(&id))
             .and_then(|frames| frames.first())
             .and_then(|f| f.name.as_deref())
-            .is_some_and(|name| !PARKS.contains(&name) && name != crate::events::UNKNOWN_JAVA_FRAME)
+            .is_some_and(|name| !PARKS.contains(&name) && name != UNKNOWN_JAVA_FRAME)
     }
 
     /// Every blocked interval with what it counts as, by thread and time.
@@ -780,9 +780,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{
-        Frame, FrameKind, JavaBlock, JavaThreadState, OffCpuState, UNKNOWN_JAVA_FRAME,
-    };
+    use crate::events::{JavaBlock, JavaThreadState, OffCpuState};
 
     fn interval(tid: u32, start_ms: u64, ms: u64, state: OffCpuState) -> OffCpu {
         OffCpu {
@@ -836,8 +834,9 @@ mod tests {
     fn a_vm_lock_wait_while_mounted_is_not_a_pinned_park() {
         let mut model = Model::default();
         make_carrier(&mut model, 1);
-        // Two parks of a carrier holding a monitor: one in Unsafe.park, one in the VM's own
-        // lock, reached from a compiled method's call into the VM.
+        // Three parks of a carrier holding a monitor: in Unsafe.park, in one of the VM's own
+        // locks (reached from a compiled method's call into the VM), and at a frame the walk
+        // could not name.
         for (id, start_ms, innermost) in [
             (1, 0, "jdk.internal.misc.Unsafe.park"),
             (2, 10, "[counter_overflow Runtime1 stub]"),
