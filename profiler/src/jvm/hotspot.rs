@@ -365,7 +365,8 @@ impl Hotspot {
 
     /// What a thread that is not running is doing in the JVM, read now: the same fields the
     /// kernel program reads as a thread blocks (see `java_state` there), for a wait that began
-    /// before pinprof attached, which the kernel never saw begin.
+    /// before pinprof attached, which the kernel never saw begin. Not whether a safepoint is
+    /// under way now: that says why a thread blocks as it blocks, not why it has slept since.
     pub fn java_state(&self, thread: &JavaThread) -> Option<JavaState> {
         let layout = &self.layout;
         let word = |offset: u32| self.mem.u64(thread.addr + offset as u64).ok();
