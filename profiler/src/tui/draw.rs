@@ -181,25 +181,16 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
             .map_or(String::new(), |p| format!(", parallelism {p}"));
         format!(" Carriers ({}{parallelism}) ", carriers.len())
     };
-    let table_widget = Table::new(
-        rows,
-        [
-            Constraint::Length(8),
-            Constraint::Min(20),
-            Constraint::Length(10),
-            Constraint::Length(8),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-        ],
-    )
-    .header(header_row(&[
-        "tid", "name", "pinned", "pinned%", "blocked", "idle", "running",
-    ]))
-    .block(Block::bordered().title(title))
-    .row_highlight_style(Style::new().reversed());
-    let mut state = TableState::default().with_selected(Some(app.selected()));
-    frame.render_stateful_widget(table_widget, table, &mut state);
+    let columns = [
+        ("tid", Constraint::Length(8)),
+        ("name", Constraint::Min(20)),
+        ("pinned", Constraint::Length(10)),
+        ("pinned%", Constraint::Length(8)),
+        ("blocked", Constraint::Length(10)),
+        ("idle", Constraint::Length(10)),
+        ("running", Constraint::Length(10)),
+    ];
+    draw_table(frame, table, app, title, &columns, rows);
 
     // The latest seconds that fit, newest on the right.
     let width = timeline.width.saturating_sub(2) as usize;
@@ -283,38 +274,29 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(site_label(s)),
         ])
     });
-    let widget = Table::new(
+    let columns = [
+        ("reason", Constraint::Length(11)),
+        ("operation", Constraint::Length(14)),
+        ("events", Constraint::Length(8)),
+        ("total", Constraint::Length(9)),
+        ("max", Constraint::Length(9)),
+        ("vthreads", Constraint::Length(9)),
+        ("carriers", Constraint::Length(8)),
+        ("site", Constraint::Min(20)),
+    ];
+    draw_table(
+        frame,
+        table,
+        app,
+        format!(
+            " Pinned sites{}: {} events, {} ",
+            app.window_note(),
+            view.pinned_events,
+            secs(view.pinned_ns)
+        ),
+        &columns,
         rows,
-        [
-            Constraint::Length(11),
-            Constraint::Length(14),
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(9),
-            Constraint::Length(9),
-            Constraint::Length(8),
-            Constraint::Min(20),
-        ],
-    )
-    .header(header_row(&[
-        "reason",
-        "operation",
-        "events",
-        "total",
-        "max",
-        "vthreads",
-        "carriers",
-        "site",
-    ]))
-    .block(Block::bordered().title(format!(
-        " Pinned sites{}: {} events, {} ",
-        app.window_note(),
-        view.pinned_events,
-        secs(view.pinned_ns)
-    )))
-    .row_highlight_style(Style::new().reversed());
-    let mut state = TableState::default().with_selected(Some(app.selected()));
-    frame.render_stateful_widget(widget, table, &mut state);
+    );
     let site = view.sites.get(app.selected());
     let title = match site.map(|s| &s.monitor_classes) {
         Some(classes) if !classes.is_empty() => format!(
@@ -340,35 +322,25 @@ fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(t.intervals.to_string()),
         ])
     });
-    let widget = Table::new(
+    let columns = [
+        ("tid", Constraint::Length(8)),
+        ("name", Constraint::Min(20)),
+        ("role", Constraint::Length(8)),
+        ("blocked", Constraint::Length(10)),
+        ("pinned", Constraint::Length(10)),
+        ("idle", Constraint::Length(10)),
+        ("running", Constraint::Length(10)),
+        ("preempted", Constraint::Length(10)),
+        ("intervals", Constraint::Length(10)),
+    ];
+    draw_table(
+        frame,
+        area,
+        app,
+        " Threads (most blocked first) ",
+        &columns,
         rows,
-        [
-            Constraint::Length(8),
-            Constraint::Min(20),
-            Constraint::Length(8),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-        ],
-    )
-    .header(header_row(&[
-        "tid",
-        "name",
-        "role",
-        "blocked",
-        "pinned",
-        "idle",
-        "running",
-        "preempted",
-        "intervals",
-    ]))
-    .block(Block::bordered().title(" Threads (most blocked first) "))
-    .row_highlight_style(Style::new().reversed());
-    let mut state = TableState::default().with_selected(Some(app.selected()));
-    frame.render_stateful_widget(widget, area, &mut state);
+    );
 }
 
 fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
@@ -393,34 +365,23 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(holder),
         ])
     });
-    let widget = Table::new(
+    let columns = [
+        ("kind", Constraint::Length(7)),
+        ("lock", Constraint::Length(18)),
+        ("waits", Constraint::Length(7)),
+        ("total", Constraint::Length(9)),
+        ("max", Constraint::Length(9)),
+        ("waiters", Constraint::Min(16)),
+        ("top holder", Constraint::Min(16)),
+    ];
+    draw_table(
+        frame,
+        table,
+        app,
+        format!(" Locks (most wait time first){} ", app.window_note()),
+        &columns,
         rows,
-        [
-            Constraint::Length(7),
-            Constraint::Length(18),
-            Constraint::Length(7),
-            Constraint::Length(9),
-            Constraint::Length(9),
-            Constraint::Min(16),
-            Constraint::Min(16),
-        ],
-    )
-    .header(header_row(&[
-        "kind",
-        "lock",
-        "waits",
-        "total",
-        "max",
-        "waiters",
-        "top holder",
-    ]))
-    .block(Block::bordered().title(format!(
-        " Locks (most wait time first){} ",
-        app.window_note()
-    )))
-    .row_highlight_style(Style::new().reversed());
-    let mut state = TableState::default().with_selected(Some(app.selected()));
-    frame.render_stateful_widget(widget, table, &mut state);
+    );
     let [release, wait] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(detail);
     let lock = app.view.locks.get(app.selected());
@@ -459,29 +420,22 @@ fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
         .map_or(" (not traced) ".to_string(), |ns| {
             format!(" (long: at least {}) ", secs(ns))
         });
-    let widget = Table::new(
+    let columns = [
+        ("call", Constraint::Length(18)),
+        ("calls", Constraint::Length(10)),
+        ("total", Constraint::Length(10)),
+        ("max", Constraint::Length(10)),
+        ("long", Constraint::Length(8)),
+        ("top file (long calls)", Constraint::Min(20)),
+    ];
+    draw_table(
+        frame,
+        area,
+        app,
+        format!(" System calls by time{}{long}", app.window_note()),
+        &columns,
         rows,
-        [
-            Constraint::Length(18),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(8),
-            Constraint::Min(20),
-        ],
-    )
-    .header(header_row(&[
-        "call",
-        "calls",
-        "total",
-        "max",
-        "long",
-        "top file (long calls)",
-    ]))
-    .block(Block::bordered().title(format!(" System calls by time{}{long}", app.window_note())))
-    .row_highlight_style(Style::new().reversed());
-    let mut state = TableState::default().with_selected(Some(app.selected()));
-    frame.render_stateful_widget(widget, area, &mut state);
+    );
 }
 
 /// A stack, innermost first: Java frames bold, the frame that holds the monitor marked.
@@ -523,8 +477,23 @@ fn plain_lines(texts: Option<&[String]>) -> Vec<Line<'_>> {
         .collect()
 }
 
-fn header_row(names: &[&'static str]) -> Row<'static> {
-    Row::new(names.iter().map(|&n| Cell::from(n))).style(Style::new().bold().underlined())
+/// Rows under a bold header in a titled box, the selected one highlighted.
+fn draw_table<'a>(
+    frame: &mut Frame,
+    area: Rect,
+    app: &App,
+    title: impl Into<Line<'a>>,
+    columns: &[(&'static str, Constraint)],
+    rows: impl IntoIterator<Item = Row<'a>>,
+) {
+    let header = Row::new(columns.iter().map(|(name, _)| Cell::from(*name)))
+        .style(Style::new().bold().underlined());
+    let table = Table::new(rows, columns.iter().map(|(_, width)| *width))
+        .header(header)
+        .block(Block::bordered().title(title))
+        .row_highlight_style(Style::new().reversed());
+    let mut state = TableState::default().with_selected(Some(app.selected()));
+    frame.render_stateful_widget(table, area, &mut state);
 }
 
 /// What a pinned site is called in one line: the frame that holds the monitor (where the
