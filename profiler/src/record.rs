@@ -360,8 +360,8 @@ impl Session {
         raws.clear();
         self.capture.poll(Duration::ZERO, &mut raws)?;
         self.handle(&raws)?;
-        self.close_open_intervals()?;
-        self.close_open_syscalls()?;
+        let before_attach = self.close_open_intervals()?;
+        self.close_open_syscalls(&before_attach)?;
         self.checkpoint()?;
         progress.finish(
             started.elapsed(),
@@ -741,8 +741,12 @@ impl Session {
     }
 
     /// System calls still in progress when capture stops (a deadlock's waits among them)
-    /// are recorded as unfinished, up to the window's end.
-    fn close_open_syscalls(&mut self) -> Result<()> {
+    /// are recorded as unfinished, up to the window's end; `before_attach` are the waits
+    /// under way since before attach.
+    fn close_open_syscalls(
+        &mut self,
+        before_attach: &[(u32, profiler_ebpf::OffCpuStart)],
+    ) -> Result<()> {
         let now = capture::monotonic_ns();
         for (tid, call) in self.capture.open_syscalls() {
             if call.flags & profiler_ebpf::syscall_flags::IDLE != 0
@@ -767,7 +771,7 @@ impl Session {
         if now.saturating_sub(since) < self.min_syscall_ns {
             return Ok(());
         }
-        for (tid, start) in self.waits_from_before_attach(None) {
+        for &(tid, start) in before_attach {
             use profiler_ebpf::java_flags::{CARRIER, MOUNTED};
             let Some((nr, args)) = self.target.thread_syscall(tid) else {
                 continue;
@@ -820,8 +824,9 @@ impl Session {
         Ok(())
     }
 
-    /// Intervals still open when capture stops end at the window's end.
-    fn close_open_intervals(&mut self) -> Result<()> {
+    /// Intervals still open when capture stops end at the window's end. Returns the waits
+    /// under way since before attach, as last confirmed.
+    fn close_open_intervals(&mut self) -> Result<Vec<(u32, profiler_ebpf::OffCpuStart)>> {
         let now = capture::monotonic_ns();
         let mut open = self.capture.open_intervals();
         // Of the waits from before attach, those with something to show: a carrier's (pinned,
@@ -884,7 +889,7 @@ impl Session {
                 self.java_stack(&copy)?;
             }
         }
-        Ok(())
+        Ok(still_before)
     }
 
     /// Says which carriers are in a wait that has not ended yet, so that a live view sees
