@@ -56,21 +56,33 @@ impl Operation {
         }
     }
 
-    fn of(java: &JavaBlock) -> Self {
+    /// `in_vm_call`: the Java stack ends in a call into the VM rather than in a park.
+    fn of(java: &JavaBlock, in_vm_call: bool) -> Self {
         if java.pending_monitor.is_some() {
             Self::MonitorEnter
         } else if java.waiting_monitor.is_some() {
             Self::ObjectWait
         } else {
             match java.state {
-                // Stopped for a safepoint (GC...), not parked by the program.
-                JavaThreadState::Blocked if java.at_safepoint => Self::Other,
+                // Stopped for a safepoint (GC...), or waiting on one of the VM's own locks
+                // (`_thread_blocked` too): not parked by the program.
+                JavaThreadState::Blocked if java.at_safepoint || in_vm_call => Self::Other,
                 JavaThreadState::Blocked => Self::Park,
                 JavaThreadState::InNative => Self::Syscall,
                 _ => Self::Other,
             }
         }
     }
+}
+
+/// What an interval's Java stack says that the thread's JVM state does not.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StackHints {
+    /// It runs a static initializer (`<clinit>`).
+    pub in_clinit: bool,
+    /// It blocked in a call into the VM (its compile queue, a class loader's lock), not in a
+    /// park or a sleep.
+    pub in_vm_call: bool,
 }
 
 /// How one off-CPU interval of a Java thread counts.
@@ -88,15 +100,15 @@ pub enum Use {
 }
 
 /// Interprets an interval. `major` is the JDK's feature release: from 24 on, `synchronized`
-/// no longer pins (JEP 491). `in_clinit`: its Java stack runs a static initializer.
-pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>, in_clinit: bool) -> Option<Use> {
+/// no longer pins (JEP 491). `hints`: what its Java stack adds, where it has one.
+pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>, hints: StackHints) -> Option<Use> {
     if !o.state.is_blocked() {
         return None;
     }
     let Some(java) = &o.java else {
         return Some(Use::Blocked);
     };
-    let operation = Operation::of(java);
+    let operation = Operation::of(java, hints.in_vm_call);
     if java.vthread.is_none() {
         return Some(if carrier && operation == Operation::Park {
             Use::Idle
@@ -120,7 +132,7 @@ pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>, in_clinit: bool) 
             || matches!(operation, Operation::MonitorEnter | Operation::ObjectWait))
     {
         Reason::Monitor
-    } else if in_clinit {
+    } else if hints.in_clinit {
         // `<clinit>` is called from the VM: a VM frame under the virtual thread's frames.
         Reason::ClassInit
     } else if operation == Operation::Syscall {
@@ -304,55 +316,76 @@ mod tests {
     #[test]
     fn carrier_parks_are_idle_or_pinned_by_what_is_mounted() {
         let idle = interval(1, 0, 10, Some(block(JavaThreadState::Blocked, None)));
-        assert_eq!(classify(&idle, true, Some(21), false), Some(Use::Idle));
-        assert_eq!(classify(&idle, false, Some(21), false), Some(Use::Blocked));
+        assert_eq!(
+            classify(&idle, true, Some(21), StackHints::default()),
+            Some(Use::Idle)
+        );
+        assert_eq!(
+            classify(&idle, false, Some(21), StackHints::default()),
+            Some(Use::Blocked)
+        );
 
         let mut held = block(JavaThreadState::Blocked, Some(42));
         held.held_monitors = 1;
         let pinned = interval(1, 0, 10, Some(held.clone()));
         assert_eq!(
-            classify(&pinned, true, Some(21), false),
+            classify(&pinned, true, Some(21), StackHints::default()),
             Some(Use::Pinned(Reason::Monitor, Operation::Park))
         );
         // JEP 491: on 24+ a held monitor is not why it pinned.
         assert_eq!(
-            classify(&pinned, true, Some(25), false),
+            classify(&pinned, true, Some(25), StackHints::default()),
             Some(Use::Pinned(Reason::Native, Operation::Park))
         );
         let mut init_wait = block(JavaThreadState::Blocked, Some(42));
         init_wait.waiting_monitor = Some(0x2000);
         init_wait.pin_count = 1;
         assert_eq!(
-            classify(&interval(1, 0, 10, Some(init_wait)), true, Some(25), false),
+            classify(
+                &interval(1, 0, 10, Some(init_wait)),
+                true,
+                Some(25),
+                StackHints::default()
+            ),
             Some(Use::Pinned(Reason::ClassInit, Operation::ObjectWait))
         );
         held.pin_count = 1;
         assert_eq!(
-            classify(&interval(1, 0, 10, Some(held)), true, Some(25), false),
+            classify(
+                &interval(1, 0, 10, Some(held)),
+                true,
+                Some(25),
+                StackHints::default()
+            ),
             Some(Use::Pinned(Reason::CriticalSection, Operation::Park))
         );
 
         let mut entering = block(JavaThreadState::Blocked, Some(7));
         entering.pending_monitor = Some(0x1000);
         assert_eq!(
-            classify(&interval(1, 0, 10, Some(entering)), true, Some(21), false),
+            classify(
+                &interval(1, 0, 10, Some(entering)),
+                true,
+                Some(21),
+                StackHints::default()
+            ),
             Some(Use::Pinned(Reason::Monitor, Operation::MonitorEnter))
         );
         let native = interval(1, 0, 10, Some(block(JavaThreadState::InNative, Some(7))));
         assert_eq!(
-            classify(&native, true, Some(21), false),
+            classify(&native, true, Some(21), StackHints::default()),
             Some(Use::Pinned(Reason::Native, Operation::Syscall))
         );
         let fault = interval(1, 0, 10, Some(block(JavaThreadState::InJava, Some(7))));
         assert_eq!(
-            classify(&fault, true, Some(21), false),
+            classify(&fault, true, Some(21), StackHints::default()),
             Some(Use::BlockedMounted)
         );
         let mut stopped = block(JavaThreadState::Blocked, Some(7));
         stopped.at_safepoint = true;
         let safepoint = interval(1, 0, 10, Some(stopped));
         assert_eq!(
-            classify(&safepoint, true, Some(21), false),
+            classify(&safepoint, true, Some(21), StackHints::default()),
             Some(Use::BlockedMounted)
         );
     }
@@ -365,7 +398,7 @@ mod tests {
         let b = interval(1, 12, 20, Some(entering.clone()));
         let idle = interval(1, 30, 40, Some(block(JavaThreadState::Blocked, None)));
         let c = interval(1, 50, 60, Some(entering));
-        let u = |o: &OffCpu| classify(o, true, Some(21), false).unwrap();
+        let u = |o: &OffCpu| classify(o, true, Some(21), StackHints::default()).unwrap();
         let events = pinned_events([&a, &b, &idle, &c].into_iter().map(|o| (o, u(o), None)));
         assert_eq!(events.len(), 2);
         assert_eq!((events[0].start_ns, events[0].end_ns), (0, 20));

@@ -7,7 +7,7 @@ pub mod waits;
 
 use std::collections::{BTreeMap, HashMap};
 
-use carriers::{Episode, Operation, PinnedEvent, Reason, Use};
+use carriers::{Episode, Operation, PinnedEvent, Reason, StackHints, Use};
 
 use crate::{
     events::{
@@ -429,20 +429,16 @@ impl Model {
     /// What an interval counts as (None: preempted).
     pub fn classify(&self, o: &OffCpu) -> Option<Use> {
         let java_stack = self.java_stack(o);
-        let clinit = self.in_clinit(java_stack);
-        match carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), clinit) {
-            // A blocked Java thread is parked, or waits on one of the VM's own locks (its
-            // compile queue, a class loader's): only the Java stack tells them apart.
-            Some(Use::Pinned(_, Operation::Park)) if self.in_vm_lock(java_stack) => {
-                Some(Use::BlockedMounted)
-            }
-            used => used,
-        }
+        let hints = StackHints {
+            in_clinit: self.in_clinit(java_stack),
+            in_vm_call: self.in_vm_call(java_stack),
+        };
+        carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), hints)
     }
 
-    /// Whether a Java stack blocked in the VM rather than in a park: its innermost frame is
-    /// named and is not one of the methods that park or sleep.
-    fn in_vm_lock(&self, java_stack: Option<StackId>) -> bool {
+    /// Whether a Java stack blocked in a call into the VM rather than in a park: its
+    /// innermost frame is named and is not one of the methods that park or sleep.
+    fn in_vm_call(&self, java_stack: Option<StackId>) -> bool {
         const PARKS: [&str; 3] = [
             "jdk.internal.misc.Unsafe.park",
             "java.lang.Thread.sleep0",
