@@ -162,6 +162,8 @@ pub fn run_with(
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
         quiet: None,
+        attached_ns: header.start_mono_ns,
+        stopped_ns: None,
     };
     let result = session.run(options, stop);
     let reason = match &result {
@@ -172,11 +174,12 @@ pub fn run_with(
         writer,
         capture,
         events,
+        stopped_ns,
         ..
     } = session;
     let lost = capture.counters().lost();
     // The end marker goes in even after an error, so the file says how it ended.
-    let end_mono_ns = capture::monotonic_ns();
+    let end_mono_ns = stopped_ns.unwrap_or_else(capture::monotonic_ns);
     drop(capture);
     writer.finish(End {
         end_mono_ns,
@@ -273,6 +276,10 @@ struct Session {
     jvm: Option<JvmWatch>,
     /// Threads that have not run since the first snapshot; None before it.
     quiet: Option<QuietThreads>,
+    /// When the kernel programs were attached: the recording's start.
+    attached_ns: u64,
+    /// When capture stopped: the recording's end, where the waits still open end.
+    stopped_ns: Option<u64>,
 }
 
 /// A system call still under way as capture stops.
@@ -289,7 +296,11 @@ struct UnfinishedCall {
 /// may be in a wait that began before attach, which the kernel never saw begin (a carrier
 /// pinned for good, a deadlock). Those that run are dropped for good.
 struct QuietThreads {
-    /// When the accounts were read: such waits enter the recording from then.
+    /// When the kernel programs were attached. A thread asleep now that has not run since
+    /// the first snapshot and has no interval open in the kernel has not gone off CPU since
+    /// attach (the kernel would have seen it), so it was off CPU then: its wait enters the
+    /// recording from that instant, not from the snapshot, which can come tens of
+    /// milliseconds later on a busy machine.
     since_ns: u64,
     /// Times each thread had been put on a CPU then.
     switches: HashMap<u32, u64>,
@@ -356,13 +367,17 @@ impl Session {
                 );
             }
         };
-        // Drain what is already in the ring buffer, then close the intervals still open.
+        // Drain what is already in the ring buffer and take a last look at the threads; the
+        // recording ends there, and the waits still open end with it (walking their stacks
+        // takes time that is not theirs).
         raws.clear();
         self.capture.poll(Duration::ZERO, &mut raws)?;
         self.handle(&raws)?;
-        let before_attach = self.close_open_intervals()?;
-        self.close_open_syscalls(&before_attach)?;
         self.checkpoint()?;
+        let end_ns = capture::monotonic_ns();
+        self.stopped_ns = Some(end_ns);
+        let before_attach = self.close_open_intervals(end_ns)?;
+        self.close_open_syscalls(&before_attach, end_ns)?;
         progress.finish(
             started.elapsed(),
             self.events,
@@ -687,8 +702,8 @@ impl Session {
     /// The waits under way now that began before attach, among `tids` (None: every thread):
     /// threads that have not run since the first snapshot, are asleep, and have no interval
     /// open in the kernel (which would mean the kernel saw them go off CPU). They are given
-    /// as if they began at that snapshot, with their JVM state read now (it cannot change
-    /// while they sleep).
+    /// as if they began at attach, with their JVM state read now (it cannot change while
+    /// they sleep).
     fn waits_from_before_attach(
         &mut self,
         tids: Option<&[u32]>,
@@ -741,13 +756,13 @@ impl Session {
     }
 
     /// System calls still in progress when capture stops (a deadlock's waits among them)
-    /// are recorded as unfinished, up to the window's end; `before_attach` are the waits
-    /// under way since before attach.
+    /// are recorded as unfinished, up to the window's end, `now`; `before_attach` are the
+    /// waits under way since before attach.
     fn close_open_syscalls(
         &mut self,
         before_attach: &[(u32, profiler_ebpf::OffCpuStart)],
+        now: u64,
     ) -> Result<()> {
-        let now = capture::monotonic_ns();
         for (tid, call) in self.capture.open_syscalls() {
             if call.flags & profiler_ebpf::syscall_flags::IDLE != 0
                 || now.saturating_sub(call.start_ns) < self.min_syscall_ns
@@ -824,10 +839,9 @@ impl Session {
         Ok(())
     }
 
-    /// Intervals still open when capture stops end at the window's end. Returns the waits
-    /// under way since before attach, as last confirmed.
-    fn close_open_intervals(&mut self) -> Result<Vec<(u32, profiler_ebpf::OffCpuStart)>> {
-        let now = capture::monotonic_ns();
+    /// Intervals still open when capture stops end at the window's end, `now`. Returns the
+    /// waits under way since before attach, as last confirmed.
+    fn close_open_intervals(&mut self, now: u64) -> Result<Vec<(u32, profiler_ebpf::OffCpuStart)>> {
         let mut open = self.capture.open_intervals();
         // Of the waits from before attach, those with something to show: a carrier's (pinned,
         // blocked or idle), or a Java thread's with its Java stack. The others' time is in
@@ -1002,7 +1016,7 @@ impl Session {
         }
         if self.quiet.is_none() {
             self.quiet = Some(QuietThreads {
-                since_ns: time_ns,
+                since_ns: self.attached_ns,
                 switches: accounts.iter().map(|(t, n)| (t.tid, *n)).collect(),
             });
         }

@@ -6,7 +6,9 @@ mod common;
 
 use std::{process::Stdio, time::Duration};
 
-use common::{carrier_threads, pinprof, report_json, scratch, start_vt, terminal::Terminal};
+use common::{
+    assert_within, carrier_threads, pinprof, report_json, scratch, start_vt, terminal::Terminal,
+};
 use serde_json::Value;
 
 const ROWS: u16 = 45;
@@ -197,10 +199,9 @@ fn starvation_from_before_attach_is_flagged_at_once() {
     let report = report_json(&out);
     let window = report["window"]["duration_ns"].as_u64().unwrap() as f64;
     let starved = report["starvation"]["total_ns"].as_u64().unwrap() as f64;
-    assert!(
-        (starved - window).abs() < 0.05 * window,
-        "starved {starved} ns of {window}"
-    );
+    // Starved from attach to the end: the window is short (about a second), so a wait taken
+    // to begin late (at the first snapshot of the threads, not at attach) shows here.
+    assert_within("starvation since attach", starved, window, 0.01);
 }
 
 #[test]
