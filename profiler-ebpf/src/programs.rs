@@ -63,6 +63,8 @@ static SYS_ENTER_ID_OFFSET: u32 = 8;
 #[unsafe(no_mangle)]
 static SYS_ENTER_ARGS_OFFSET: u32 = 16;
 #[unsafe(no_mangle)]
+static SYS_EXIT_ID_OFFSET: u32 = 8;
+#[unsafe(no_mangle)]
 static SYS_EXIT_RET_OFFSET: u32 = 16;
 #[unsafe(no_mangle)]
 static LOCK_ADDR_OFFSET: u32 = 8;
@@ -383,6 +385,12 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
     };
     let call = unsafe { *call };
     let _ = IN_SYSCALL.remove(tid);
+    // A call seeded from /proc as the capture started (see `Capture::start`) that ended before
+    // the programs were attached is not the one ending now.
+    let nr = unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_ID_OFFSET) as usize) }.unwrap_or(-1);
+    if nr as u32 != call.nr {
+        return;
+    }
     let now = unsafe { bpf_ktime_get_ns() };
     let duration = now.saturating_sub(call.start_ns);
     let futex_wait = call.flags & syscall_flags::FUTEX_WAIT != 0;
