@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    capture::{self, Capture, Raw},
+    capture::{self, Capture, Raw, WaitAtStart},
     events::{
         Event, Frame, FrameKind, FramePointerCheck, FutexWait, FutexWaker, JavaBlock,
         JavaThreadInfo, JavaThreadState, KernelLock, OffCpu, OffCpuState, OpenWait, Stack, Syscall,
@@ -110,6 +110,7 @@ pub fn run_with(
         .flat_map(|j| &j.threads)
         .map(|t| (t.tid, t.addr, t.carrier))
         .collect();
+    let waits_at_start = waits_at_start(&target, jvm.as_ref(), options.min_syscall.is_some());
     let capture = Capture::start(&capture::Options {
         pid: options.pid,
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
@@ -118,13 +119,14 @@ pub fn run_with(
         min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
         min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
         java_threads,
+        waits_at_start,
     })?;
     warnings.extend(capture.warnings.iter().cloned());
 
     let header = Header {
         pinprof_version: env!("CARGO_PKG_VERSION").to_string(),
         target: info,
-        start_mono_ns: capture::monotonic_ns(),
+        start_mono_ns: capture.started_ns(),
         start_unix_ns: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
@@ -161,8 +163,6 @@ pub fn run_with(
         lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
-        quiet: None,
-        attached_ns: header.start_mono_ns,
         stopped_ns: None,
     };
     let result = session.run(options, stop);
@@ -193,6 +193,94 @@ pub fn run_with(
         reason,
         seconds: (end_mono_ns - header.start_mono_ns) as f64 / 1e9,
     })
+}
+
+/// The target's threads asleep now, in waits the kernel programs will not see begin: their
+/// state and system call from /proc, their JVM state from the JVM's memory (the fields the
+/// kernel program reads as a thread blocks; they cannot change while it sleeps). An interval
+/// is given only where it has something to show (see `WaitAtStart`); an idle carrier's park
+/// is the scheduler waiting for work, as in the kernel program.
+fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Vec<WaitAtStart> {
+    use profiler_ebpf::{
+        OffCpuStart, SyscallStart,
+        java_flags::{CARRIER, KNOWN, MOUNTED},
+        syscall_flags, sysno, task_state,
+    };
+    let mut waits = Vec::new();
+    for tid in target.tids() {
+        let prev_state = match target.thread_state(tid) {
+            Some('S') => task_state::INTERRUPTIBLE,
+            Some('D') => task_state::UNINTERRUPTIBLE,
+            _ => continue,
+        };
+        let java = jvm
+            .and_then(|jvm| {
+                let thread = jvm.threads.iter().find(|t| t.tid == tid)?;
+                jvm.hotspot.java_state(thread)
+            })
+            .unwrap_or_default();
+        let shown = java.flags & KNOWN != 0 && (java.flags & CARRIER != 0 || java.anchor_sp != 0);
+        let idle_carrier = java.flags & (CARRIER | MOUNTED) == CARRIER;
+        let off_cpu = shown.then_some(OffCpuStart {
+            start_ns: 0,
+            prev_state,
+            kernel_stack_id: -1,
+            user_stack_id: -1,
+            waker_tid: 0,
+            _pad: 0,
+            java,
+        });
+        let syscall = syscalls
+            .then(|| target.thread_syscall(tid))
+            .flatten()
+            .map(|(nr, args)| {
+                let futex_wait = match nr {
+                    sysno::FUTEX => profiler_ebpf::futex_op::waits(args[1]),
+                    sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
+                    _ => false,
+                };
+                // As the kernel program reads it at entry: the caller's timespec, which stays
+                // as it was while the caller waits.
+                let timeout_ns = (nr == sysno::FUTEX && futex_wait && args[3] != 0)
+                    .then(|| read_timespec_ns(target.pid, args[3]))
+                    .flatten()
+                    .unwrap_or(u64::MAX);
+                let mut flags = 0;
+                if futex_wait {
+                    flags |= syscall_flags::FUTEX_WAIT;
+                }
+                if idle_carrier {
+                    flags |= syscall_flags::IDLE;
+                }
+                SyscallStart {
+                    start_ns: 0,
+                    nr,
+                    flags,
+                    args,
+                    timeout_ns,
+                    waker: Default::default(),
+                }
+            });
+        if off_cpu.is_some() || syscall.is_some() {
+            waits.push(WaitAtStart {
+                tid,
+                off_cpu,
+                syscall,
+            });
+        }
+    }
+    waits
+}
+
+/// A `struct timespec` in the target's memory, in ns.
+fn read_timespec_ns(pid: u32, addr: u64) -> Option<u64> {
+    use std::os::unix::fs::FileExt as _;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut bytes = [0u8; 16];
+    mem.read_exact_at(&mut bytes, addr).ok()?;
+    let sec = u64::from_ne_bytes(bytes[..8].try_into().ok()?);
+    let nsec = u64::from_ne_bytes(bytes[8..].try_into().ok()?);
+    Some(sec.wrapping_mul(1_000_000_000).wrapping_add(nsec))
 }
 
 /// Reads the JVM's internals and, through the attach protocol, its scheduler settings. A JVM
@@ -274,10 +362,6 @@ struct Session {
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
-    /// Threads that have not run since the first snapshot; None before it.
-    quiet: Option<QuietThreads>,
-    /// When the kernel programs were attached: the recording's start.
-    attached_ns: u64,
     /// When capture stopped: the recording's end, where the waits still open end.
     stopped_ns: Option<u64>,
 }
@@ -290,20 +374,6 @@ struct UnfinishedCall {
     start_ns: u64,
     /// A futex wait's timeout (None inside: none, or not known); None: not a futex wait.
     futex_timeout_ns: Option<Option<u64>>,
-}
-
-/// Threads that have not been on a CPU since the recording first read their accounts: each
-/// may be in a wait that began before attach, which the kernel never saw begin (a carrier
-/// pinned for good, a deadlock). Those that run are dropped for good.
-struct QuietThreads {
-    /// When the kernel programs were attached. A thread asleep now that has not run since
-    /// the first snapshot and has no interval open in the kernel has not gone off CPU since
-    /// attach (the kernel would have seen it), so it was off CPU then: its wait enters the
-    /// recording from that instant, not from the snapshot, which can come tens of
-    /// milliseconds later on a busy machine.
-    since_ns: u64,
-    /// Times each thread had been put on a CPU then.
-    switches: HashMap<u32, u64>,
 }
 
 /// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above any id
@@ -376,8 +446,8 @@ impl Session {
         self.checkpoint()?;
         let end_ns = capture::monotonic_ns();
         self.stopped_ns = Some(end_ns);
-        let before_attach = self.close_open_intervals(end_ns)?;
-        self.close_open_syscalls(&before_attach, end_ns)?;
+        self.close_open_intervals(end_ns)?;
+        self.close_open_syscalls(end_ns)?;
         progress.finish(
             started.elapsed(),
             self.events,
@@ -699,70 +769,10 @@ impl Session {
         })
     }
 
-    /// The waits under way now that began before attach, among `tids` (None: every thread):
-    /// threads that have not run since the first snapshot, are asleep, and have no interval
-    /// open in the kernel (which would mean the kernel saw them go off CPU). They are given
-    /// as if they began at attach, with their JVM state read now (it cannot change while
-    /// they sleep).
-    fn waits_from_before_attach(
-        &mut self,
-        tids: Option<&[u32]>,
-    ) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
-        let Some(quiet) = &mut self.quiet else {
-            return Vec::new();
-        };
-        let candidates: Vec<(u32, u64)> = match tids {
-            None => quiet.switches.iter().map(|(t, n)| (*t, *n)).collect(),
-            Some(tids) => tids
-                .iter()
-                .filter_map(|t| Some((*t, *quiet.switches.get(t)?)))
-                .collect(),
-        };
-        let mut waits = Vec::new();
-        for (tid, switches) in candidates {
-            if self.target.switches(tid) != Some(switches)
-                || self.capture.open_interval(tid).is_some()
-            {
-                quiet.switches.remove(&tid);
-                continue;
-            }
-            let prev_state = match self.target.thread_state(tid) {
-                Some('S') => profiler_ebpf::task_state::INTERRUPTIBLE,
-                Some('D') => profiler_ebpf::task_state::UNINTERRUPTIBLE,
-                _ => continue,
-            };
-            let java = self
-                .jvm
-                .as_ref()
-                .and_then(|jvm| {
-                    let thread = jvm.threads.iter().find(|t| t.tid == tid)?;
-                    jvm.hotspot.java_state(thread)
-                })
-                .unwrap_or_default();
-            waits.push((
-                tid,
-                profiler_ebpf::OffCpuStart {
-                    start_ns: quiet.since_ns,
-                    prev_state,
-                    kernel_stack_id: -1,
-                    user_stack_id: -1,
-                    waker_tid: 0,
-                    _pad: 0,
-                    java,
-                },
-            ));
-        }
-        waits
-    }
-
-    /// System calls still in progress when capture stops (a deadlock's waits among them)
-    /// are recorded as unfinished, up to the window's end, `now`; `before_attach` are the
-    /// waits under way since before attach.
-    fn close_open_syscalls(
-        &mut self,
-        before_attach: &[(u32, profiler_ebpf::OffCpuStart)],
-        now: u64,
-    ) -> Result<()> {
+    /// System calls still in progress when capture stops (a deadlock's waits among them, and
+    /// calls under way since before attach) are recorded as unfinished, up to the window's
+    /// end, `now`.
+    fn close_open_syscalls(&mut self, now: u64) -> Result<()> {
         for (tid, call) in self.capture.open_syscalls() {
             if call.flags & profiler_ebpf::syscall_flags::IDLE != 0
                 || now.saturating_sub(call.start_ns) < self.min_syscall_ns
@@ -777,31 +787,6 @@ impl Session {
                 args: call.args,
                 start_ns: call.start_ns,
                 futex_timeout_ns: futex_wait.then_some(timeout_ns),
-            };
-            self.write_unfinished_call(call, now)?;
-        }
-        // Calls begun before attach, by threads asleep in them ever since (an idle carrier's
-        // park is the scheduler waiting for work, as in the kernel program).
-        let since = self.quiet.as_ref().map_or(now, |q| q.since_ns);
-        if now.saturating_sub(since) < self.min_syscall_ns {
-            return Ok(());
-        }
-        for &(tid, start) in before_attach {
-            use profiler_ebpf::java_flags::{CARRIER, MOUNTED};
-            let Some((nr, args)) = self.target.thread_syscall(tid) else {
-                continue;
-            };
-            if start.java.flags & (CARRIER | MOUNTED) == CARRIER {
-                continue;
-            }
-            // Its timeout is not known: /proc shows where it points, not what it held then.
-            let futex_wait = matches!(syscall_name(nr).as_str(), "futex" | "futex_wait");
-            let call = UnfinishedCall {
-                tid,
-                nr,
-                args,
-                start_ns: start.start_ns,
-                futex_timeout_ns: futex_wait.then_some(None),
             };
             self.write_unfinished_call(call, now)?;
         }
@@ -839,22 +824,10 @@ impl Session {
         Ok(())
     }
 
-    /// Intervals still open when capture stops end at the window's end, `now`. Returns the
-    /// waits under way since before attach, as last confirmed.
-    fn close_open_intervals(&mut self, now: u64) -> Result<Vec<(u32, profiler_ebpf::OffCpuStart)>> {
-        let mut open = self.capture.open_intervals();
-        // Of the waits from before attach, those with something to show: a carrier's (pinned,
-        // blocked or idle), or a Java thread's with its Java stack. The others' time is in
-        // their totals already (from their scheduler accounts), and they have no stack.
-        let before_attach: Vec<_> = self
-            .waits_from_before_attach(None)
-            .into_iter()
-            .filter(|(_, s)| {
-                use profiler_ebpf::java_flags::{CARRIER, KNOWN};
-                s.java.flags & KNOWN != 0 && (s.java.flags & CARRIER != 0 || s.java.anchor_sp != 0)
-            })
-            .collect();
-        open.extend(before_attach.iter().copied());
+    /// Intervals still open when capture stops (those since before attach among them) end
+    /// at the window's end, `now`.
+    fn close_open_intervals(&mut self, now: u64) -> Result<()> {
+        let open = self.capture.open_intervals();
         // Java stacks of the threads still blocked, read now; kept below only for threads
         // still in the same wait once all are read (one more look at the map, not one each).
         let stacks: Vec<_> = open
@@ -865,24 +838,13 @@ impl Session {
                 Some(((*tid, start.start_ns), copy))
             })
             .collect();
-        let mut still_open: HashSet<(u32, u64)> = self
+        let still_open: HashSet<(u32, u64)> = self
             .capture
             .open_intervals()
             .iter()
             .map(|(tid, s)| (*tid, s.start_ns))
             .collect();
-        let still_before: Vec<_> = self.waits_from_before_attach(None);
-        still_open.extend(still_before.iter().map(|(tid, s)| (*tid, s.start_ns)));
-        // A wait from before attach that ended while the stacks were read is not written.
-        let ended: HashSet<(u32, u64)> = before_attach
-            .iter()
-            .map(|(tid, s)| (*tid, s.start_ns))
-            .filter(|key| !still_open.contains(key))
-            .collect();
         for (tid, start) in open {
-            if ended.contains(&(tid, start.start_ns)) {
-                continue;
-            }
             let event = OffCpu {
                 tid,
                 start_ns: start.start_ns,
@@ -903,7 +865,7 @@ impl Session {
                 self.java_stack(&copy)?;
             }
         }
-        Ok(still_before)
+        Ok(())
     }
 
     /// Says which carriers are in a wait that has not ended yet, so that a live view sees
@@ -922,20 +884,9 @@ impl Session {
         if carriers.is_empty() {
             return Ok(());
         }
-        let (mut open, not_open): (Vec<_>, Vec<_>) = carriers
+        let waits = carriers
             .into_iter()
-            .map(|tid| (tid, self.capture.open_interval(tid)))
-            .partition(|(_, start)| start.is_some());
-        // A carrier pinned since before attach has no interval open in the kernel.
-        let not_open: Vec<u32> = not_open.into_iter().map(|(tid, _)| tid).collect();
-        open.extend(
-            self.waits_from_before_attach(Some(&not_open))
-                .into_iter()
-                .map(|(tid, start)| (tid, Some(start))),
-        );
-        let waits = open
-            .into_iter()
-            .filter_map(|(tid, start)| Some((tid, start?)))
+            .filter_map(|tid| Some((tid, self.capture.open_interval(tid)?)))
             .map(|(tid, start)| OpenWait {
                 tid,
                 start_ns: start.start_ns,
@@ -1014,15 +965,10 @@ impl Session {
         if accounts.is_empty() {
             return Ok(()); // the target is gone
         }
-        if self.quiet.is_none() {
-            self.quiet = Some(QuietThreads {
-                since_ns: self.attached_ns,
-                switches: accounts.iter().map(|(t, n)| (t.tid, *n)).collect(),
-            });
-        }
-        let threads = accounts.into_iter().map(|(cpu, _)| cpu).collect();
-        self.writer
-            .write_event(&Event::ThreadCpu { time_ns, threads })
+        self.writer.write_event(&Event::ThreadCpu {
+            time_ns,
+            threads: accounts,
+        })
     }
 
     fn checkpoint(&mut self) -> Result<()> {

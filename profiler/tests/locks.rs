@@ -16,16 +16,23 @@ use serde_json::Value;
 /// pinprof-testprog running one scenario, recorded from before it starts to after it ends.
 /// Returns the report and the (start, end) pairs the program measured, by their label.
 fn run_native(args: &[&str], label: &str, record_options: &[&str]) -> (Value, Vec<(u64, u64)>) {
-    let (report, measured, _) = run_native_with_stdin(args, label, record_options);
-    (report, measured)
+    let run = run_native_with_stdin(args, label, record_options);
+    (run.report, run.measured)
 }
 
-/// `run_native`, also returning what the program's standard input is (a pipe it reads).
-fn run_native_with_stdin(
-    args: &[&str],
-    label: &str,
-    record_options: &[&str],
-) -> (Value, Vec<(u64, u64)>, String) {
+struct NativeRun {
+    report: Value,
+    measured: Vec<(u64, u64)>,
+    /// What the program's standard input is (a pipe it reads).
+    stdin: String,
+    /// When its read of "go" on standard input, under way since before attach, returned.
+    go_ns: u64,
+    /// When it began its last read of standard input, still under way as recording stops.
+    idle_ns: u64,
+}
+
+/// `run_native`, with more of what the program said.
+fn run_native_with_stdin(args: &[&str], label: &str, record_options: &[&str]) -> NativeRun {
     require_root();
     let mut prog: Child = Command::new(env!("CARGO_BIN_EXE_pinprof-testprog"))
         .args(args)
@@ -41,16 +48,23 @@ fn run_native_with_stdin(
         .unwrap_or_default();
     let name = format!("native-{}.pinrec", args[0]);
     let (recorder, recording) = spawn_record_with(pid, &name, record_options);
+    // Its read of standard input, which began before attach, lasts this long into the window.
+    std::thread::sleep(Duration::from_millis(300));
     let mut stdin = prog.stdin.take().unwrap();
     writeln!(stdin, "go").unwrap();
     let mut measured = Vec::new();
+    let (mut go_ns, mut idle_ns) = (0, 0);
     for line in lines.by_ref() {
         let line = line.unwrap();
         if line == "done" {
             break;
         }
         let parts: Vec<&str> = line.split_whitespace().collect();
-        if parts[0] == label {
+        if parts[0] == "go" {
+            go_ns = parts[1].parse().unwrap();
+        } else if parts[0] == "idle" {
+            idle_ns = parts[1].parse().unwrap();
+        } else if parts[0] == label {
             measured.push((parts[1].parse().unwrap(), parts[2].parse().unwrap()));
         }
     }
@@ -62,7 +76,13 @@ fn run_native_with_stdin(
     assert_ok(&output, "pinprof record");
     drop(stdin);
     let _ = prog.wait();
-    (report_json(&recording), measured, stdin_name)
+    NativeRun {
+        report: report_json(&recording),
+        measured,
+        stdin: stdin_name,
+        go_ns,
+        idle_ns,
+    }
 }
 
 fn mean_ms(pairs: &[(u64, u64)]) -> f64 {
@@ -99,7 +119,13 @@ fn a_held_pthread_mutex_names_its_holder_and_where_it_released() {
 
 #[test]
 fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
-    let (report, reads, stdin) = run_native_with_stdin(&["pipe", "5"], "read", &[]);
+    let NativeRun {
+        report,
+        measured: reads,
+        stdin,
+        go_ns,
+        idle_ns,
+    } = run_native_with_stdin(&["pipe", "5"], "read", &[]);
     assert_eq!(reads.len(), 5);
     let read = report["syscalls"]
         .as_array()
@@ -124,6 +150,22 @@ fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
     // Against what the reader measured, in ms.
     assert_within("pipe read (ms)", ours, mean_ms(&reads), 0.10);
     assert!(ours >= 27.0, "a 30 ms wait: {ours} ms");
+    // Standard input is read twice: for "go", from before attach (so from the window's
+    // start) to when the program saw it; and at the end, from when it went idle to the
+    // window's end (unfinished).
+    let reads = files
+        .iter()
+        .find(|f| f["name"] == stdin)
+        .unwrap_or_else(|| panic!("the reads of standard input ({stdin}): {files:?}"));
+    assert_eq!(reads["events"], 2, "{reads}");
+    let start = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let end = start + report["window"]["duration_ns"].as_u64().unwrap();
+    assert_within(
+        "reads of standard input (ms)",
+        reads["total_ns"].as_f64().unwrap() / 1e6,
+        ((go_ns - start) + (end - idle_ns)) as f64 / 1e6,
+        0.05,
+    );
 }
 
 #[test]

@@ -304,6 +304,44 @@ fn a_carrier_pinned_since_before_attach_is_pinned_all_along() {
 }
 
 #[test]
+fn a_pinning_from_before_attach_that_ends_is_whole() {
+    // The sleep inside synchronized begins before pinprof attaches and ends during the
+    // recording: the carrier is pinned from attach to the moment the sleep ends (by the
+    // workload's own clock), in one event, whose Java stack the kernel copies as the thread
+    // leaves its sleep.
+    let mut jvm = start_vt(21, 1, "Stuck", &["4000"]);
+    let report = report_json(&record(jvm.pid, 6.0, "stuck-released.pinrec"));
+    let released = jvm
+        .wait_for("released ", Duration::from_secs(10))
+        .expect("the sleep ended");
+    let released: f64 = released["released ".len()..].trim().parse().unwrap();
+    let start = ns(&report["window"]["start_mono_ns"]);
+    let window = ns(&report["window"]["duration_ns"]);
+    assert!(
+        start < released && released < start + window,
+        "the sleep must end inside the window ({start} + {window}), not at {released}"
+    );
+    let sites = report["pinned"]["sites"].as_array().unwrap();
+    assert_eq!(report["pinned"]["events"], 1, "{sites:?}");
+    assert_eq!(sites[0]["reason"], "monitor");
+    assert_eq!(sites[0]["operation"], "park");
+    // The end is the carrier's switch back in; the workload reads its clock just after.
+    assert_within(
+        "pinned from attach to release",
+        ns(&sites[0]["total_ns"]),
+        released - start,
+        0.02,
+    );
+    let frames = strings(&sites[0]["frames"]);
+    let sleep = frames.iter().position(|f| *f == "java.lang.Thread.sleep");
+    let hold = frames.iter().position(|f| *f == "Stuck$Ledger.hold");
+    assert!(
+        sleep.is_some() && hold > sleep,
+        "Stuck$Ledger.hold below Thread.sleep: {frames:?}"
+    );
+}
+
+#[test]
 fn jfr_times_parse() {
     assert_eq!(jfr::iso_ns("1970-01-01T00:00:01.5Z"), 1_500_000_000);
     assert_eq!(

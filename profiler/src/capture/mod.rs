@@ -42,6 +42,22 @@ pub struct Options {
     /// The Java threads known at start (thread id, `JavaThread` address, carrier): registered
     /// before any program attaches, so the first events already see them as Java threads.
     pub java_threads: Vec<(u32, u64, bool)>,
+    /// Waits under way as capture starts, which the programs cannot see begin: seeded into
+    /// their maps just before they attach, so each ends, with its waker, Java stack and
+    /// system call, as if the kernel had seen it begin.
+    pub waits_at_start: Vec<WaitAtStart>,
+}
+
+/// A thread asleep as capture starts. Its start times are 0: before the window, which the
+/// recording clamps them to.
+#[derive(Clone, Debug)]
+pub struct WaitAtStart {
+    pub tid: u32,
+    /// Its off-CPU interval, when it has something to show (a carrier's, or a Java thread's
+    /// with a Java stack); others' time is in their scheduler accounts, without a stack.
+    pub off_cpu: Option<profiler_ebpf::OffCpuStart>,
+    /// The system call it sleeps in, when system calls are traced.
+    pub syscall: Option<profiler_ebpf::SyscallStart>,
 }
 
 /// A record as the kernel sent it.
@@ -74,6 +90,9 @@ pub struct Capture {
     pub ring_buffer_bytes: usize,
     /// Records the ring buffer held that were too short for their kind.
     malformed: u64,
+    /// Waits that could not be seeded at start: intervals, system calls.
+    seeds_lost: [u64; 2],
+    started_ns: u64,
     // Keeps the programs loaded and attached; dropped last.
     ebpf: Ebpf,
 }
@@ -93,6 +112,7 @@ impl Capture {
         let wakeup_pid = offset("sched", "sched_waking", "pid")?;
         let enter_id = offset("raw_syscalls", "sys_enter", "id")?;
         let enter_args = offset("raw_syscalls", "sys_enter", "args")?;
+        let exit_id = offset("raw_syscalls", "sys_exit", "id")?;
         let exit_ret = offset("raw_syscalls", "sys_exit", "ret")?;
         // Kernel lock contention needs CONFIG_LOCKDEP-free lock tracepoints (5.19+).
         let lock_addr = offset("lock", "contention_end", "lock_addr");
@@ -123,6 +143,7 @@ impl Capture {
             .override_global("MIN_SYSCALL_NS", &min_syscall_ns, true)
             .override_global("SYS_ENTER_ID_OFFSET", &enter_id, true)
             .override_global("SYS_ENTER_ARGS_OFFSET", &enter_args, true)
+            .override_global("SYS_EXIT_ID_OFFSET", &exit_id, true)
             .override_global("SYS_EXIT_RET_OFFSET", &exit_ret, true)
             .override_global("LOCK_ADDR_OFFSET", lock_addr.as_ref().unwrap_or(&8), true)
             .override_global("FD_LAYOUT", &fd_layout, true)
@@ -207,11 +228,14 @@ impl Capture {
             short,
             starts,
             malformed: 0,
+            seeds_lost: [0; 2],
+            started_ns: 0,
             ebpf,
         };
         capture.set_java_threads(&options.java_threads)?;
-        // Attached last: every map the programs read is filled by now.
-        for (program, category, name) in programs {
+        // Verified first, attached last and together: every map the programs read is filled
+        // by then, and the waits seeded just before have the least time to go stale.
+        for (program, _, _) in &programs {
             let tp: &mut TracePoint = capture
                 .ebpf
                 .program_mut(program)
@@ -219,11 +243,41 @@ impl Capture {
                 .try_into()?;
             tp.load()
                 .map_err(|e| explain_bpf_error(anyhow!(e), &format!("load {program}")))?;
+        }
+        capture.seed_waits(&options.waits_at_start);
+        // The capture's start: every time the programs take is later, so only the seeded
+        // waits (which start at 0) begin before it.
+        capture.started_ns = monotonic_ns();
+        for (program, category, name) in programs {
+            let tp: &mut TracePoint = capture
+                .ebpf
+                .program_mut(program)
+                .with_context(|| format!("kernel object has no program {program}"))?
+                .try_into()?;
             tp.attach(category, name)
                 .map_err(|e| explain_bpf_error(anyhow!(e), &format!("attach {category}:{name}")))?;
         }
-
         Ok(capture)
+    }
+
+    /// When the programs began to attach: the start of what this capture sees. Waits under
+    /// way then (the seeded ones) are given as starting there.
+    pub fn started_ns(&self) -> u64 {
+        self.started_ns
+    }
+
+    /// Enters the waits under way into the programs' maps. A wait that ends before the
+    /// programs attach is overwritten by the thread's next switch or call (or, for a call,
+    /// dropped at an exit of another number); a full map loses only the seed, counted.
+    fn seed_waits(&mut self, waits: &[WaitAtStart]) {
+        for wait in waits {
+            if let Some(start) = wait.off_cpu {
+                self.seeds_lost[0] += u64::from(self.starts.insert(wait.tid, start, 0).is_err());
+            }
+            if let (Some(call), Some(calls)) = (wait.syscall, self.in_syscall.as_mut()) {
+                self.seeds_lost[1] += u64::from(calls.insert(wait.tid, call, 0).is_err());
+            }
+        }
     }
 
     /// Waits up to `timeout` for records, then drains all that are ready into `out`; returns
@@ -247,7 +301,7 @@ impl Capture {
         while let Some(item) = self.events.next() {
             bytes += item.len();
             match decode(&item) {
-                Some(raw) => out.push(raw),
+                Some(raw) => out.push(raw.from(self.started_ns)),
                 None => self.malformed += 1,
             }
         }
@@ -271,10 +325,10 @@ impl Capture {
         Counters {
             lost_events: read(counter::LOST_EVENTS) + self.malformed,
             stack_misses: read(counter::STACK_MISSES),
-            start_map_full: read(counter::START_MAP_FULL),
+            start_map_full: read(counter::START_MAP_FULL) + self.seeds_lost[0],
             short_intervals: read(counter::SHORT_INTERVALS),
             java_stack_misses: read(counter::STACK_COPY_MISSES),
-            syscall_map_full: read(counter::SYSCALL_MAP_FULL),
+            syscall_map_full: read(counter::SYSCALL_MAP_FULL) + self.seeds_lost[1],
             waker_stacks_skipped: read(counter::WAKER_STACKS_SKIPPED),
         }
     }
@@ -337,7 +391,11 @@ impl Capture {
 
     /// System calls in progress now: (thread, call).
     pub fn open_syscalls(&self) -> Vec<(u32, profiler_ebpf::SyscallStart)> {
-        entries(self.in_syscall.as_ref())
+        let mut calls = entries(self.in_syscall.as_ref());
+        for (_, call) in &mut calls {
+            call.start_ns = call.start_ns.max(self.started_ns);
+        }
+        calls
     }
 
     /// Kernel lock contention per thread of the target, cumulative.
@@ -347,12 +405,18 @@ impl Capture {
 
     /// Threads that are off CPU right now, with where and since when.
     pub fn open_intervals(&self) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
-        self.starts.iter().flatten().collect()
+        let mut open: Vec<_> = self.starts.iter().flatten().collect();
+        for (_, start) in &mut open {
+            start.start_ns = start.start_ns.max(self.started_ns);
+        }
+        open
     }
 
     /// The interval `tid` is off CPU in now, if it is.
     pub fn open_interval(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
-        self.starts.get(&tid, 0).ok()
+        let mut start = self.starts.get(&tid, 0).ok()?;
+        start.start_ns = start.start_ns.max(self.started_ns);
+        Some(start)
     }
 
     /// Per-thread sums of the intervals below the threshold.
@@ -398,6 +462,24 @@ fn fd_layout() -> Result<profiler_ebpf::FdLayout> {
 fn entries<K: aya::Pod, V: aya::Pod>(map: Option<&HashMap<MapData, K, V>>) -> Vec<(K, V)> {
     map.map(|m| m.iter().flatten().collect())
         .unwrap_or_default()
+}
+
+impl Raw {
+    /// The record with its start no earlier than `start_ns`, the capture's start: a wait
+    /// under way then (a seeded one, which starts at 0) is seen from there. Everything that pairs
+    /// records by start time (a Java stack with its interval, a native stack with its call)
+    /// sees the same time.
+    fn from(mut self, start_ns: u64) -> Self {
+        match &mut self {
+            Raw::OffCpu(e) => e.start_ns = e.start_ns.max(start_ns),
+            Raw::StackCopy(copy) => copy.start_ns = copy.start_ns.max(start_ns),
+            Raw::Syscall(e) => e.start_ns = e.start_ns.max(start_ns),
+            // Keyed by its call's start, or by a wake-up (never before the start).
+            Raw::NativeStack(copy) => copy.key_ns = copy.key_ns.max(start_ns),
+            Raw::Exit(_) | Raw::Rename(_) => {}
+        }
+        self
+    }
 }
 
 fn decode(bytes: &[u8]) -> Option<Raw> {

@@ -1,15 +1,17 @@
 import java.util.concurrent.CountDownLatch;
 
 /**
- * Waits that begin before any profiler attaches and never end: a virtual thread that sleeps
- * for ten minutes inside synchronized (on JDK 21 it pins its carrier all along), and two
- * platform threads deadlocked on each other's monitor. "ready" is printed once all three are
- * in their waits.
+ * Waits that begin before any profiler attaches: a virtual thread that sleeps inside
+ * synchronized (on JDK 21 it pins its carrier all along), for ten minutes or the ms given as
+ * the first argument, and two platform threads deadlocked on each other's monitor for good.
+ * "ready" is printed once all three are in their waits; "released <System.nanoTime()>" as
+ * the sleep ends.
  */
 public final class Stuck {
     static final class Ledger {
-        synchronized void hold() throws InterruptedException {
-            Thread.sleep(600_000);
+        synchronized void hold(long ms) throws InterruptedException {
+            Thread.sleep(ms);
+            System.out.println("released " + System.nanoTime());
         }
     }
 
@@ -24,8 +26,9 @@ public final class Stuck {
     }
 
     public static void main(String[] args) throws Exception {
+        long holdMs = args.length > 0 ? Long.parseLong(args[0]) : 600_000;
         Vt.executor().submit(() -> {
-            new Ledger().hold();
+            new Ledger().hold(holdMs);
             return null;
         });
         Account a = new Account();

@@ -1,8 +1,8 @@
 //! pinprof-testprog: known blocking patterns for pinprof's lock and system call tests.
 //!
-//! Prints `ready <pid>`, waits for a line on stdin (so pinprof can attach first), runs the
-//! scenario named by its argument, prints what it measured with CLOCK_MONOTONIC, then `done`,
-//! and waits for stdin to close.
+//! Prints `ready <pid>`, waits for a line on stdin (so pinprof can attach first; prints
+//! `go <time>` as it comes), runs the scenario named by its argument, prints what it measured
+//! with CLOCK_MONOTONIC, then `idle <time>` and `done`, and waits for stdin to close.
 //!
 //! - `mutex N`: thread `holder` takes a pthread mutex, tells thread `waiter`, holds it 50 ms
 //!   (in `hold_ledger`) and releases it; the waiter's `pthread_mutex_lock` waits meanwhile.
@@ -165,6 +165,7 @@ fn main() {
     let stdin = std::io::stdin();
     let mut line = String::new();
     let _ = stdin.lock().read_line(&mut line);
+    println!("go {}", now_ns());
     // Kept open until the end, like a log.
     let mut _log = None;
     match args.get(1).map(String::as_str) {
@@ -180,6 +181,7 @@ fn main() {
             std::process::exit(2);
         }
     }
+    println!("idle {}", now_ns());
     println!("done");
     let _ = std::io::stdout().flush();
     // Stay alive until the test closes stdin, so the recording can finish first.
