@@ -237,6 +237,24 @@ fn jvm_lock_waits_name_the_releasing_thread_and_its_java_stack() {
         })
         .collect();
     assert!(!tellers.is_empty(), "locks the tellers waited on");
+    // The JIT compilers' waits for work are the JVM's own, listed after every lock of the
+    // application; the tellers' locks are not.
+    let locks = report["locks"].as_array().unwrap();
+    for (i, lock) in locks.iter().enumerate() {
+        let waiters = strings(&lock["waiters"]);
+        if waiters.iter().any(|w| w.starts_with("teller-")) {
+            assert_eq!(lock["jvm_internal"], false, "{lock}");
+        } else if !waiters.is_empty() && waiters.iter().all(|w| w.contains("CompilerThre")) {
+            assert_eq!(lock["jvm_internal"], true, "{lock}");
+            assert_eq!(lock["long_held"], false, "{lock}");
+        }
+        if lock["jvm_internal"] == true {
+            assert!(
+                locks[i..].iter().all(|l| l["jvm_internal"] == true),
+                "the JVM's own waits come last: {locks:?}"
+            );
+        }
+    }
     let (mut released, mut with_stack) = (0, 0);
     let mut with_wait_stack = 0;
     for lock in &tellers {

@@ -27,6 +27,39 @@ pub struct LockRow {
     pub holder_frames: Vec<String>,
     /// The longest waiter's stack.
     pub waiter_frames: Vec<String>,
+    /// Every waiter is one of the JVM's own threads (see `is_jvm_own_thread`): what they
+    /// wait for is work on their queues, not a lock of the application's.
+    pub jvm_internal: bool,
+}
+
+/// Threads HotSpot runs for itself (JIT compilers, GC, VM services) and the JDK's own
+/// housekeeping threads, by the names they are given (a kernel name is cut to 15 bytes).
+pub fn is_jvm_own_thread(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "C1 CompilerThre",
+        "C2 CompilerThre",
+        "JVMCI",
+        "VM Thread",
+        "VM Periodic Tas",
+        "GC Thread#",
+        "G1 ",
+        "ZDirector",
+        "ZDriver",
+        "ZStat",
+        "ZWorker",
+        "Shenandoah",
+        "Service Thread",
+        "Monitor Deflati",
+        "Notification Th",
+        "Signal Dispatch",
+        "Sweeper thread",
+        "Attach Listener",
+        "Reference Handl",
+        "Finalizer",
+        "Common-Cleaner",
+        "JFR ",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// Time spent in one system call, long calls and short ones together.
@@ -140,7 +173,8 @@ impl Model {
         self.frames_of(None, w.user_stack, java)
     }
 
-    /// Locks by wait time, most first: futex words from long waits, then kernel locks.
+    /// Locks by wait time, most first: futex words from long waits, then kernel locks; the
+    /// JVM's own waits for work last.
     pub fn locks(&self) -> Vec<LockRow> {
         #[derive(Default)]
         struct Acc<'a> {
@@ -171,6 +205,7 @@ impl Model {
             }
         }
         let labels = |frames: Vec<&Frame>| frames.iter().map(|f| f.label()).collect::<Vec<_>>();
+        let hotspot = self.jdk_major().is_some();
         let mut rows: Vec<LockRow> = by_word
             .into_iter()
             .map(|(address, acc)| {
@@ -202,7 +237,6 @@ impl Model {
                     waits: acc.waits,
                     wait_ns: acc.wait_ns,
                     max_wait_ns: acc.longest.map_or(0, |s| s.duration_ns()),
-                    waiters: acc.waiters,
                     holders: holders
                         .into_iter()
                         .map(|(t, n, ns)| (t, self.thread_name(t), n, ns))
@@ -212,6 +246,8 @@ impl Model {
                         .longest
                         .map(|s| labels(self.waiter_frames(s)))
                         .unwrap_or_default(),
+                    jvm_internal: hotspot && acc.waiters.iter().all(|w| is_jvm_own_thread(w)),
+                    waiters: acc.waiters,
                 }
             })
             .collect();
@@ -226,8 +262,15 @@ impl Model {
             holders: Vec::new(),
             holder_frames: Vec::new(),
             waiter_frames: Vec::new(),
+            jvm_internal: false,
         }));
-        rows.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.address.cmp(&b.address)));
+        // The application's locks first: the JVM's threads waiting for work would lead
+        // otherwise (a JIT compiler idles on its queue for seconds).
+        rows.sort_by(|a, b| {
+            (a.jvm_internal.cmp(&b.jvm_internal))
+                .then(b.wait_ns.cmp(&a.wait_ns))
+                .then(a.address.cmp(&b.address))
+        });
         rows
     }
 
@@ -278,5 +321,35 @@ fn empty_row(name: &str) -> SyscallRow {
         max_ns: 0,
         long_events: 0,
         files: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_jvm_own_thread;
+
+    #[test]
+    fn the_jvms_own_threads_are_told_by_name() {
+        // Full names, and kernel names cut to 15 bytes.
+        for name in [
+            "C2 CompilerThread0",
+            "C1 CompilerThre",
+            "VM Thread",
+            "GC Thread#1",
+            "G1 Conc#0",
+            "Service Thread",
+            "Monitor Deflati",
+            "Common-Cleaner",
+        ] {
+            assert!(is_jvm_own_thread(name), "{name}");
+        }
+        for name in [
+            "main",
+            "teller-0",
+            "ForkJoinPool-1-worker-1",
+            "http-nio-8080-exec-1",
+        ] {
+            assert!(!is_jvm_own_thread(name), "{name}");
+        }
     }
 }

@@ -270,11 +270,13 @@ fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::
     }
     writeln!(
         out,
-        "\nLocks (futex words from waits of {} or more, and kernel locks; most wait first):",
+        "\nLocks (futex words from waits of {} or more, and kernel locks; most wait first, the JVM's own last):",
         secs(model.min_syscall_ns)
     )?;
     for l in locks.iter().take(options.top) {
-        let long = if l.max_wait_ns >= options.long_held_ns {
+        let long = if l.jvm_internal {
+            "  the JVM's own threads, waiting for work"
+        } else if l.max_wait_ns >= options.long_held_ns {
             "  LONG-HELD"
         } else {
             ""

@@ -349,6 +349,7 @@ mod tests {
                 holders: Vec::new(),
                 holder_frames: Vec::new(),
                 waiter_frames: Vec::new(),
+                jvm_internal: false,
             };
             3
         ];

@@ -347,6 +347,8 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
     let [table, detail] =
         Layout::vertical([Constraint::Percentage(45), Constraint::Min(4)]).areas(area);
     let rows = app.view.locks.iter().map(|l| {
+        // The JVM's own threads waiting for work, marked as such (they are listed last).
+        let waiters = l.waiters.iter().cloned().collect::<Vec<_>>().join(", ");
         let holder = l
             .holders
             .first()
@@ -361,7 +363,11 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(l.waits.to_string()),
             Cell::from(secs(l.wait_ns)),
             Cell::from(secs(l.max_wait_ns)),
-            Cell::from(l.waiters.iter().cloned().collect::<Vec<_>>().join(", ")),
+            Cell::from(if l.jvm_internal {
+                format!("(JVM) {waiters}")
+            } else {
+                waiters
+            }),
             Cell::from(holder),
         ])
     });
