@@ -385,11 +385,14 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
     };
     let call = unsafe { *call };
     let _ = IN_SYSCALL.remove(tid);
-    // A call seeded from /proc as the capture started (see `Capture::start`) that ended before
-    // the programs were attached is not the one ending now.
-    let nr = unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_ID_OFFSET) as usize) }.unwrap_or(-1);
-    if nr as u32 != call.nr {
-        return;
+    // A call seeded from /proc as the capture started (start 0, see `Capture::start`) that
+    // ended before the programs were attached is not the one ending now. Only seeds are
+    // checked: `rt_sigreturn` leaves with number -1.
+    if call.start_ns == 0 {
+        let nr = unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_ID_OFFSET) as usize) }.unwrap_or(-1);
+        if nr as u32 != call.nr {
+            return;
+        }
     }
     let now = unsafe { bpf_ktime_get_ns() };
     let duration = now.saturating_sub(call.start_ns);

@@ -110,26 +110,30 @@ pub fn run_with(
         .flat_map(|j| &j.threads)
         .map(|t| (t.tid, t.addr, t.carrier))
         .collect();
-    let waits_at_start = waits_at_start(&target, jvm.as_ref(), options.min_syscall.is_some());
-    let capture = Capture::start(&capture::Options {
-        pid: options.pid,
-        min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
-        ring_buffer_bytes: options.ring_buffer_bytes,
-        jvm: jvm.as_ref().map(|j| j.hotspot.layout),
-        min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
-        min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
-        java_threads,
-        waits_at_start,
-    })?;
+    let syscalls = options.min_syscall.is_some();
+    let capture = Capture::start(
+        &capture::Options {
+            pid: options.pid,
+            min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
+            ring_buffer_bytes: options.ring_buffer_bytes,
+            jvm: jvm.as_ref().map(|j| j.hotspot.layout),
+            min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
+            min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
+            java_threads,
+        },
+        || waits_at_start(&target, jvm.as_ref(), syscalls),
+    )?;
     warnings.extend(capture.warnings.iter().cloned());
 
     let header = Header {
         pinprof_version: env!("CARGO_PKG_VERSION").to_string(),
         target: info,
         start_mono_ns: capture.started_ns(),
+        // The wall clock at that same instant.
         start_unix_ns: SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
+            .map_or(0, |d| d.as_nanos() as u64)
+            .saturating_sub(capture::monotonic_ns().saturating_sub(capture.started_ns())),
         hostname: read_trimmed("/proc/sys/kernel/hostname"),
         kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
         min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
@@ -163,7 +167,6 @@ pub fn run_with(
         lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
-        stopped_ns: None,
     };
     let result = session.run(options, stop);
     let reason = match &result {
@@ -174,12 +177,11 @@ pub fn run_with(
         writer,
         capture,
         events,
-        stopped_ns,
         ..
     } = session;
     let lost = capture.counters().lost();
     // The end marker goes in even after an error, so the file says how it ended.
-    let end_mono_ns = stopped_ns.unwrap_or_else(capture::monotonic_ns);
+    let end_mono_ns = capture.stopped_ns().unwrap_or_else(capture::monotonic_ns);
     drop(capture);
     writer.finish(End {
         end_mono_ns,
@@ -206,8 +208,15 @@ fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Ve
         java_flags::{CARRIER, KNOWN, MOUNTED},
         syscall_flags, sysno, task_state,
     };
+    if jvm.is_none() && !syscalls {
+        return Vec::new(); // nothing to seed: no JVM state to show, no calls traced
+    }
     let mut waits = Vec::new();
     for tid in target.tids() {
+        // Read first: a change by the time the programs are attached means it ran.
+        let Some(runs) = target.runs(tid) else {
+            continue;
+        };
         let prev_state = match target.thread_state(tid) {
             Some('S') => task_state::INTERRUPTIBLE,
             Some('D') => task_state::UNINTERRUPTIBLE,
@@ -264,6 +273,7 @@ fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Ve
         if off_cpu.is_some() || syscall.is_some() {
             waits.push(WaitAtStart {
                 tid,
+                runs,
                 off_cpu,
                 syscall,
             });
@@ -362,8 +372,6 @@ struct Session {
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
-    /// When capture stopped: the recording's end, where the waits still open end.
-    stopped_ns: Option<u64>,
 }
 
 /// A system call still under way as capture stops.
@@ -437,15 +445,14 @@ impl Session {
                 );
             }
         };
-        // Drain what is already in the ring buffer and take a last look at the threads; the
-        // recording ends there, and the waits still open end with it (walking their stacks
-        // takes time that is not theirs).
+        // A last look at the threads, then the programs are detached and the recording ends:
+        // the ring buffer holds all they made, and the maps the waits still open, which end
+        // with it (walking their stacks takes time that is not theirs).
+        self.checkpoint()?;
+        let end_ns = self.capture.stop();
         raws.clear();
         self.capture.poll(Duration::ZERO, &mut raws)?;
         self.handle(&raws)?;
-        self.checkpoint()?;
-        let end_ns = capture::monotonic_ns();
-        self.stopped_ns = Some(end_ns);
         self.close_open_intervals(end_ns)?;
         self.close_open_syscalls(end_ns)?;
         progress.finish(

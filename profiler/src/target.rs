@@ -110,6 +110,11 @@ impl Target {
             .collect()
     }
 
+    /// How many times a thread has been put on a CPU (see `thread_runs`).
+    pub fn runs(&self, tid: u32) -> Option<u64> {
+        thread_runs(self.pid, tid)
+    }
+
     /// A thread's scheduler state as `stat` says it: `S` sleeping, `D` uninterruptible, ...
     pub fn thread_state(&self, tid: u32) -> Option<char> {
         let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid)).ok()?;
@@ -203,6 +208,13 @@ fn count_cpu_list(list: &str) -> u32 {
 }
 
 /// Run time, run-queue time and times put on a CPU, from a thread's `schedstat`.
+/// How many times thread `tid` of `pid` has been put on a CPU: the same count at two reads
+/// means it did not run in between.
+pub fn thread_runs(pid: u32, tid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().nth(2)?.parse().ok()
+}
+
 fn schedstat(path: &Path) -> Option<[u64; 2]> {
     let text = std::fs::read_to_string(path).ok()?;
     let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
@@ -264,6 +276,9 @@ mod tests {
         let target = Target::open(std::process::id()).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
         assert!(target.tids().contains(&tid));
+        let runs = target.runs(tid).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(target.runs(tid), Some(runs), "it did not run");
         assert_eq!(target.thread_state(tid), Some('S'));
         let (nr, _) = target.thread_syscall(tid).unwrap();
         assert_eq!(nr, 0, "read(2)");

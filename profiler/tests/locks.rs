@@ -70,10 +70,7 @@ fn run_native_with_stdin(args: &[&str], label: &str, record_options: &[&str]) ->
     }
     // Let the last events drain, then stop the recording as a user would.
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
-    let output = recorder.wait_with_output().unwrap();
-    assert_ok(&output, "pinprof record");
+    interrupt(recorder);
     drop(stdin);
     let _ = prog.wait();
     NativeRun {

@@ -136,10 +136,7 @@ fn ctrl_c_leaves_a_complete_recording() {
     let jvm = start(21, "Sleeper", &["0.5", "50"]);
     let (child, out) = spawn_record(jvm.pid, "sigint.pinrec");
     std::thread::sleep(Duration::from_secs(2));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let output = child.wait_with_output().unwrap();
-    assert_ok(&output, "pinprof record");
+    let output = interrupt(child);
     assert!(String::from_utf8_lossy(&output.stderr).contains("interrupted"));
     let report = report_json(&out);
     let window = ns(&report["window"]["duration_ns"]);

@@ -5,6 +5,7 @@ mod btf;
 mod tracefs;
 
 use std::{
+    collections::HashSet,
     os::fd::{AsFd as _, AsRawFd as _},
     time::Duration,
 };
@@ -42,17 +43,18 @@ pub struct Options {
     /// The Java threads known at start (thread id, `JavaThread` address, carrier): registered
     /// before any program attaches, so the first events already see them as Java threads.
     pub java_threads: Vec<(u32, u64, bool)>,
-    /// Waits under way as capture starts, which the programs cannot see begin: seeded into
-    /// their maps just before they attach, so each ends, with its waker, Java stack and
-    /// system call, as if the kernel had seen it begin.
-    pub waits_at_start: Vec<WaitAtStart>,
 }
 
-/// A thread asleep as capture starts. Its start times are 0: before the window, which the
-/// recording clamps them to.
+/// A thread asleep as capture starts, in a wait the programs cannot see begin: seeded into
+/// their maps just before they attach, so it ends, with its waker, Java stack and system
+/// call, as if the kernel had seen it begin. Its start times are 0: before the window, to
+/// whose start the capture clamps them.
 #[derive(Clone, Debug)]
 pub struct WaitAtStart {
     pub tid: u32,
+    /// How many times the thread had been put on a CPU when it was read: if it has run
+    /// since, by the time the programs are attached, its wait may have ended.
+    pub runs: u64,
     /// Its off-CPU interval, when it has something to show (a carrier's, or a Java thread's
     /// with a Java stack); others' time is in their scheduler accounts, without a stack.
     pub off_cpu: Option<profiler_ebpf::OffCpuStart>,
@@ -92,13 +94,26 @@ pub struct Capture {
     malformed: u64,
     /// Waits that could not be seeded at start: intervals, system calls.
     seeds_lost: [u64; 2],
+    /// Threads whose seeded wait may have ended before the programs attached: what the
+    /// kernel makes of their seeds is dropped.
+    stale_seeds: HashSet<u32>,
     started_ns: u64,
+    /// When `stop` was called: the end of what this capture sees.
+    stopped_ns: Option<u64>,
+    pid: u32,
+    /// The programs attached, by name, to detach at `stop`.
+    attached: Vec<&'static str>,
     // Keeps the programs loaded and attached; dropped last.
     ebpf: Ebpf,
 }
 
 impl Capture {
-    pub fn start(options: &Options) -> Result<Self> {
+    /// Loads the programs, fills their maps (with the waits `waits_at_start` reads, just
+    /// before they attach), and attaches them.
+    pub fn start(
+        options: &Options,
+        waits_at_start: impl FnOnce() -> Vec<WaitAtStart>,
+    ) -> Result<Self> {
         if EBPF_OBJECT.is_empty() {
             bail!(
                 "this pinprof was built without its kernel programs (the nightly toolchain or \
@@ -229,7 +244,11 @@ impl Capture {
             starts,
             malformed: 0,
             seeds_lost: [0; 2],
+            stale_seeds: HashSet::new(),
             started_ns: 0,
+            stopped_ns: None,
+            pid: options.pid,
+            attached: Vec::new(),
             ebpf,
         };
         capture.set_java_threads(&options.java_threads)?;
@@ -244,7 +263,8 @@ impl Capture {
             tp.load()
                 .map_err(|e| explain_bpf_error(anyhow!(e), &format!("load {program}")))?;
         }
-        capture.seed_waits(&options.waits_at_start);
+        let waits = waits_at_start();
+        capture.seed_waits(&waits);
         // The capture's start: every time the programs take is later, so only the seeded
         // waits (which start at 0) begin before it.
         capture.started_ns = monotonic_ns();
@@ -256,8 +276,58 @@ impl Capture {
                 .try_into()?;
             tp.attach(category, name)
                 .map_err(|e| explain_bpf_error(anyhow!(e), &format!("attach {category}:{name}")))?;
+            capture.attached.push(program);
         }
+        capture.drop_stale_seeds(&waits);
         Ok(capture)
+    }
+
+    /// A thread that ran between its reading and the programs' attaching may have ended the
+    /// wait it was seeded with: its seeds still there are taken out, and whatever the kernel
+    /// already made of them is dropped as it is read.
+    fn drop_stale_seeds(&mut self, waits: &[WaitAtStart]) {
+        for wait in waits {
+            if crate::target::thread_runs(self.pid, wait.tid) == Some(wait.runs) {
+                continue;
+            }
+            self.stale_seeds.insert(wait.tid);
+            if self.starts.get(&wait.tid, 0).is_ok_and(|s| s.start_ns == 0) {
+                let _ = self.starts.remove(&wait.tid);
+            }
+            if let Some(calls) = self.in_syscall.as_mut()
+                && calls.get(&wait.tid, 0).is_ok_and(|c| c.start_ns == 0)
+            {
+                let _ = calls.remove(&wait.tid);
+            }
+        }
+    }
+
+    /// Ends the capture now, and returns that time. The programs are detached (which can
+    /// take a while): the maps stay as they are, the ring buffer holds all there is to read,
+    /// and what the programs saw after that time is cut off or left out.
+    pub fn stop(&mut self) -> u64 {
+        let now = monotonic_ns();
+        self.stopped_ns = Some(now);
+        for program in self.attached.drain(..) {
+            let tp: Option<&mut TracePoint> = self
+                .ebpf
+                .program_mut(program)
+                .and_then(|p| p.try_into().ok());
+            if let Some(tp) = tp {
+                let _ = tp.unload();
+            }
+        }
+        now
+    }
+
+    /// When `stop` ended the capture, if it did.
+    pub fn stopped_ns(&self) -> Option<u64> {
+        self.stopped_ns
+    }
+
+    /// Whether something that began at `start_ns` began before the capture stopped.
+    fn before_stop(&self, start_ns: u64) -> bool {
+        self.stopped_ns.is_none_or(|end| start_ns < end)
     }
 
     /// When the programs began to attach: the start of what this capture sees. Waits under
@@ -266,9 +336,8 @@ impl Capture {
         self.started_ns
     }
 
-    /// Enters the waits under way into the programs' maps. A wait that ends before the
-    /// programs attach is overwritten by the thread's next switch or call (or, for a call,
-    /// dropped at an exit of another number); a full map loses only the seed, counted.
+    /// Enters the waits under way into the programs' maps; a full map loses only the seed,
+    /// counted.
     fn seed_waits(&mut self, waits: &[WaitAtStart]) {
         for wait in waits {
             if let Some(start) = wait.off_cpu {
@@ -301,7 +370,11 @@ impl Capture {
         while let Some(item) = self.events.next() {
             bytes += item.len();
             match decode(&item) {
-                Some(raw) => out.push(raw.from(self.started_ns)),
+                Some(raw)
+                    if raw
+                        .seeded_by()
+                        .is_some_and(|t| self.stale_seeds.contains(&t)) => {}
+                Some(raw) => out.extend(raw.within(self.started_ns, self.stopped_ns)),
                 None => self.malformed += 1,
             }
         }
@@ -392,6 +465,7 @@ impl Capture {
     /// System calls in progress now: (thread, call).
     pub fn open_syscalls(&self) -> Vec<(u32, profiler_ebpf::SyscallStart)> {
         let mut calls = entries(self.in_syscall.as_ref());
+        calls.retain(|(_, call)| self.before_stop(call.start_ns));
         for (_, call) in &mut calls {
             call.start_ns = call.start_ns.max(self.started_ns);
         }
@@ -406,6 +480,7 @@ impl Capture {
     /// Threads that are off CPU right now, with where and since when.
     pub fn open_intervals(&self) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
         let mut open: Vec<_> = self.starts.iter().flatten().collect();
+        open.retain(|(_, start)| self.before_stop(start.start_ns));
         for (_, start) in &mut open {
             start.start_ns = start.start_ns.max(self.started_ns);
         }
@@ -414,7 +489,11 @@ impl Capture {
 
     /// The interval `tid` is off CPU in now, if it is.
     pub fn open_interval(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
-        let mut start = self.starts.get(&tid, 0).ok()?;
+        let mut start = self
+            .starts
+            .get(&tid, 0)
+            .ok()
+            .filter(|s| self.before_stop(s.start_ns))?;
         start.start_ns = start.start_ns.max(self.started_ns);
         Some(start)
     }
@@ -465,20 +544,40 @@ fn entries<K: aya::Pod, V: aya::Pod>(map: Option<&HashMap<MapData, K, V>>) -> Ve
 }
 
 impl Raw {
-    /// The record with its start no earlier than `start_ns`, the capture's start: a wait
-    /// under way then (a seeded one, which starts at 0) is seen from there. Everything that pairs
-    /// records by start time (a Java stack with its interval, a native stack with its call)
-    /// sees the same time.
-    fn from(mut self, start_ns: u64) -> Self {
-        match &mut self {
-            Raw::OffCpu(e) => e.start_ns = e.start_ns.max(start_ns),
-            Raw::StackCopy(copy) => copy.start_ns = copy.start_ns.max(start_ns),
-            Raw::Syscall(e) => e.start_ns = e.start_ns.max(start_ns),
-            // Keyed by its call's start, or by a wake-up (never before the start).
-            Raw::NativeStack(copy) => copy.key_ns = copy.key_ns.max(start_ns),
-            Raw::Exit(_) | Raw::Rename(_) => {}
+    /// The thread whose seeded wait (start 0) this record comes from, if it does.
+    fn seeded_by(&self) -> Option<u32> {
+        match self {
+            Raw::OffCpu(e) => (e.start_ns == 0).then_some(e.tid),
+            Raw::StackCopy(copy) => (copy.start_ns == 0).then_some(copy.tid),
+            Raw::Syscall(e) => (e.start_ns == 0).then_some(e.tid),
+            Raw::NativeStack(copy) => (copy.key_ns == 0).then_some(copy.tid),
+            Raw::Exit(_) | Raw::Rename(_) => None,
         }
-        self
+    }
+
+    /// The record as seen within the capture's span: its start no earlier than `start_ns`
+    /// (a wait under way then, such as a seeded one, which starts at 0, is seen from there),
+    /// its end no later than `end_ns`, and nothing that began after that. Everything that
+    /// pairs records by start time (a Java stack with its interval, a native stack with its
+    /// call) sees the same time.
+    fn within(mut self, start_ns: u64, end_ns: Option<u64>) -> Option<Self> {
+        let end_ns = end_ns.unwrap_or(u64::MAX);
+        let (start, end) = match &mut self {
+            Raw::OffCpu(e) => (&mut e.start_ns, Some(&mut e.end_ns)),
+            Raw::StackCopy(copy) => (&mut copy.start_ns, None),
+            Raw::Syscall(e) => (&mut e.start_ns, Some(&mut e.end_ns)),
+            // Keyed by its call's start, or by a wake-up.
+            Raw::NativeStack(copy) => (&mut copy.key_ns, None),
+            Raw::Exit(_) | Raw::Rename(_) => return Some(self),
+        };
+        if *start >= end_ns {
+            return None;
+        }
+        *start = (*start).max(start_ns);
+        if let Some(end) = end {
+            *end = (*end).min(end_ns);
+        }
+        Some(self)
     }
 }
 

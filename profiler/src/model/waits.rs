@@ -34,6 +34,7 @@ pub struct LockRow {
 
 /// Threads HotSpot runs for itself (JIT compilers, GC, VM services) and the JDK's own
 /// housekeeping threads, by the names they are given (a kernel name is cut to 15 bytes).
+/// Not the finalizer or the common cleaner: they run the application's code.
 pub fn is_jvm_own_thread(name: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "C1 CompilerThre",
@@ -55,8 +56,6 @@ pub fn is_jvm_own_thread(name: &str) -> bool {
         "Sweeper thread",
         "Attach Listener",
         "Reference Handl",
-        "Finalizer",
-        "Common-Cleaner",
         "JFR ",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p))
@@ -246,7 +245,9 @@ impl Model {
                         .longest
                         .map(|s| labels(self.waiter_frames(s)))
                         .unwrap_or_default(),
-                    jvm_internal: hotspot && acc.waiters.iter().all(|w| is_jvm_own_thread(w)),
+                    jvm_internal: hotspot
+                        && !acc.waiters.is_empty()
+                        && acc.waiters.iter().all(|w| is_jvm_own_thread(w)),
                     waiters: acc.waiters,
                 }
             })
@@ -339,7 +340,6 @@ mod tests {
             "G1 Conc#0",
             "Service Thread",
             "Monitor Deflati",
-            "Common-Cleaner",
         ] {
             assert!(is_jvm_own_thread(name), "{name}");
         }
@@ -348,6 +348,8 @@ mod tests {
             "teller-0",
             "ForkJoinPool-1-worker-1",
             "http-nio-8080-exec-1",
+            "Finalizer",
+            "Common-Cleaner",
         ] {
             assert!(!is_jvm_own_thread(name), "{name}");
         }

@@ -37,6 +37,7 @@ impl Jvm {
             .arg(classes)
             .arg(main)
             .args(args)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -131,6 +131,23 @@ pub fn spawn_record_with(pid: u32, name: &str, options: &[&str]) -> (std::proces
     (child, out)
 }
 
+/// Writes a line to a workload's standard input.
+pub fn say(jvm: &mut Jvm, line: &str) {
+    use std::io::Write as _;
+    let stdin = jvm.child.stdin.as_mut().expect("the workload's stdin");
+    writeln!(stdin, "{line}").expect("write to the workload");
+}
+
+/// Stops a recording started with `spawn_record` as a user would (Ctrl-C), and checks that
+/// it ended well.
+pub fn interrupt(recorder: std::process::Child) -> Output {
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
+    let output = recorder.wait_with_output().unwrap();
+    assert_ok(&output, "pinprof record");
+    output
+}
+
 pub fn report_json(recording: &Path) -> Value {
     let result = pinprof()
         .arg("report")

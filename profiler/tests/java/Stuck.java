@@ -1,16 +1,23 @@
 import java.util.concurrent.CountDownLatch;
 
 /**
- * Waits that begin before any profiler attaches: a virtual thread that sleeps inside
- * synchronized (on JDK 21 it pins its carrier all along), for ten minutes or the ms given as
- * the first argument, and two platform threads deadlocked on each other's monitor for good.
- * "ready" is printed once all three are in their waits; "released <System.nanoTime()>" as
- * the sleep ends.
+ * Waits that begin before any profiler attaches: a virtual thread that sleeps for ten minutes
+ * inside synchronized (on JDK 21 it pins its carrier all along), and two platform threads
+ * deadlocked on each other's monitor for good. "ready" is printed once all three are in
+ * their waits. With the argument "until-told", the virtual thread waits on a latch instead
+ * (pinned all the same), until a line comes on standard input; it prints
+ * "released <System.nanoTime()>" as that wait ends.
  */
 public final class Stuck {
+    static final CountDownLatch TOLD = new CountDownLatch(1);
+
     static final class Ledger {
-        synchronized void hold(long ms) throws InterruptedException {
-            Thread.sleep(ms);
+        synchronized void hold() throws InterruptedException {
+            Thread.sleep(600_000);
+        }
+
+        synchronized void holdUntilTold() throws InterruptedException {
+            TOLD.await();
             System.out.println("released " + System.nanoTime());
         }
     }
@@ -26,9 +33,13 @@ public final class Stuck {
     }
 
     public static void main(String[] args) throws Exception {
-        long holdMs = args.length > 0 ? Long.parseLong(args[0]) : 600_000;
+        boolean untilTold = args.length > 0 && args[0].equals("until-told");
         Vt.executor().submit(() -> {
-            new Ledger().hold(holdMs);
+            if (untilTold) {
+                new Ledger().holdUntilTold();
+            } else {
+                new Ledger().hold();
+            }
             return null;
         });
         Account a = new Account();
@@ -40,6 +51,10 @@ public final class Stuck {
         // Time for the sleep and the two monitor entries to block.
         Thread.sleep(500);
         Vt.ready();
+        if (untilTold) {
+            new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+            TOLD.countDown();
+        }
         Thread.sleep(600_000);
     }
 
