@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::Model;
+use super::{FrameKind, Model};
 use crate::events::{Frame, Syscall};
 
 /// A lock: a futex word of the target, or a kernel lock its threads contended on.
@@ -25,7 +25,7 @@ pub struct LockRow {
     pub holders: Vec<(u32, String, u64, u64)>,
     /// The top holder's stack as it released (native, then Java frames), innermost first.
     pub holder_frames: Vec<String>,
-    /// The longest waiter's stack.
+    /// A waiter's stack: the longest wait's with a Java stack, else the longest wait's.
     pub waiter_frames: Vec<String>,
     /// Every waiter is one of the JVM's own threads (see `is_jvm_own_thread`): what they
     /// wait for is work on their queues, not a lock of the application's.
@@ -57,6 +57,8 @@ pub fn is_jvm_own_thread(name: &str) -> bool {
         "Attach Listener",
         "Reference Handl",
         "JFR ",
+        // The JDK's timer for virtual threads' timed parks and sleeps (JDK 21-23).
+        "VirtualThread-u",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
@@ -180,6 +182,8 @@ impl Model {
             waits: u64,
             wait_ns: u64,
             longest: Option<&'a Syscall>,
+            /// Every wait, for the waiter's stack.
+            all: Vec<&'a Syscall>,
             waiters: BTreeSet<String>,
             holders: HashMap<u32, (u64, u64)>,
             /// The waits each holder released, for its stack.
@@ -195,6 +199,7 @@ impl Model {
             if acc.longest.is_none_or(|l| l.duration_ns() < d) {
                 acc.longest = Some(s);
             }
+            acc.all.push(s);
             acc.waiters.insert(self.thread_name(s.tid));
             if let Some(w) = &futex.waker {
                 let h = acc.holders.entry(w.tid).or_default();
@@ -241,10 +246,21 @@ impl Model {
                         .map(|(t, n, ns)| (t, self.thread_name(t), n, ns))
                         .collect(),
                     holder_frames,
-                    waiter_frames: acc
-                        .longest
-                        .map(|s| labels(self.waiter_frames(s)))
-                        .unwrap_or_default(),
+                    // A wait only counts as off CPU (and gets its Java stack walked) for
+                    // the part it slept: on a busy machine the longest wait may have spent
+                    // most of itself waiting for a CPU after its wake-up.
+                    waiter_frames: {
+                        let java = |f: &Vec<&Frame>| f.iter().any(|f| f.kind == FrameKind::Java);
+                        let mut waits = if hotspot { acc.all.clone() } else { Vec::new() };
+                        waits.sort_by_key(|s| std::cmp::Reverse(s.duration_ns()));
+                        waits
+                            .iter()
+                            .map(|s| self.waiter_frames(s))
+                            .find(java)
+                            .or_else(|| acc.longest.map(|s| self.waiter_frames(s)))
+                            .map(labels)
+                            .unwrap_or_default()
+                    },
                     jvm_internal: hotspot
                         && !acc.waiters.is_empty()
                         && acc.waiters.iter().all(|w| is_jvm_own_thread(w)),
@@ -340,6 +356,7 @@ mod tests {
             "G1 Conc#0",
             "Service Thread",
             "Monitor Deflati",
+            "VirtualThread-unparker",
         ] {
             assert!(is_jvm_own_thread(name), "{name}");
         }
