@@ -3,6 +3,15 @@
 //! Data flows one way: `capture` (kernel programs) -> `events` -> `recording` (file) ->
 //! `model` -> views (`report`, `flamegraph`, `tui`). Live and replay share everything after events.
 
+/// `eprintln!` that does not panic when standard error has gone (a closed terminal): nothing
+/// pinprof says there is worth losing a recording over.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod capture;
 mod events;
 mod fdname;
@@ -192,7 +201,7 @@ fn main() -> ExitCode {
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pinprof: error: {e:#}");
+            say!("pinprof: error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -262,7 +271,7 @@ fn run(command: Command) -> Result<()> {
                 &flamegraph::Options { per_thread, kind },
                 std::io::BufWriter::new(svg),
             )?;
-            eprintln!("pinprof: wrote {}", output.display());
+            say!("pinprof: wrote {}", output.display());
             Ok(())
         }
         Command::Vmstructs { pid, filter } => dump_vmstructs(pid, &filter),
@@ -271,7 +280,7 @@ fn run(command: Command) -> Result<()> {
 }
 
 fn print_summary(summary: &record::Summary) {
-    eprintln!(
+    say!(
         "pinprof: recorded {} events in {:.1}s ({} lost) to {}; stopped: {}",
         summary.events,
         summary.seconds,
@@ -308,7 +317,7 @@ fn load(file: &std::path::Path) -> Result<model::Model> {
     let recording = recording::Recording::open(file)?;
     let model = model::Model::from_recording(&recording);
     for warning in &model.warnings {
-        eprintln!("pinprof: warning: {warning}");
+        say!("pinprof: warning: {warning}");
     }
     Ok(model)
 }

@@ -70,10 +70,15 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(100);
 /// How often counters are snapshot into the file and the file is flushed.
 const CHECKPOINT: Duration = Duration::from_secs(1);
 
-/// Records until the duration ends, Ctrl-C or SIGTERM, or the target exits.
+/// Records until the duration ends, Ctrl-C, SIGTERM or a hang-up (the recording is finished
+/// all the same), or the target exits.
 pub fn run(options: &Options) -> Result<Summary> {
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
     }
     run_with(options, &stop, None)
@@ -143,7 +148,7 @@ pub fn run_with(
     let mut writer = RecordingWriter::create(&options.output, &header, tee)?;
     for warning in warnings {
         if !quiet {
-            eprintln!("pinprof: warning: {warning}");
+            say!("pinprof: warning: {warning}");
         }
         writer.write_event(&Event::Warning(warning))?;
     }
@@ -1076,16 +1081,16 @@ impl Progress {
             bytes as f64 / f64::from(1 << 20)
         );
         if self.tty {
-            eprint!("\r{line}   ");
+            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\r{line}   "));
         } else if elapsed.as_secs().is_multiple_of(5) {
-            eprintln!("{line}");
+            say!("{line}");
         }
     }
 
     fn finish(&self, elapsed: Duration, events: u64, bytes: u64, lost: u64) {
         if self.enabled && self.tty {
             self.show(elapsed, events, bytes, lost);
-            eprintln!();
+            say!();
         }
     }
 }

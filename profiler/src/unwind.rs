@@ -74,7 +74,7 @@ impl NativeUnwinder {
             match load_module(self.pid, &path, start..end, offset) {
                 Some(module) => self.unwinder.add_module(module),
                 None if std::env::var_os("PINPROF_DEBUG").is_some() => {
-                    eprintln!("pinprof: debug: no unwind tables for {}", path.display());
+                    say!("pinprof: debug: no unwind tables for {}", path.display());
                 }
                 None => {}
             }

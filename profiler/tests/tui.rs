@@ -205,6 +205,38 @@ fn starvation_from_before_attach_is_flagged_at_once() {
 }
 
 #[test]
+fn a_closed_terminal_ends_the_views_and_the_recording_is_whole() {
+    // Closing the window (or losing the SSH session) hangs the terminal up: the live view
+    // must end, not spin on a terminal that is gone, and finish its recording as on Ctrl-C.
+    let jvm = start_vt(21, 2, "PinnedSleep", &["4", "20"]);
+    let out = scratch("top-hang-up.pinrec");
+    let mut term = Terminal::spawn(top(jvm.pid, &out, &[]), ROWS, COLS);
+    term.wait_for("carriers at work", Duration::from_secs(20), |s| {
+        s.contains("● live") && s.contains("ForkJoinPool-1-worker-")
+    });
+    term.hang_up();
+    term.wait_exit(Duration::from_secs(15));
+    drop(jvm);
+    let report = pinprof().arg("report").arg(&out).output().unwrap();
+    assert!(report.status.success());
+    let said = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        !said.contains("end marker"),
+        "the recording has its end: {said}"
+    );
+    assert!(report_json(&out)["pinned"]["events"].as_u64().unwrap() > 0);
+    // A replay too ends with its terminal.
+    let mut replay = pinprof();
+    replay.arg("replay").arg(&out).args(["--speed", "0.01"]);
+    let mut term = Terminal::spawn(replay, ROWS, COLS);
+    term.wait_for("the replay", Duration::from_secs(20), |s| {
+        s.contains("replay of")
+    });
+    term.hang_up();
+    term.wait_exit(Duration::from_secs(15));
+}
+
+#[test]
 fn ctrl_c_ends_the_live_view_and_the_recording_is_whole() {
     // JDK 25, whose carriers the view must know as well as 21's.
     let jvm = start_vt(25, 2, "PinnedSleep", &["8", "20"]);

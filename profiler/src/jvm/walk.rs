@@ -475,7 +475,7 @@ impl Walker {
     /// Says why a frame could not be named, when PINPROF_DEBUG is set: never a guessed name.
     fn debug(&self, why: std::fmt::Arguments) {
         if self.debug {
-            eprintln!("pinprof: debug: [unknown java frame]: {why}");
+            say!("pinprof: debug: [unknown java frame]: {why}");
         }
     }
 

@@ -78,7 +78,7 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     let summary = join(recorder);
     // The footer showed the latest only; the screen is gone now.
     for warning in app.model.iter().flat_map(|m| &m.warnings) {
-        eprintln!("pinprof: warning: {warning}");
+        say!("pinprof: warning: {warning}");
     }
     shown?;
     summary
@@ -229,7 +229,14 @@ fn event_loop(
         } else {
             Duration::from_millis(200)
         };
-        if event::poll(wait).context("cannot read the terminal")? {
+        // Keys are read only once the terminal has some: crossterm spins without end on a
+        // terminal that has gone (a closed window), where it would never see the hang-up.
+        match terminal_input(wait) {
+            Input::None => continue,
+            Input::Gone => break,
+            Input::Ready => {}
+        }
+        if event::poll(Duration::ZERO).context("cannot read the terminal")? {
             match event::read().context("cannot read the terminal")? {
                 TermEvent::Key(key) if key.kind == KeyEventKind::Press => app.on_key(key),
                 _ => {}
@@ -238,4 +245,30 @@ fn event_loop(
         }
     }
     Ok(())
+}
+
+enum Input {
+    None,
+    Ready,
+    /// Hung up or closed: nobody is looking any more.
+    Gone,
+}
+
+/// Waits up to `wait` for input on the terminal (standard input, which `require_terminal`
+/// made sure is one).
+fn terminal_input(wait: Duration) -> Input {
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd.
+    match unsafe { libc::poll(&mut fd, 1, ms) } {
+        0 => Input::None,
+        // Interrupted by a signal: the loop looks at the stop flag next.
+        n if n < 0 => Input::None,
+        _ if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 => Input::Gone,
+        _ => Input::Ready,
+    }
 }

@@ -6,10 +6,14 @@ use std::{
     fs::File,
     io::{Read as _, Write as _},
     num::NonZeroU16,
-    os::fd::{FromRawFd as _, OwnedFd},
+    os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
     os::unix::process::CommandExt as _,
     process::{Child, Command, ExitStatus, Stdio},
-    sync::{Arc, Mutex, mpsc},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
     thread,
     time::{Duration, Instant},
 };
@@ -20,6 +24,8 @@ pub struct Terminal {
     screen: Arc<Mutex<vt100::Parser>>,
     /// Says when everything the program wrote has been read.
     read_all: mpsc::Receiver<()>,
+    /// Tells the reader to let go of the terminal.
+    hang_up: Arc<AtomicBool>,
 }
 
 impl Terminal {
@@ -77,14 +83,25 @@ impl Terminal {
         )));
         let parser = Arc::clone(&screen);
         let (done, read_all) = mpsc::channel();
+        let hang_up = Arc::new(AtomicBool::new(false));
+        let let_go = Arc::clone(&hang_up);
         thread::spawn(move || {
             let mut buf = [0u8; 65536];
-            // Ends with EIO once the program and its terminal are gone.
-            while let Ok(n) = output.read(&mut buf) {
-                if n == 0 {
-                    break;
+            // Ends with EIO once the program and its terminal are gone, or when told to.
+            while !let_go.load(Ordering::Relaxed) {
+                let mut fd = libc::pollfd {
+                    fd: output.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                if unsafe { libc::poll(&mut fd, 1, 100) } == 0 {
+                    continue;
                 }
-                parser.lock().unwrap().process(&buf[..n]);
+                match output.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => parser.lock().unwrap().process(&buf[..n]),
+                }
             }
             let _ = done.send(());
         });
@@ -93,7 +110,17 @@ impl Terminal {
             input: File::from(master),
             screen,
             read_all,
+            hang_up,
         }
+    }
+
+    /// Closes the terminal, as closing its window would: the program gets a hang-up, and
+    /// its terminal gives it nothing but errors from then on.
+    pub fn hang_up(&mut self) {
+        self.hang_up.store(true, Ordering::Relaxed);
+        // The last copy of our end goes with the reader.
+        self.input = File::open("/dev/null").unwrap();
+        self.drain();
     }
 
     /// The screen's text now.
