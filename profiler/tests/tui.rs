@@ -186,13 +186,31 @@ fn starvation_from_before_attach_is_flagged_at_once() {
     let mut term = Terminal::spawn(top(jvm.pid, &out, &[]), ROWS, COLS);
     // Flagged with how long it has lasted since attach: a second or more on some screen.
     let flag = "STARVING NOW: all 2 carriers pinned or blocked for ";
-    term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
+    let screen = term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
         s.split(flag).nth(1).is_some_and(|rest| {
             rest.split_once("s ")
                 .and_then(|(secs, _)| secs.parse::<f64>().ok())
                 .is_some_and(|secs| secs >= 1.0)
         })
     });
+    // The same screen counts the waits under way for what they are: both carriers pinned
+    // for a second or more, not blocked; the starvation is said to be under way.
+    let pinned: Vec<&str> = screen
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace().skip_while(|f| !f.contains("-worker-"));
+            fields.nth(1)
+        })
+        .collect();
+    assert_eq!(pinned.len(), 2, "two carrier rows:\n{screen}");
+    for p in &pinned {
+        let secs = p.strip_suffix('s').and_then(|n| n.parse::<f64>().ok());
+        assert!(
+            secs.is_some_and(|s| s >= 1.0),
+            "pinned {p}, a second or more:\n{screen}"
+        );
+    }
+    assert!(screen.contains("Starvation: under way for"), "{screen}");
     term.send(b"q");
     assert!(term.wait_exit(Duration::from_secs(15)).success());
     drop(jvm);

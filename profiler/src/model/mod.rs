@@ -5,7 +5,7 @@
 pub mod carriers;
 pub mod waits;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use carriers::{Episode, Operation, PinnedEvent, Reason, StackHints, Use};
 
@@ -536,27 +536,17 @@ impl Model {
     /// not ended, pinned or blocked with a virtual thread mounted. Returns since when (the
     /// latest of their starts) and how many carriers.
     pub fn starving_now(&self) -> Option<(u64, u32)> {
-        let (time_ns, waits) = self.open_waits.as_ref()?;
-        let unavailable: Vec<u64> = waits
+        let (time_ns, _) = self.open_waits.as_ref()?;
+        let unavailable: Vec<u64> = self
+            .open_intervals()
             .iter()
-            .filter(|w| {
-                let o = OffCpu {
-                    tid: w.tid,
-                    start_ns: w.start_ns,
-                    end_ns: *time_ns,
-                    state: w.state,
-                    kernel_stack: None,
-                    user_stack: None,
-                    waker_tid: None,
-                    cpu: 0,
-                    java: w.java.clone(),
-                };
+            .filter(|o| {
                 matches!(
-                    self.classify(&o),
+                    self.classify(o),
                     Some(Use::Pinned(..) | Use::BlockedMounted)
                 )
             })
-            .map(|w| w.start_ns)
+            .map(|o| o.start_ns)
             .collect();
         let counts = &self.carrier_counts;
         let i = counts.partition_point(|(t, _)| t <= time_ns);
@@ -594,10 +584,46 @@ impl Model {
             .unwrap_or_else(|| format!("tid-{tid}"))
     }
 
-    /// Every thread seen, most blocked first.
+    /// The carriers' waits still under way at the latest checkpoint, as intervals up to it;
+    /// those whose interval has come in since (they ended) are left out.
+    fn open_intervals(&self) -> Vec<OffCpu> {
+        let Some((time_ns, waits)) = &self.open_waits else {
+            return Vec::new();
+        };
+        let keys: HashSet<(u32, u64)> = waits.iter().map(|w| (w.tid, w.start_ns)).collect();
+        let ended: HashSet<(u32, u64)> = if keys.is_empty() {
+            HashSet::new()
+        } else {
+            self.off_cpu
+                .iter()
+                .map(|o| (o.tid, o.start_ns))
+                .filter(|k| keys.contains(k))
+                .collect()
+        };
+        waits
+            .iter()
+            .filter(|w| !ended.contains(&(w.tid, w.start_ns)))
+            .map(|w| OffCpu {
+                tid: w.tid,
+                start_ns: w.start_ns,
+                end_ns: *time_ns,
+                state: w.state,
+                kernel_stack: None,
+                user_stack: None,
+                waker_tid: None,
+                cpu: 0,
+                java: w.java.clone(),
+            })
+            .collect()
+    }
+
+    /// Every thread seen, most blocked first. A carrier's wait still under way counts for
+    /// what it is (pinned, idle, blocked) as far as it has gone: a live view would otherwise
+    /// know it only as unexplained time off CPU until it ends.
     pub fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
-        for o in &self.off_cpu {
+        let open = self.open_intervals();
+        for o in self.off_cpu.iter().chain(&open) {
             let used = self.classify(o);
             let r = self.row(&mut rows, o.tid);
             r.intervals += 1;

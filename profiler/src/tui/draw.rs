@@ -209,7 +209,16 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
     );
 
     let note = app.window_note();
-    let starvation = if view.episodes == 0 {
+    let starvation = if let (0, Some((for_ns, _))) = (view.episodes, view.starving_now) {
+        Line::from(Span::styled(
+            format!(
+                "Starvation{note}: under way for {} (every carrier pinned or blocked); none \
+                 has ended yet",
+                secs(for_ns)
+            ),
+            Style::new().red().bold(),
+        ))
+    } else if view.episodes == 0 {
         Line::from(format!(
             "Starvation{note}: none (never were all carriers pinned or blocked at once)"
         ))
