@@ -128,6 +128,8 @@ pub fn run_with(
         },
         || waits_at_start(&target, jvm.as_ref(), syscalls),
     )?;
+    // Threads' times are counted from their first account: read it at once.
+    let first_accounts = (capture::monotonic_ns(), target.cpu_accounts());
     warnings.extend(capture.warnings.iter().cloned());
 
     let header = Header {
@@ -173,6 +175,12 @@ pub fn run_with(
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
     };
+    let (time_ns, threads) = first_accounts;
+    if !threads.is_empty() {
+        session
+            .writer
+            .write_event(&Event::ThreadCpu { time_ns, threads })?;
+    }
     let result = session.run(options, stop);
     let reason = match &result {
         Ok(reason) => reason.clone(),
@@ -411,7 +419,6 @@ impl Session {
             self.writer.write_event(&Event::Thread(thread))?;
         }
         self.write_java_threads()?;
-        self.cpu_snapshot()?;
         let started = Instant::now();
         let mut last_checkpoint = Instant::now();
         let mut raws = Vec::new();

@@ -617,7 +617,7 @@ impl Model {
             .collect()
     }
 
-    /// Every thread seen, most blocked first. A carrier's wait still under way counts for
+    /// Every thread seen, most blocked or pinned first. A carrier's wait still under way counts for
     /// what it is (pinned, idle, blocked) as far as it has gone: a live view would otherwise
     /// know it only as unexplained time off CPU until it ends.
     pub fn threads(&self) -> Vec<ThreadRow> {
@@ -665,7 +665,12 @@ impl Model {
                 r
             })
             .collect();
-        rows.sort_by(|a, b| b.blocked_ns.cmp(&a.blocked_ns).then(a.tid.cmp(&b.tid)));
+        // A pinned carrier is blocked with a virtual thread on it: as much in the way.
+        rows.sort_by(|a, b| {
+            (b.blocked_ns + b.pinned_ns)
+                .cmp(&(a.blocked_ns + a.pinned_ns))
+                .then(a.tid.cmp(&b.tid))
+        });
         rows
     }
 

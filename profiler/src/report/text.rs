@@ -73,11 +73,11 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     write_locks(out, model, options)?;
     write_syscalls(out, model, options)?;
 
-    writeln!(out, "\nThreads (most blocked first):")?;
+    writeln!(out, "\nThreads (most blocked or pinned first):")?;
     writeln!(
         out,
-        "  {:>8}  {:<18} {:>10} {:>10} {:>10} {:>9}",
-        "tid", "name", "blocked", "running", "preempted", "intervals"
+        "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "tid", "name", "pinned", "blocked", "idle", "running", "preempted", "intervals"
     )?;
     // Threads that never ran in the window (idle all along) are left to the JSON report.
     for t in model
@@ -88,10 +88,12 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     {
         writeln!(
             out,
-            "  {:>8}  {:<18} {:>10} {:>10} {:>10} {:>9}",
+            "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
             t.tid,
-            truncate(&t.name, 18),
+            truncate(&t.name, 26),
+            secs(t.pinned_ns),
             secs(t.blocked_ns),
+            secs(t.idle_ns),
             secs(t.running_ns),
             secs(t.preempted_ns),
             t.intervals

@@ -346,7 +346,7 @@ fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
         frame,
         area,
         app,
-        " Threads (most blocked first) ",
+        " Threads (most blocked or pinned first) ",
         &columns,
         rows,
     );

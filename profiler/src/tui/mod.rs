@@ -236,7 +236,8 @@ fn event_loop(
             Input::Gone => break,
             Input::Ready => {}
         }
-        if event::poll(Duration::ZERO).context("cannot read the terminal")? {
+        // All that crossterm has read, so none waits in its buffer for more input to come.
+        while event::poll(Duration::ZERO).context("cannot read the terminal")? {
             match event::read().context("cannot read the terminal")? {
                 TermEvent::Key(key) if key.kind == KeyEventKind::Press => app.on_key(key),
                 _ => {}
