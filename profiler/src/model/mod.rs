@@ -7,6 +7,11 @@ pub mod waits;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// Said where a wait has no Java frames: its Java stack is walked only if it lasted long
+/// enough, and could be read.
+pub const NO_JAVA_STACK: &str =
+    "[no Java stack: short waits are not walked (--java-stack-min-us), or it could not be read]";
+
 use carriers::{Episode, Operation, PinnedEvent, Reason, StackHints, Use};
 
 use crate::{

@@ -236,7 +236,9 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
             .map(label)
             .collect();
         let shown: Vec<String> = if java.is_empty() {
-            site.stack.frames.iter().enumerate().map(label).collect()
+            std::iter::once(crate::model::NO_JAVA_STACK.to_string())
+                .chain(site.stack.frames.iter().enumerate().map(label))
+                .collect()
         } else {
             java
         };

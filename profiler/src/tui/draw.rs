@@ -536,11 +536,13 @@ pub fn site_label(site: &PinnedSite) -> String {
         }
         (Some(i), _) => format!("{} [monitor]", stack.frames[i]),
         (None, Some(i)) => stack.frames[i].clone(),
-        (None, None) => stack
-            .frames
-            .first()
-            .cloned()
-            .unwrap_or_else(|| "[no stack]".into()),
+        // A stub or a call from the VM, else no Java stack: kernel frames say nothing here.
+        (None, None) => (0..stack.frames.len())
+            .find(|&i| !matches!(stack.frame_kinds.get(i), Some(&("kernel" | "native"))))
+            .map_or_else(
+                || crate::model::NO_JAVA_STACK.into(),
+                |i| stack.frames[i].clone(),
+            ),
     };
     label + &lock
 }
@@ -583,7 +585,10 @@ mod tests {
             site_label(&site(&frames, Vec::new())),
             "jdk.internal.misc.Unsafe.park"
         );
-        assert_eq!(site_label(&site(&frames[..1], Vec::new())), "futex_wait");
+        assert_eq!(
+            site_label(&site(&frames[..1], Vec::new())),
+            crate::model::NO_JAVA_STACK
+        );
         // A stub says how it blocked, not where; the lock's class says on what.
         let mut entering = site(
             &[
