@@ -246,7 +246,15 @@ impl Model {
     pub fn apply(&mut self, event: &Event) {
         match event {
             Event::Thread(t) => {
-                self.names.insert(t.tid, t.name.clone());
+                // The kernel's name is cut to 15 bytes: it does not replace the JVM's full
+                // name it is the start of (a new thread's name can come either way round).
+                let cut = self
+                    .names
+                    .get(&t.tid)
+                    .is_some_and(|full| full.len() > t.name.len() && full.starts_with(&t.name));
+                if !cut {
+                    self.names.insert(t.tid, t.name.clone());
+                }
             }
             Event::Stack(s) => {
                 self.stacks.insert(s.id, s.frames.clone());
@@ -860,6 +868,41 @@ mod tests {
             java.pending_monitor = Some(0x10);
         }
         o
+    }
+
+    #[test]
+    fn the_jvms_full_thread_name_outlives_the_kernels_cut_one() {
+        use crate::events::ThreadName;
+        let kernel = |name: &str| {
+            Event::Thread(ThreadName {
+                tid: 5,
+                name: name.into(),
+            })
+        };
+        let jvm = Event::JavaThreads {
+            time_ns: 0,
+            threads: vec![JavaThreadInfo {
+                tid: 5,
+                name: Some("ForkJoinPool-1-worker-3".into()),
+                carrier: true,
+            }],
+        };
+        // Either order: the kernel's name first (a new thread), or after (its rename).
+        for events in [
+            [kernel("ForkJoinPool-1-"), jvm.clone()],
+            [jvm.clone(), kernel("ForkJoinPool-1-")],
+        ] {
+            let mut model = Model::default();
+            for e in &events {
+                model.apply(e);
+            }
+            assert_eq!(model.thread_name(5), "ForkJoinPool-1-worker-3");
+        }
+        // A real rename is taken.
+        let mut model = Model::default();
+        model.apply(&jvm);
+        model.apply(&kernel("ledger-writer"));
+        assert_eq!(model.thread_name(5), "ledger-writer");
     }
 
     #[test]
