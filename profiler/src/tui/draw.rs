@@ -10,7 +10,7 @@ use ratatui::{
 
 use super::app::{App, Status, Tab};
 use crate::{
-    model::{Model, PinnedSite, StackLabels},
+    model::{PinnedSite, StackLabels},
     report::{runtime_label, secs},
 };
 
@@ -146,9 +146,10 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         Constraint::Min(3),
     ])
     .areas(area);
-    let window = app.model.as_ref().map_or(0, Model::duration_ns).max(1);
     let rows = carriers.iter().map(|t| {
-        let share = t.pinned_ns as f64 * 100.0 / window as f64;
+        // Of the carrier's own time (it may have come after attach), as far as it is known.
+        let life = t.pinned_ns + t.blocked_ns + t.idle_ns + t.running_ns + t.preempted_ns;
+        let share = t.pinned_ns as f64 * 100.0 / life.max(1) as f64;
         Row::new(vec![
             Cell::from(t.tid.to_string()),
             Cell::from(t.name.clone()),
