@@ -23,6 +23,21 @@ pub fn draw(frame: &mut Frame, app: &App) {
     ])
     .areas(frame.area());
     draw_header(frame, header, app);
+    // Below this, the tables' columns squeeze into nonsense: the header (with any alert)
+    // still shows, and says what is missing.
+    const MIN: (u16, u16) = (80, 20);
+    let area = frame.area();
+    if area.width < MIN.0 || area.height < MIN.1 {
+        frame.render_widget(
+            Paragraph::new(format!(
+                "The terminal is {}x{}; the views need {}x{} or more.",
+                area.width, area.height, MIN.0, MIN.1
+            ))
+            .wrap(Wrap { trim: true }),
+            body,
+        );
+        return;
+    }
     let titles = Tab::ALL
         .iter()
         .enumerate()
@@ -457,11 +472,24 @@ fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
 /// A stack, innermost first: Java frames bold, the frame that holds the monitor marked.
 fn draw_stack(frame: &mut Frame, area: Rect, title: &str, stack: Option<&StackLabels>) {
     let lines: Vec<Line> = stack.map_or_else(Vec::new, |stack| {
-        stack
-            .frames
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
+        // The kernel and native frames on top say how it waits, the Java ones where: folded
+        // into one line, so that the Java frames fit in a small panel.
+        let native = |i: usize| matches!(stack.frame_kinds.get(i), Some(&("kernel" | "native")));
+        let on_top = (0..stack.frames.len()).take_while(|&i| native(i)).count();
+        let folded = (on_top > 1 && on_top < stack.frames.len()).then(|| {
+            Line::from(Span::styled(
+                format!(
+                    "{} … {}  ({on_top} kernel and native frames)",
+                    stack.frames[0],
+                    stack.frames[on_top - 1]
+                ),
+                Style::new().dim(),
+            ))
+        });
+        let skip = if folded.is_some() { on_top } else { 0 };
+        folded
+            .into_iter()
+            .chain(stack.frames.iter().enumerate().skip(skip).map(|(i, name)| {
                 let kind = stack.frame_kinds.get(i).copied().unwrap_or("");
                 let style = match kind {
                     "kernel" | "native" => Style::new().dim(),
@@ -474,7 +502,7 @@ fn draw_stack(frame: &mut Frame, area: Rect, title: &str, stack: Option<&StackLa
                 }
                 spans.push(Span::styled(format!("  {kind}"), Style::new().dim()));
                 Line::from(spans)
-            })
+            }))
             .collect()
     });
     frame.render_widget(
