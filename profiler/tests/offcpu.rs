@@ -129,6 +129,18 @@ fn recording_stops_when_the_target_exits() {
         "the file is complete"
     );
     assert!(ns(&thread(&report, "sleeper")["blocked_ns"]) > 0.4e9);
+    // The text report says so too, about 1.5 s in.
+    let text = pinprof().arg("report").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let said = text
+        .lines()
+        .find_map(|l| l.strip_prefix("note: the target exited "))
+        .and_then(|rest| rest.split_once("s into"))
+        .and_then(|(secs, _)| secs.parse::<f64>().ok());
+    assert!(
+        said.is_some_and(|s| (1.0..4.0).contains(&s)),
+        "the exit is said with its time: {text}"
+    );
 }
 
 #[test]

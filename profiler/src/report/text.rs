@@ -44,6 +44,13 @@ pub fn headline(model: &Model) -> String {
 
 fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
     writeln!(out, "{}", headline(model))?;
+    if let Some(t) = model.target_exit_ns {
+        writeln!(
+            out,
+            "note: the target exited {} into the recording, which ended there",
+            secs(t.saturating_sub(model.start_mono_ns))
+        )?;
+    }
     for warning in &model.warnings {
         writeln!(out, "warning: {warning}")?;
     }
