@@ -178,6 +178,21 @@ fn jdk21_contended_monitor_entries_are_counted() {
         named as f64 >= 0.9 * entries as f64,
         "{named} of {entries} entries name their lock's class"
     );
+    // Each entry was let in by the thread that released the monitor: the carrier of the
+    // holding virtual thread, paired in the kernel with the entry's futex wait.
+    let carriers = carrier_tids(&report);
+    let mut released = 0;
+    for site in report["pinned"]["sites"].as_array().unwrap() {
+        for by in site["released_by"].as_array().unwrap() {
+            assert_eq!(site["operation"], "monitor_enter", "{site}");
+            assert!(carriers.contains(&by["tid"].as_u64().unwrap()), "{site}");
+            released += by["events"].as_u64().unwrap();
+        }
+    }
+    assert!(
+        released as f64 >= 0.8 * entries as f64,
+        "{released} of {entries} entries name who released the monitor"
+    );
 }
 
 #[test]

@@ -97,6 +97,43 @@ pub struct PinnedSite {
     pub carriers: std::collections::BTreeSet<u32>,
     /// Classes of the objects whose monitors they entered or waited on.
     pub monitor_classes: std::collections::BTreeSet<String>,
+    /// For monitor entries: the threads whose release of the monitor let them in (the
+    /// holders), with how many entries each released.
+    pub released_by: BTreeMap<u32, u64>,
+}
+
+/// The futex waits of some threads that another thread ended, by thread, in time order: a
+/// blocked monitor entry parks in one, and the thread that woke it is the one that released
+/// the monitor (its waker is paired in the kernel, inside its own futex call).
+struct Releasers(HashMap<u32, Vec<(u64, u64, u32)>>);
+
+impl Releasers {
+    fn of(model: &Model, tids: &HashSet<u32>) -> Self {
+        let mut waits: HashMap<u32, Vec<(u64, u64, u32)>> = HashMap::new();
+        if !tids.is_empty() {
+            for s in model.lock_waits().filter(|s| tids.contains(&s.tid)) {
+                if let Some(w) = s.futex.as_ref().and_then(|f| f.waker.as_ref()) {
+                    waits
+                        .entry(s.tid)
+                        .or_default()
+                        .push((s.start_ns, s.end_ns, w.tid));
+                }
+            }
+        }
+        for list in waits.values_mut() {
+            list.sort_unstable();
+        }
+        Self(waits)
+    }
+
+    /// Who ended the wait of `tid` that was under way at `end_ns`, the end of its entry's
+    /// time off CPU (the call returns just after).
+    fn released(&self, tid: u32, end_ns: u64) -> Option<u32> {
+        let waits = self.0.get(&tid)?;
+        let i = waits.partition_point(|(start, _, _)| *start <= end_ns);
+        let (_, end, waker) = waits.get(i.checked_sub(1)?)?;
+        (*end >= end_ns).then_some(*waker)
+    }
 }
 
 /// A stack as views show it, innermost frame first.
@@ -512,24 +549,53 @@ impl Model {
             );
             by_ids.entry(ids).or_default().push(e);
         }
+        let entering: HashSet<u32> = events
+            .iter()
+            .filter(|e| e.operation == Operation::MonitorEnter)
+            .map(|e| e.carrier)
+            .collect();
+        let releasers = Releasers::of(self, &entering);
         let mut sites: HashMap<(Reason, Operation, Vec<String>), PinnedSite> = HashMap::new();
         for ((reason, operation, kernel, user, java), group) in by_ids {
             let stack = self.frames_of(kernel, user, java);
             let labels = StackLabels::new(&stack, holders(&stack, operation));
+            // One site per place in the Java code: the same Java frames with or without the
+            // kernel's and libc's (a wait from before attach has none) are one site, shown
+            // with the fuller stack.
+            let java: Vec<String> = stack
+                .iter()
+                .filter(|f| f.kind == FrameKind::Java)
+                .map(|f| f.label())
+                .collect();
+            let place = if java.is_empty() {
+                labels.frames.clone()
+            } else {
+                java
+            };
             let site = sites
-                .entry((reason, operation, labels.frames.clone()))
+                .entry((reason, operation, place))
                 .or_insert_with(|| PinnedSite {
                     reason,
                     operation,
-                    stack: labels,
+                    stack: labels.clone(),
                     events: 0,
                     total_ns: 0,
                     max_ns: 0,
                     virtual_threads: Default::default(),
                     carriers: Default::default(),
                     monitor_classes: Default::default(),
+                    released_by: Default::default(),
                 });
+            // (The same one whatever order the groups come in.)
+            if (labels.frames.len(), &labels) > (site.stack.frames.len(), &site.stack) {
+                site.stack = labels;
+            }
             for e in group {
+                if e.operation == Operation::MonitorEnter
+                    && let Some(holder) = releasers.released(e.carrier, e.end_ns)
+                {
+                    *site.released_by.entry(holder).or_default() += 1;
+                }
                 if let Some(class) = e.monitor.and_then(|m| self.monitor_class(m, e.start_ns)) {
                     site.monitor_classes.insert(class.to_string());
                 }
@@ -604,11 +670,16 @@ impl Model {
             return Vec::new();
         };
         let keys: HashSet<(u32, u64)> = waits.iter().map(|w| (w.tid, w.start_ns)).collect();
+        // Only an interval that ended after the checkpoint can close one of its waits, and
+        // intervals come in about the order they end (a second of slack for the drain).
+        let since = time_ns.saturating_sub(1_000_000_000);
         let ended: HashSet<(u32, u64)> = if keys.is_empty() {
             HashSet::new()
         } else {
             self.off_cpu
                 .iter()
+                .rev()
+                .take_while(|o| o.end_ns >= since)
                 .map(|o| (o.tid, o.start_ns))
                 .filter(|k| keys.contains(k))
                 .collect()

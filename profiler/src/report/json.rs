@@ -71,6 +71,8 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                     "carriers": s.carriers,
                     // For monitor entries and waits: the classes of the objects locked.
                     "monitor_classes": s.monitor_classes,
+                    // For monitor entries: the threads whose release let them in.
+                    "released_by": released_by(model, &s.released_by),
                 }),
             )
         })
@@ -192,4 +194,13 @@ fn with_stack(stack: &StackLabels, mut object: Value) -> Value {
     object["frame_kinds"] = json!(stack.frame_kinds);
     object["monitor_frames"] = json!(stack.monitor_frames);
     object
+}
+
+/// Releasing threads with how many waits each ended, most first.
+fn released_by(model: &Model, by: &std::collections::BTreeMap<u32, u64>) -> Vec<Value> {
+    let mut by: Vec<(&u32, &u64)> = by.iter().collect();
+    by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    by.into_iter()
+        .map(|(tid, n)| json!({ "tid": tid, "name": model.thread_name(*tid), "events": n }))
+        .collect()
 }

@@ -226,6 +226,16 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
             secs(site.total_ns),
             secs(site.max_ns)
         )?;
+        if !site.released_by.is_empty() {
+            let mut by: Vec<(&u32, &u64)> = site.released_by.iter().collect();
+            by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let names: Vec<String> = by
+                .iter()
+                .take(4)
+                .map(|(tid, n)| format!("{} {tid} ({n})", model.thread_name(**tid)))
+                .collect();
+            writeln!(out, "      monitor released by: {}", names.join(", "))?;
+        }
         // Java frames say where; kernel and native frames only say how, so they go last.
         let label = |(i, f): (usize, &String)| {
             if site.stack.monitor_frames.contains(&i) {

@@ -595,6 +595,7 @@ mod tests {
             virtual_threads: Default::default(),
             carriers: Default::default(),
             monitor_classes: Default::default(),
+            released_by: Default::default(),
         }
     }
 
