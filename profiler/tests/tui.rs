@@ -233,7 +233,9 @@ fn a_closed_terminal_ends_the_views_and_the_recording_is_whole() {
         s.contains("● live") && s.contains("ForkJoinPool-1-worker-")
     });
     term.hang_up();
-    term.wait_exit(Duration::from_secs(15));
+    // Not a panic (a standard error that has gone must not make one) or a kill.
+    let status = term.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status}");
     drop(jvm);
     let report = pinprof().arg("report").arg(&out).output().unwrap();
     assert!(report.status.success());
@@ -251,7 +253,8 @@ fn a_closed_terminal_ends_the_views_and_the_recording_is_whole() {
         s.contains("replay of")
     });
     term.hang_up();
-    term.wait_exit(Duration::from_secs(15));
+    let status = term.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status}");
 }
 
 #[test]

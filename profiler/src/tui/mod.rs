@@ -73,7 +73,11 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
         options.window,
     );
     app.on_record(header);
-    let shown = show(&mut app, &rx, &stop, options);
+    // Whatever happens to the view, the recording is finished.
+    let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        show(&mut app, &rx, &stop, options)
+    }))
+    .unwrap_or_else(|_| Err(anyhow!("the live view stopped on an internal error")));
     stop.store(true, Ordering::Relaxed);
     let summary = join(recorder);
     // The footer showed the latest only; the screen is gone now.
@@ -165,9 +169,22 @@ fn require_terminal() -> Result<()> {
 fn show(app: &mut App, rx: &Receiver<Record>, stop: &AtomicBool, options: &Options) -> Result<()> {
     let result = ratatui::try_init()
         .context("cannot set up the terminal")
-        .and_then(|mut terminal| event_loop(&mut terminal, app, rx, stop, options));
-    // Also after a set-up that failed half-way (raw mode on, no alternate screen).
-    ratatui::restore();
+        .and_then(|mut terminal| {
+            let shown = event_loop(&mut terminal, app, rx, stop, options);
+            // A terminal that has gone cannot be restored, and dropping ratatui's would say
+            // so on a standard error that has gone too: a panic, which would take the
+            // recording down with it. It is left as it is.
+            if matches!(terminal_input(Duration::ZERO), Input::Gone) {
+                std::mem::forget(terminal);
+            }
+            shown
+        });
+    // Also after a set-up that failed half-way (raw mode on, no alternate screen); quietly,
+    // for the same reason.
+    let _ = ratatui::try_restore();
+    // The screen is gone: a later panic need not restore it (ratatui's hook would say it
+    // could not, on a standard error that may have gone).
+    let _ = std::panic::take_hook();
     result
 }
 
