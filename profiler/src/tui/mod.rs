@@ -236,9 +236,13 @@ fn event_loop(
             redraw = true;
         }
         if redraw {
-            terminal
-                .draw(|frame| draw::draw(frame, app))
-                .context("cannot draw")?;
+            if let Err(e) = terminal.draw(|frame| draw::draw(frame, app)) {
+                // A closed terminal ends the view as a hang-up does; anything else is an error.
+                if matches!(terminal_input(Duration::ZERO), Input::Gone) {
+                    break;
+                }
+                return Err(e).context("cannot draw");
+            }
             redraw = false;
         }
         let wait = if connected {
