@@ -258,12 +258,26 @@ fn event_loop(
             Input::Ready => {}
         }
         // All that crossterm has read, so none waits in its buffer for more input to come.
-        while event::poll(Duration::ZERO).context("cannot read the terminal")? {
-            match event::read().context("cannot read the terminal")? {
-                TermEvent::Key(key) if key.kind == KeyEventKind::Press => app.on_key(key),
-                _ => {}
+        loop {
+            match event::poll(Duration::ZERO).and_then(|ready| {
+                if ready {
+                    event::read().map(Some)
+                } else {
+                    Ok(None)
+                }
+            }) {
+                Ok(Some(TermEvent::Key(key))) if key.kind == KeyEventKind::Press => {
+                    app.on_key(key);
+                    redraw = true;
+                }
+                Ok(Some(_)) => redraw = true,
+                Ok(None) => break,
+                // Closed as it was read: as a hang-up.
+                Err(_) if matches!(terminal_input(Duration::ZERO), Input::Gone) => {
+                    return Ok(());
+                }
+                Err(e) => return Err(e).context("cannot read the terminal"),
             }
-            redraw = true;
         }
     }
     Ok(())
