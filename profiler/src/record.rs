@@ -20,12 +20,13 @@ use crate::{
     events::{
         Event, Frame, FrameKind, FramePointerCheck, FutexWait, FutexWaker, JavaBlock,
         JavaThreadInfo, JavaThreadState, KernelLock, OffCpu, OffCpuState, OpenWait, Stack, Syscall,
-        SyscallSum, ThreadName,
+        SyscallSum, ThreadCpu, ThreadName,
     },
     fdname,
     jvm::{
         self,
         hotspot::{Hotspot, JavaThread, ThreadStates},
+        memory::Memory,
         walk::Tier,
     },
     recording::{End, Header, RecordingWriter, StopReason},
@@ -175,12 +176,8 @@ pub fn run_with(
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
     };
-    let (time_ns, threads) = first_accounts;
-    if !threads.is_empty() {
-        session
-            .writer
-            .write_event(&Event::ThreadCpu { time_ns, threads })?;
-    }
+    let (time_ns, accounts) = first_accounts;
+    session.write_accounts(time_ns, accounts)?;
     let result = session.run(options, stop);
     let reason = match &result {
         Ok(reason) => reason.clone(),
@@ -224,6 +221,8 @@ fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Ve
     if jvm.is_none() && !syscalls {
         return Vec::new(); // nothing to seed: no JVM state to show, no calls traced
     }
+    // For futex timeouts: the caller's `struct timespec` (a null pointer reads as none).
+    let mem = syscalls.then(|| Memory::open(target.pid).ok()).flatten();
     let mut waits = Vec::new();
     for tid in target.tids() {
         // Read first: a change by the time the programs are attached means it ran.
@@ -263,8 +262,12 @@ fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Ve
                 };
                 // As the kernel program reads it at entry: the caller's timespec, which stays
                 // as it was while the caller waits.
-                let timeout_ns = (nr == sysno::FUTEX && futex_wait && args[3] != 0)
-                    .then(|| read_timespec_ns(target.pid, args[3]))
+                let timeout_ns = (nr == sysno::FUTEX && futex_wait)
+                    .then(|| {
+                        let mem = mem.as_ref()?;
+                        let (sec, nsec) = (mem.u64(args[3]).ok()?, mem.u64(args[3] + 8).ok()?);
+                        Some(sec.wrapping_mul(1_000_000_000).wrapping_add(nsec))
+                    })
                     .flatten()
                     .unwrap_or(u64::MAX);
                 let mut flags = 0;
@@ -293,17 +296,6 @@ fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Ve
         }
     }
     waits
-}
-
-/// A `struct timespec` in the target's memory, in ns.
-fn read_timespec_ns(pid: u32, addr: u64) -> Option<u64> {
-    use std::os::unix::fs::FileExt as _;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut bytes = [0u8; 16];
-    mem.read_exact_at(&mut bytes, addr).ok()?;
-    let sec = u64::from_ne_bytes(bytes[..8].try_into().ok()?);
-    let nsec = u64::from_ne_bytes(bytes[8..].try_into().ok()?);
-    Some(sec.wrapping_mul(1_000_000_000).wrapping_add(nsec))
 }
 
 /// Reads the JVM's internals and, through the attach protocol, its scheduler settings. A JVM
@@ -674,7 +666,12 @@ impl Session {
             futex,
             unfinished: false,
         };
-        self.thread(e.tid)?;
+        self.write_syscall(event)
+    }
+
+    /// Writes a system call event, naming its thread the first time.
+    fn write_syscall(&mut self, event: Syscall) -> Result<()> {
+        self.thread(event.tid)?;
         self.writer.write_event(&Event::Syscall(event))?;
         self.events += 1;
         Ok(())
@@ -837,10 +834,7 @@ impl Session {
             futex,
             unfinished: true,
         };
-        self.thread(call.tid)?;
-        self.writer.write_event(&Event::Syscall(event))?;
-        self.events += 1;
-        Ok(())
+        self.write_syscall(event)
     }
 
     /// Intervals still open when capture stops (those since before attach among them) end
@@ -981,6 +975,11 @@ impl Session {
     fn cpu_snapshot(&mut self) -> Result<()> {
         let time_ns = capture::monotonic_ns();
         let accounts = self.target.cpu_accounts();
+        self.write_accounts(time_ns, accounts)
+    }
+
+    /// Writes the threads' scheduler accounts read at `time_ns`.
+    fn write_accounts(&mut self, time_ns: u64, accounts: Vec<ThreadCpu>) -> Result<()> {
         if accounts.is_empty() {
             return Ok(()); // the target is gone
         }

@@ -222,6 +222,17 @@ fn starvation_from_before_attach_is_flagged_at_once() {
     assert_within("starvation since attach", starved, window, 0.01);
 }
 
+/// The recording was finished properly: `report` reads it without a word about its end.
+fn assert_recording_has_its_end(out: &std::path::Path) {
+    let report = pinprof().arg("report").arg(out).output().unwrap();
+    assert!(report.status.success());
+    let said = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        !said.contains("end marker"),
+        "the recording has its end: {said}"
+    );
+}
+
 #[test]
 fn a_closed_terminal_ends_the_views_and_the_recording_is_whole() {
     // Closing the window (or losing the SSH session) hangs the terminal up: the live view
@@ -237,13 +248,7 @@ fn a_closed_terminal_ends_the_views_and_the_recording_is_whole() {
     let status = term.wait_exit(Duration::from_secs(15));
     assert!(status.success(), "{status}");
     drop(jvm);
-    let report = pinprof().arg("report").arg(&out).output().unwrap();
-    assert!(report.status.success());
-    let said = String::from_utf8_lossy(&report.stderr);
-    assert!(
-        !said.contains("end marker"),
-        "the recording has its end: {said}"
-    );
+    assert_recording_has_its_end(&out);
     assert!(report_json(&out)["pinned"]["events"].as_u64().unwrap() > 0);
     // A replay too ends with its terminal.
     let mut replay = pinprof();
@@ -275,13 +280,7 @@ fn ctrl_c_ends_the_live_view_and_the_recording_is_whole() {
         term.contents()
     );
     drop(jvm);
-    let report = pinprof().arg("report").arg(&out).output().unwrap();
-    assert!(report.status.success());
-    let said = String::from_utf8_lossy(&report.stderr);
-    assert!(
-        !said.contains("end marker"),
-        "the recording has its end: {said}"
-    );
+    assert_recording_has_its_end(&out);
     // The carriers it showed are the JVM's (compensation may add one after that screen).
     let carriers = carriers(&report_json(&out));
     let shown = carriers

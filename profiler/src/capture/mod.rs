@@ -325,9 +325,13 @@ impl Capture {
         self.stopped_ns
     }
 
-    /// Whether something that began at `start_ns` began before the capture stopped.
-    fn before_stop(&self, start_ns: u64) -> bool {
-        self.stopped_ns.is_none_or(|end| start_ns < end)
+    /// When something still under way that began at `start_ns` is seen to begin: no
+    /// earlier than the capture's start (a seed begins at 0); None if it began after the
+    /// capture stopped.
+    fn seen_from(&self, start_ns: u64) -> Option<u64> {
+        self.stopped_ns
+            .is_none_or(|end| start_ns < end)
+            .then(|| start_ns.max(self.started_ns))
     }
 
     /// When the programs began to attach: the start of what this capture sees. Waits under
@@ -464,12 +468,13 @@ impl Capture {
 
     /// System calls in progress now: (thread, call).
     pub fn open_syscalls(&self) -> Vec<(u32, profiler_ebpf::SyscallStart)> {
-        let mut calls = entries(self.in_syscall.as_ref());
-        calls.retain(|(_, call)| self.before_stop(call.start_ns));
-        for (_, call) in &mut calls {
-            call.start_ns = call.start_ns.max(self.started_ns);
-        }
-        calls
+        entries(self.in_syscall.as_ref())
+            .into_iter()
+            .filter_map(|(tid, mut call)| {
+                call.start_ns = self.seen_from(call.start_ns)?;
+                Some((tid, call))
+            })
+            .collect()
     }
 
     /// Kernel lock contention per thread of the target, cumulative.
@@ -479,22 +484,20 @@ impl Capture {
 
     /// Threads that are off CPU right now, with where and since when.
     pub fn open_intervals(&self) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
-        let mut open: Vec<_> = self.starts.iter().flatten().collect();
-        open.retain(|(_, start)| self.before_stop(start.start_ns));
-        for (_, start) in &mut open {
-            start.start_ns = start.start_ns.max(self.started_ns);
-        }
-        open
+        self.starts
+            .iter()
+            .flatten()
+            .filter_map(|(tid, mut start)| {
+                start.start_ns = self.seen_from(start.start_ns)?;
+                Some((tid, start))
+            })
+            .collect()
     }
 
     /// The interval `tid` is off CPU in now, if it is.
     pub fn open_interval(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
-        let mut start = self
-            .starts
-            .get(&tid, 0)
-            .ok()
-            .filter(|s| self.before_stop(s.start_ns))?;
-        start.start_ns = start.start_ns.max(self.started_ns);
+        let mut start = self.starts.get(&tid, 0).ok()?;
+        start.start_ns = self.seen_from(start.start_ns)?;
         Some(start)
     }
 

@@ -32,6 +32,14 @@ pub struct LockRow {
     pub jvm_internal: bool,
 }
 
+impl LockRow {
+    /// A lock whose release ended a wait of `threshold_ns` or more; the JVM's own threads
+    /// waiting for work hold nothing up.
+    pub fn long_held(&self, threshold_ns: u64) -> bool {
+        !self.jvm_internal && self.max_wait_ns >= threshold_ns
+    }
+}
+
 /// Threads HotSpot runs for itself (JIT compilers, GC, VM services) and the JDK's own
 /// housekeeping threads, by the names they are given (a kernel name is cut to 15 bytes).
 /// Not the finalizer or the common cleaner: they run the application's code.

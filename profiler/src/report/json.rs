@@ -102,8 +102,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                 "max_wait_ns": l.max_wait_ns,
                 "holder_frames": l.holder_frames,
                 "waiter_frames": l.waiter_frames,
-                // The JVM's threads waiting for work hold nothing up.
-                "long_held": !l.jvm_internal && l.max_wait_ns >= options.long_held_ns,
+                "long_held": l.long_held(options.long_held_ns),
                 "jvm_internal": l.jvm_internal,
                 "symbol": l.symbol,
                 "waiters": l.waiters,

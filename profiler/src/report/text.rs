@@ -297,7 +297,7 @@ fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::
     for l in locks.iter().take(options.top) {
         let long = if l.jvm_internal {
             "  the JVM's own threads, waiting for work"
-        } else if l.max_wait_ns >= options.long_held_ns {
+        } else if l.long_held(options.long_held_ns) {
             "  LONG-HELD"
         } else {
             ""

@@ -372,7 +372,6 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
     let [table, detail] =
         Layout::vertical([Constraint::Percentage(45), Constraint::Min(4)]).areas(area);
     let rows = app.view.locks.iter().map(|l| {
-        // The JVM's own threads waiting for work, marked as such (they are listed last).
         let waiters = l.waiters.iter().cloned().collect::<Vec<_>>().join(", ");
         let holder = l
             .holders
@@ -388,6 +387,7 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(l.waits.to_string()),
             Cell::from(secs(l.wait_ns)),
             Cell::from(secs(l.max_wait_ns)),
+            // The JVM's own threads waiting for work, marked as such (they are listed last).
             Cell::from(if l.jvm_internal {
                 format!("(JVM) {waiters}")
             } else {

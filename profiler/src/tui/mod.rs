@@ -174,7 +174,7 @@ fn show(app: &mut App, rx: &Receiver<Record>, stop: &AtomicBool, options: &Optio
             // A terminal that has gone cannot be restored, and dropping ratatui's would say
             // so on a standard error that has gone too: a panic, which would take the
             // recording down with it. It is left as it is.
-            if matches!(terminal_input(Duration::ZERO), Input::Gone) {
+            if terminal_gone() {
                 std::mem::forget(terminal);
             }
             shown
@@ -238,7 +238,7 @@ fn event_loop(
         if redraw {
             if let Err(e) = terminal.draw(|frame| draw::draw(frame, app)) {
                 // A closed terminal ends the view as a hang-up does; anything else is an error.
-                if matches!(terminal_input(Duration::ZERO), Input::Gone) {
+                if terminal_gone() {
                     break;
                 }
                 return Err(e).context("cannot draw");
@@ -273,7 +273,7 @@ fn event_loop(
                 Ok(Some(_)) => redraw = true,
                 Ok(None) => break,
                 // Closed as it was read: as a hang-up.
-                Err(_) if matches!(terminal_input(Duration::ZERO), Input::Gone) => {
+                Err(_) if terminal_gone() => {
                     return Ok(());
                 }
                 Err(e) => return Err(e).context("cannot read the terminal"),
@@ -288,6 +288,11 @@ enum Input {
     Ready,
     /// Hung up or closed: nobody is looking any more.
     Gone,
+}
+
+/// Whether the terminal has gone (hung up or closed) by now.
+fn terminal_gone() -> bool {
+    matches!(terminal_input(Duration::ZERO), Input::Gone)
 }
 
 /// Waits up to `wait` for input on the terminal (standard input, which `require_terminal`
