@@ -46,7 +46,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Attach to a live process and record what its threads wait on, until the duration ends,
-    /// Ctrl-C, or the process exits.
+    /// Ctrl-C (or SIGTERM, or a closed terminal), or the process exits.
     Record {
         #[command(flatten)]
         capture: CaptureArgs,
