@@ -10,7 +10,10 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
-use super::{memory::Memory, vmstructs::VmStructs, walk::StackBytes};
+use super::{
+    vmstructs::{Target, VmStructs},
+    walk::StackBytes,
+};
 
 /// Where an nmethod keeps its debug information.
 enum Place {
@@ -120,7 +123,7 @@ impl Inlining {
     /// debug information for that pc (native wrappers, a pc not at a call).
     pub fn scopes(
         &mut self,
-        mem: &Memory,
+        mem: &impl Target,
         stack: &StackBytes,
         nm: u64,
         sp: u64,
@@ -163,7 +166,7 @@ impl Inlining {
         chain
     }
 
-    fn read_tables(&self, mem: &Memory, nm: u64) -> Option<Tables> {
+    fn read_tables(&self, mem: &impl Target, nm: u64) -> Option<Tables> {
         let int = |offset: u64| {
             mem.u32(nm.wrapping_add(offset))
                 .ok()
@@ -232,7 +235,7 @@ impl Inlining {
     /// The scope offset of the PcDesc at exactly `pc_offset` (return addresses are recorded
     /// exactly; the array is sorted, with sentinels at both ends): a binary search that reads
     /// one PcDesc per step.
-    fn find_pc_desc(&self, mem: &Memory, tables: &Tables, pc_offset: u32) -> Option<u32> {
+    fn find_pc_desc(&self, mem: &impl Target, tables: &Tables, pc_offset: u32) -> Option<u32> {
         let (begin, end) = tables.pcs;
         let size = self.layout.pc_desc_size;
         let count = end.checked_sub(begin)? / size.max(1);
@@ -245,10 +248,12 @@ impl Inlining {
                 .wrapping_add(offset);
             mem.u32(at).ok().map(|v| v as i32)
         };
+        // PcDescs hold i32 offsets: a larger one is in no nmethod (nor a sentinel's -1).
+        let pc_offset = i32::try_from(pc_offset).ok()?;
         let (mut lo, mut hi) = (0, count);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match field(mid, self.layout.pc_offset)?.cmp(&(pc_offset as i32)) {
+            match field(mid, self.layout.pc_offset)?.cmp(&pc_offset) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => {
@@ -264,7 +269,7 @@ impl Inlining {
 /// Follows the scope records from `offset`: each is (sender offset, metadata index, bci + 1)
 /// in UNSIGNED5; the chain ends at sender offset 0. Offsets strictly decrease (callers are
 /// written first), which also bounds a walk through garbage.
-fn decode_chain(mem: &Memory, tables: &Tables, mut offset: u32) -> Option<Vec<u64>> {
+fn decode_chain(mem: &impl Target, tables: &Tables, mut offset: u32) -> Option<Vec<u64>> {
     let (scopes, scopes_end) = tables.scopes;
     let (metadata, metadata_end) = tables.metadata;
     let mut methods = Vec::new();
@@ -316,7 +321,154 @@ fn read_unsigned5(bytes: &[u8], pos: &mut usize) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::read_unsigned5;
+    use super::{super::vmstructs::fake::FakeMemory, *};
+
+    const SCOPES: u64 = 0x1000;
+    const METADATA: u64 = 0x2000;
+    const PCS: u64 = 0x3000;
+
+    fn tables() -> Tables {
+        Tables {
+            code_begin: 0x10_000,
+            pcs: (PCS, PCS + 3 * 16),
+            scopes: (SCOPES, SCOPES + 0x100),
+            metadata: (METADATA, METADATA + 3 * 8),
+            deopt_handlers: [None, None],
+        }
+    }
+
+    /// Method* 0xa1, 0xa2, 0xa3 at metadata indexes 1, 2, 3; scope records at offsets 10
+    /// (index 1, the outermost) and 20 (index 2, inlined into it); three PcDescs (the first a
+    /// sentinel) of 16 bytes: pc offset, then scope offset.
+    fn memory() -> FakeMemory {
+        let mut mem = FakeMemory::default();
+        mem.put(SCOPES, &[0; 0x100])
+            .put_u64(METADATA, 0xa1)
+            .put_u64(METADATA + 8, 0xa2)
+            .put_u64(METADATA + 16, 0xa3)
+            // (sender offset, metadata index, bci + 1), each + 1 in UNSIGNED5
+            .put(SCOPES + 10, &[0x01, 0x02, 0x01])
+            .put(SCOPES + 20, &[0x0b, 0x03, 0x01]);
+        for (i, (pc, scope)) in [(-1i32, 0u32), (0x40, 20), (0x80, 10)].iter().enumerate() {
+            let at = PCS + 16 * i as u64;
+            mem.put_u32(at, *pc as u32)
+                .put_u32(at + 4, *scope)
+                .put_u64(at + 8, 0);
+        }
+        mem
+    }
+
+    fn inlining(pc_desc_size: u64) -> Inlining {
+        Inlining {
+            layout: Layout {
+                place: Place::InBlob {
+                    code_begin: 0,
+                    pcs_begin: 8,
+                    pcs_end: 12,
+                    scopes_begin: 16,
+                    metadata: 24,
+                    deopt_handler: 32,
+                    deopt_mh_handler: None,
+                },
+                pc_desc_size,
+                pc_offset: 0,
+                scope_offset: 4,
+                orig_pc_offset: 40,
+                compile_id: 44,
+            },
+            tables: HashMap::new(),
+            chains: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn scope_chains_decode_innermost_first() {
+        let mem = memory();
+        assert_eq!(decode_chain(&mem, &tables(), 20), Some(vec![0xa2, 0xa1]));
+        assert_eq!(decode_chain(&mem, &tables(), 10), Some(vec![0xa1]));
+    }
+
+    #[test]
+    fn hostile_scope_chains_end() {
+        let mut mem = memory();
+        // A record naming itself, or a later one (that ends well), as its sender.
+        mem.put(SCOPES + 30, &[0x1f, 0x02, 0x01])
+            .put(SCOPES + 40, &[0x2e, 0x02, 0x01])
+            .put(SCOPES + 45, &[0x01, 0x02, 0x01]);
+        assert_eq!(decode_chain(&mem, &tables(), 30), None);
+        assert_eq!(decode_chain(&mem, &tables(), 40), None);
+        // Metadata index 0 (null), and indexes past the array or past u32 arithmetic.
+        mem.put(SCOPES + 50, &[0x01, 0x01, 0x01])
+            .put(SCOPES + 60, &[0x01, 0x05, 0x01])
+            .put(SCOPES + 70, &[0x01, 0xc0, 0xfe, 0xfd, 0xfd, 0xfd, 0x01]);
+        for offset in [50, 60, 70] {
+            assert_eq!(decode_chain(&mem, &tables(), offset), None, "{offset}");
+        }
+        // Offsets past the scopes or past the address space.
+        assert_eq!(decode_chain(&mem, &tables(), 0x100), None);
+        assert_eq!(decode_chain(&mem, &tables(), u32::MAX), None);
+        let mut high = tables();
+        high.scopes = (u64::MAX - 4, u64::MAX);
+        high.metadata = (u64::MAX - 8, 0);
+        assert_eq!(decode_chain(&mem, &high, 20), None);
+        // A chain of the longest length allowed is read; one longer is not. Records of two
+        // bytes (the bci is not read), each the sender of the next.
+        let mut deep = memory();
+        for i in 1..=MAX_SCOPES as u8 + 1 {
+            deep.put(SCOPES + 2 * u64::from(i), &[1 + 2 * (i - 1), 0x02]);
+        }
+        let longest = decode_chain(&deep, &tables(), 2 * MAX_SCOPES as u32);
+        assert_eq!(longest.map(|c| c.len()), Some(MAX_SCOPES));
+        assert_eq!(
+            decode_chain(&deep, &tables(), 2 * (MAX_SCOPES as u32 + 1)),
+            None
+        );
+    }
+
+    #[test]
+    fn pc_descs_are_found_by_exact_offset() {
+        let (mem, inlining) = (memory(), inlining(16));
+        assert_eq!(inlining.find_pc_desc(&mem, &tables(), 0x40), Some(20));
+        assert_eq!(inlining.find_pc_desc(&mem, &tables(), 0x80), Some(10));
+        assert_eq!(inlining.find_pc_desc(&mem, &tables(), 0x50), None);
+        // Beyond i32: not the sentinel's -1.
+        assert_eq!(inlining.find_pc_desc(&mem, &tables(), u32::MAX), None);
+    }
+
+    #[test]
+    fn hostile_pc_desc_tables_end() {
+        let mem = memory();
+        for size in [0, 1, 7, u64::MAX] {
+            assert_eq!(inlining(size).find_pc_desc(&mem, &tables(), 0x40), None);
+        }
+        let inlining = inlining(16);
+        for pcs in [
+            (PCS + 16, PCS),
+            (PCS, PCS + 16 * (MAX_PC_DESCS + 1)),
+            (u64::MAX - 8, u64::MAX),
+            (u64::MAX - 40, u64::MAX),
+            (0, u64::MAX),
+        ] {
+            let t = Tables { pcs, ..tables() };
+            assert_eq!(inlining.find_pc_desc(&mem, &t, 0x40), None, "{pcs:x?}");
+        }
+    }
+
+    #[test]
+    fn garbage_nmethods_are_no_scopes() {
+        let mut mem = FakeMemory::default();
+        // Every field of the nmethod all ones, near the top of the address space.
+        let nm = u64::MAX - 63;
+        mem.put(nm, &[0xff; 64]);
+        let stack = StackBytes {
+            base: 0x7000,
+            data: &[0xff; 64],
+        };
+        let mut inlining = inlining(u64::MAX);
+        for pc in [0, u64::MAX, nm] {
+            assert_eq!(inlining.scopes(&mem, &stack, nm, 0x7000, pc), None);
+        }
+    }
 
     #[test]
     fn unsigned5_reads_hotspots_encoding() {
