@@ -10,7 +10,10 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result};
 
-use super::{inlining::Inlining, memory::Memory, vmstructs::VmStructs};
+use super::{
+    inlining::Inlining,
+    vmstructs::{Target, VmStructs},
+};
 use crate::events::UNKNOWN_JAVA_FRAME;
 
 /// x86_64 HotSpot frame slots, in words from the frame pointer (not exported in VMStructs;
@@ -24,6 +27,8 @@ const INTERPRETER_MONITOR_BLOCK: i64 = -9;
 const ACC_SYNCHRONIZED: u16 = 0x0020;
 const ENTRY_FRAME_CALL_WRAPPER: i64 = -6;
 const MAX_FRAMES: usize = 128;
+/// Bounds each name cache: their keys (code addresses, `Method*`s) come from the target.
+const MAX_CACHED: usize = 1 << 16;
 
 /// How a frame runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,12 +151,18 @@ struct Blob {
 }
 
 impl Walker {
-    pub fn new(mem: &Memory, vm: &VmStructs) -> Result<Self> {
+    pub fn new(mem: &impl Target, vm: &VmStructs) -> Result<Self> {
         let f = |t: &str, n: &str| vm.offset(t, n);
         let s = |t: &str, n: &str| vm.address(t, n);
+        // Two offsets that add up to one: both from the target, so the sum is checked.
+        let sum = |a: u64, b: u64| a.checked_add(b).context("implausible field offsets");
         let interpreter_queue = mem.u64(s("AbstractInterpreter", "_code")?)?;
-        let stub_buffer = mem.u64(interpreter_queue + f("StubQueue", "_stub_buffer")?)?;
-        let limit = mem.u32(interpreter_queue + f("StubQueue", "_buffer_limit")?)? as u64;
+        let stub_buffer =
+            mem.u64(interpreter_queue.wrapping_add(f("StubQueue", "_stub_buffer")?))?;
+        let limit = mem.u32(interpreter_queue.wrapping_add(f("StubQueue", "_buffer_limit")?))?;
+        let interpreter_end = stub_buffer
+            .checked_add(limit.into())
+            .context("the interpreter's code ends past the address space")?;
         let header = f("HeapBlock", "_header").unwrap_or(0);
         let block_size = vm.type_size("HeapBlock").unwrap_or(16);
         let anchor = |n: &str| f("JavaFrameAnchor", n);
@@ -164,13 +175,13 @@ impl Walker {
             heap_log2: f("CodeHeap", "_log2_segment_size")?,
             space_low: f("VirtualSpace", "_low")?,
             space_high: f("VirtualSpace", "_high")?,
-            block_used: header + f("HeapBlock::Header", "_used")?,
+            block_used: sum(header, f("HeapBlock::Header", "_used")?)?,
             block_size,
             blob_name: f("CodeBlob", "_name")?,
             blob_frame_size: f("CodeBlob", "_frame_size")?,
             nmethod_method: f("nmethod", "_method").or_else(|_| f("CompiledMethod", "_method"))?,
             method_const: f("Method", "_constMethod")?,
-            method_flags: f("Method", "_access_flags")? + f("AccessFlags", "_flags")?,
+            method_flags: sum(f("Method", "_access_flags")?, f("AccessFlags", "_flags")?)?,
             const_constants: f("ConstMethod", "_constants")?,
             const_name_index: f("ConstMethod", "_name_index")?,
             pool_holder: f("ConstantPool", "_pool_holder")?,
@@ -178,7 +189,7 @@ impl Walker {
             klass_name: f("Klass", "_name")?,
             symbol_length: f("Symbol", "_length")?,
             symbol_body: f("Symbol", "_body")?,
-            interpreter: (stub_buffer, stub_buffer + limit),
+            interpreter: (stub_buffer, interpreter_end),
             call_stub_return: mem.u64(s("StubRoutines", "_call_stub_return_address")?)?,
             wrapper_anchor: f("JavaCallWrapper", "_anchor")?,
             anchor_sp: anchor("_last_Java_sp")?,
@@ -202,28 +213,34 @@ impl Walker {
         Ok(walker)
     }
 
-    fn read_heaps(&mut self, mem: &Memory) -> Result<()> {
+    fn read_heaps(&mut self, mem: &impl Target) -> Result<()> {
         let l = &self.layout;
         let array = mem.u64(l.heaps)?;
-        let len = mem.u32(array + l.array_len)?.min(16) as u64;
-        let data = mem.u64(array + l.array_data)?;
+        // (At most 16 heaps: 8 * i does not overflow.)
+        let len = mem.u32(array.wrapping_add(l.array_len))?.min(16) as u64;
+        let data = mem.u64(array.wrapping_add(l.array_data))?;
         self.heaps.clear();
         for i in 0..len {
-            let heap = mem.u64(data + 8 * i)?;
-            let memory = heap + l.heap_memory;
-            let segmap = heap + l.heap_segmap;
+            let heap = mem.u64(data.wrapping_add(8 * i))?;
+            let memory = heap.wrapping_add(l.heap_memory);
+            let segmap = heap.wrapping_add(l.heap_segmap);
             self.heaps.push(Heap {
-                low: mem.u64(memory + l.space_low)?,
-                high: mem.u64(memory + l.space_high)?,
-                segmap: mem.u64(segmap + l.space_low)?,
-                log2_segment: mem.u32(heap + l.heap_log2)?.min(63),
+                low: mem.u64(memory.wrapping_add(l.space_low))?,
+                high: mem.u64(memory.wrapping_add(l.space_high))?,
+                segmap: mem.u64(segmap.wrapping_add(l.space_low))?,
+                log2_segment: mem.u32(heap.wrapping_add(l.heap_log2))?.min(63),
             });
         }
         Ok(())
     }
 
     /// The Java frames of a blocked thread, innermost first, from its frame anchor.
-    pub fn walk(&mut self, mem: &Memory, stack: &StackBytes, anchor: [u64; 3]) -> Vec<JavaFrame> {
+    pub fn walk(
+        &mut self,
+        mem: &impl Target,
+        stack: &StackBytes,
+        anchor: [u64; 3],
+    ) -> Vec<JavaFrame> {
         let [mut sp, pc, mut fp] = anchor;
         let mut frames = Vec::new();
         if sp == 0 {
@@ -276,7 +293,9 @@ impl Walker {
                     break;
                 };
                 let at = |field: u64| {
-                    let addr = wrapper.wrapping_add(self.layout.wrapper_anchor + field);
+                    let addr = wrapper
+                        .wrapping_add(self.layout.wrapper_anchor)
+                        .wrapping_add(field);
                     stack.word(addr)
                 };
                 let caller_sp = at(self.layout.anchor_sp).unwrap_or(0);
@@ -377,7 +396,7 @@ impl Walker {
     }
 
     /// The code blob holding `pc`, through the code heap's segment map.
-    fn blob(&mut self, mem: &Memory, pc: u64) -> Option<Blob> {
+    fn blob(&mut self, mem: &impl Target, pc: u64) -> Option<Blob> {
         let mut heap = self.heaps.iter().find(|h| (h.low..h.high).contains(&pc));
         if heap.is_none() {
             // The heaps may have grown since they were read.
@@ -386,14 +405,19 @@ impl Walker {
         }
         let heap = heap?;
         let mut i = (pc - heap.low).checked_shr(heap.log2_segment)?;
-        for _ in 0..1024 {
+        // Each hop goes back up to 254 segments: 1024 cover any real blob. A map that does
+        // not reach a block's start by then is garbage, not a block.
+        let mut hops = 0;
+        loop {
             let mut tag = [0u8];
-            mem.read(heap.segmap + i, &mut tag).ok()?;
+            mem.read(heap.segmap.wrapping_add(i), &mut tag).ok()?;
             match tag[0] {
                 0xFF => return None, // free
                 0 => break,
+                _ if hops == 1024 => return None,
                 n => i = i.checked_sub(n as u64)?,
             }
+            hops += 1;
         }
         let block = heap.low.wrapping_add(i << heap.log2_segment);
         let start = block.wrapping_add(self.layout.block_size);
@@ -414,16 +438,23 @@ impl Walker {
             }
         }
         let blob = self.read_blob(mem, start)?;
+        if self.blobs.len() >= MAX_CACHED {
+            self.blobs.clear();
+        }
         self.blobs.insert(start, blob.clone());
         Some(blob)
     }
 
-    fn read_blob(&self, mem: &Memory, blob: u64) -> Option<Blob> {
+    fn read_blob(&self, mem: &impl Target, blob: u64) -> Option<Blob> {
         let l = &self.layout;
-        let name = mem.c_string(mem.u64(blob + l.blob_name).ok()?, 128).ok()?;
-        let frame_words = mem.u32(blob + l.blob_frame_size).ok()? as i32;
+        let name = mem
+            .c_string(mem.u64(blob.wrapping_add(l.blob_name)).ok()?, 128)
+            .ok()?;
+        let frame_words = mem.u32(blob.wrapping_add(l.blob_frame_size)).ok()? as i32;
         let method = if name.contains("nmethod") {
-            mem.u64(blob + l.nmethod_method).ok().filter(|&m| m != 0)
+            mem.u64(blob.wrapping_add(l.nmethod_method))
+                .ok()
+                .filter(|&m| m != 0)
         } else {
             None
         };
@@ -441,7 +472,7 @@ impl Walker {
     /// method's wrapper leaves no fp in the anchor: its frame pointer then comes from its size.
     pub fn frame_pointer_chain(
         &mut self,
-        mem: &Memory,
+        mem: &impl Target,
         stack: &StackBytes,
         anchor: [u64; 3],
     ) -> Vec<u64> {
@@ -468,7 +499,7 @@ impl Walker {
     }
 
     /// Whether `pc` is in a compiled Java method (an nmethod, native wrappers included).
-    pub fn in_compiled_method(&mut self, mem: &Memory, pc: u64) -> bool {
+    pub fn in_compiled_method(&mut self, mem: &impl Target, pc: u64) -> bool {
         self.blob(mem, pc).is_some_and(|b| b.method.is_some())
     }
 
@@ -480,15 +511,15 @@ impl Walker {
     }
 
     /// Whether a method is declared `synchronized`.
-    fn synchronized(&self, mem: &Memory, method: Option<u64>) -> bool {
+    fn synchronized(&self, mem: &impl Target, method: Option<u64>) -> bool {
         method
             .filter(|&m| m != 0)
-            .and_then(|m| mem.u16(m + self.layout.method_flags).ok())
+            .and_then(|m| mem.u16(m.wrapping_add(self.layout.method_flags)).ok())
             .is_some_and(|flags| flags & ACC_SYNCHRONIZED != 0)
     }
 
     /// `pkg.Class.method` of a `Method*`.
-    fn method_name(&mut self, mem: &Memory, method: Option<u64>) -> String {
+    fn method_name(&mut self, mem: &impl Target, method: Option<u64>) -> String {
         let Some(method) = method.filter(|&m| m != 0) else {
             return UNKNOWN_JAVA_FRAME.into();
         };
@@ -501,22 +532,32 @@ impl Walker {
                 "Method* {method:#x} cannot be read (a stale slot, or its class was unloaded)"
             ));
         }
+        if self.methods.len() >= MAX_CACHED {
+            self.methods.clear();
+        }
         self.methods.insert(method, name.clone());
         name.unwrap_or_else(|| UNKNOWN_JAVA_FRAME.into())
     }
 
-    fn read_method_name(&self, mem: &Memory, method: u64) -> Option<String> {
+    fn read_method_name(&self, mem: &impl Target, method: u64) -> Option<String> {
         let l = &self.layout;
-        let const_method = mem.u64(method + l.method_const).ok()?;
-        let pool = mem.u64(const_method + l.const_constants).ok()?;
-        let holder = mem.u64(pool + l.pool_holder).ok()?;
-        let class = self.symbol(mem, mem.u64(holder + l.klass_name).ok()?)?;
-        let index = mem.u16(const_method + l.const_name_index).ok()? as u64;
-        let name = self.symbol(mem, mem.u64(pool + l.pool_size + 8 * index).ok()?)?;
+        let at = |base: u64, offset: u64| mem.u64(base.wrapping_add(offset)).ok();
+        let const_method = at(method, l.method_const)?;
+        let pool = at(const_method, l.const_constants)?;
+        let holder = at(pool, l.pool_holder)?;
+        let class = self.symbol(mem, at(holder, l.klass_name)?)?;
+        let index = mem
+            .u16(const_method.wrapping_add(l.const_name_index))
+            .ok()?;
+        // The constant pool's slots follow it; a u16 index times 8 cannot overflow.
+        let name = self.symbol(
+            mem,
+            at(pool.wrapping_add(l.pool_size), 8 * u64::from(index))?,
+        )?;
         Some(format!("{}.{name}", class.replace('/', ".")))
     }
 
-    fn symbol(&self, mem: &Memory, symbol: u64) -> Option<String> {
+    fn symbol(&self, mem: &impl Target, symbol: u64) -> Option<String> {
         mem.symbol(symbol, self.layout.symbol_length, self.layout.symbol_body)
     }
 }
@@ -543,5 +584,236 @@ fn interpreted_frame_locks(stack: &StackBytes, fp: u64) -> bool {
 }
 
 fn slot(fp: u64, words: i64) -> u64 {
-    fp.wrapping_add_signed(words * 8)
+    fp.wrapping_add_signed(words.wrapping_mul(8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{super::vmstructs::fake::FakeMemory, *};
+
+    const STACK: u64 = 0x7000;
+    const INTERPRETER: u64 = 0x10_0000;
+    const CALL_STUB_RETURN: u64 = 0x20_0000;
+    const HEAP: u64 = 0x40_0000;
+    const SEGMAP: u64 = 0x50_0000;
+    /// A stub's blob: the first block of the heap, its header 16 bytes.
+    const BLOB: u64 = HEAP + 16;
+    const STUB_PC: u64 = HEAP + 0x100;
+
+    fn layout() -> Layout {
+        Layout {
+            heaps: 0x1000,
+            array_len: 0,
+            array_data: 8,
+            heap_memory: 0,
+            heap_segmap: 16,
+            heap_log2: 32,
+            space_low: 0,
+            space_high: 8,
+            block_used: 8,
+            block_size: 16,
+            blob_name: 0,
+            blob_frame_size: 8,
+            nmethod_method: 16,
+            method_const: 8,
+            method_flags: 16,
+            const_constants: 8,
+            const_name_index: 16,
+            pool_holder: 8,
+            pool_size: 16,
+            klass_name: 8,
+            symbol_length: 0,
+            symbol_body: 2,
+            interpreter: (INTERPRETER, INTERPRETER + 0x1000),
+            call_stub_return: CALL_STUB_RETURN,
+            wrapper_anchor: 0,
+            anchor_sp: 0,
+            anchor_pc: 8,
+            anchor_fp: 16,
+        }
+    }
+
+    fn walker(layout: Layout) -> Walker {
+        Walker {
+            layout,
+            heaps: vec![Heap {
+                low: HEAP,
+                high: HEAP + 0x1_0000,
+                segmap: SEGMAP,
+                log2_segment: 6,
+            }],
+            methods: HashMap::new(),
+            blobs: HashMap::new(),
+            inlining: None,
+            inlining_error: None,
+            debug: false,
+        }
+    }
+
+    /// A code heap holding one used block of 8 segments: a stub of `frame_words` words.
+    fn code(frame_words: u32) -> FakeMemory {
+        let mut mem = FakeMemory::default();
+        mem.put(SEGMAP, &[0, 1, 2, 3, 4, 5, 6, 7])
+            .put(HEAP + 8, &[1])
+            .put_u64(BLOB, 0x9000)
+            .put_str(0x9000, "StubRoutines")
+            .put_u32(BLOB + 8, frame_words);
+        mem
+    }
+
+    fn words(values: &[u64]) -> Vec<u8> {
+        values.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn a_stack_that_never_ends_is_cut_at_the_frame_cap() {
+        // Every word is a return address into a one-word stub: each frame's caller is the next
+        // word up, forever.
+        let data = words(&[STUB_PC; 4 * MAX_FRAMES]);
+        let stack = StackBytes {
+            base: STACK,
+            data: &data,
+        };
+        let frames = walker(layout()).walk(&code(1), &stack, [STACK, STUB_PC, 0]);
+        assert_eq!(frames.len(), MAX_FRAMES + 1);
+        assert_eq!(frames[0].name, "[StubRoutines]");
+        assert_eq!(frames[MAX_FRAMES].name, "[more frames not walked]");
+    }
+
+    #[test]
+    fn frame_chains_that_do_not_move_up_the_stack_end() {
+        // An interpreted frame whose sender is itself (sender sp = sp, fp links to itself).
+        let fp = STACK + 0x40;
+        let mut values = [0u64; 32];
+        values[(fp - STACK) as usize / 8 - 1] = STACK; // sender sp
+        values[(fp - STACK) as usize / 8] = fp; // saved fp
+        values[(fp - STACK) as usize / 8 + 1] = INTERPRETER; // return address
+        let data = words(&values);
+        let stack = StackBytes {
+            base: STACK,
+            data: &data,
+        };
+        let mem = FakeMemory::default();
+        let frames = walker(layout()).walk(&mem, &stack, [STACK, INTERPRETER, fp]);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].tier, Tier::Interpreted);
+        assert_eq!(frames[0].name, UNKNOWN_JAVA_FRAME);
+        // The frame-pointer view of the same loop.
+        let pcs = walker(layout()).frame_pointer_chain(&mem, &stack, [STACK, INTERPRETER, fp]);
+        assert_eq!(pcs, vec![INTERPRETER, INTERPRETER]);
+    }
+
+    #[test]
+    fn hostile_frame_sizes_and_addresses_end_the_walk() {
+        let data = words(&[STUB_PC; 8]);
+        let stack = StackBytes {
+            base: STACK,
+            data: &data,
+        };
+        // Huge, negative and zero frame sizes.
+        for frame_words in [i32::MAX as u32, u32::MAX, 0x8000_0000, 0] {
+            let frames = walker(layout()).walk(&code(frame_words), &stack, [STACK, STUB_PC, 0]);
+            assert!(frames.len() <= 2, "{frame_words:#x}: {frames:?}");
+        }
+        // A stack pointer at the top of the address space.
+        let top = StackBytes {
+            base: u64::MAX - 15,
+            data: &data[..16],
+        };
+        let frames = walker(layout()).walk(&code(1), &top, [u64::MAX - 7, STUB_PC, 0]);
+        assert_eq!(frames.len(), 1);
+        let pcs = walker(layout()).frame_pointer_chain(&code(4), &top, [u64::MAX - 7, STUB_PC, 0]);
+        assert!(pcs.len() <= 2);
+    }
+
+    #[test]
+    fn entry_frames_with_garbage_call_wrappers_end_the_walk() {
+        let fp = STACK + 0x40;
+        let mut values = [u64::MAX; 16];
+        values[(fp - STACK) as usize / 8 - 6] = u64::MAX - 3;
+        let data = words(&values);
+        let stack = StackBytes {
+            base: STACK,
+            data: &data,
+        };
+        let layout = Layout {
+            wrapper_anchor: u64::MAX,
+            anchor_sp: u64::MAX,
+            anchor_pc: u64::MAX - 8,
+            ..layout()
+        };
+        let frames = walker(layout).walk(
+            &FakeMemory::default(),
+            &stack,
+            [STACK, CALL_STUB_RETURN, fp],
+        );
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].tier, Tier::VmCall);
+    }
+
+    #[test]
+    fn garbage_segment_maps_name_no_blob() {
+        // A map that hops back one segment at a time for longer than any blob.
+        let mut mem = code(1);
+        mem.put(SEGMAP, &[1; 2048]);
+        let mut w = walker(layout());
+        w.heaps[0].high = HEAP + (2048 << 6);
+        assert!(w.blob(&mem, HEAP + (2000 << 6)).is_none());
+        // Hops past the start of the heap, a free segment, and a map at the top of memory.
+        mem.put(SEGMAP, &[0, 5, 0xFF]);
+        assert!(w.blob(&mem, HEAP + (1 << 6)).is_none());
+        assert!(w.blob(&mem, HEAP + (2 << 6)).is_none());
+        w.heaps[0].segmap = u64::MAX - 1;
+        mem.put(u64::MAX - 1, &[1, 1]);
+        assert!(w.blob(&mem, HEAP + (1 << 6)).is_none());
+        // A heap spanning the address space, with the largest segments.
+        mem.put(SEGMAP, &[0, 0]);
+        w.heaps[0] = Heap {
+            low: 0,
+            high: u64::MAX,
+            segmap: SEGMAP,
+            log2_segment: 63,
+        };
+        assert!(w.blob(&mem, u64::MAX - 1).is_none());
+    }
+
+    #[test]
+    fn garbage_metadata_names_no_method() {
+        let layout = Layout {
+            method_const: u64::MAX,
+            method_flags: u64::MAX,
+            pool_size: u64::MAX,
+            const_name_index: u64::MAX,
+            ..layout()
+        };
+        let mut mem = FakeMemory::default();
+        mem.put(u64::MAX - 63, &[0xff; 64]).put(0, &[0xff; 64]);
+        let mut w = walker(layout);
+        for method in [u64::MAX, u64::MAX - 8, 1] {
+            assert_eq!(w.method_name(&mem, Some(method)), UNKNOWN_JAVA_FRAME);
+            // (Whatever the flags say: reading them must not panic.)
+            let _ = w.synchronized(&mem, Some(method));
+        }
+    }
+
+    #[test]
+    fn garbage_monitor_blocks_hold_no_lock() {
+        let fp = STACK + 0x80;
+        for top in [
+            i64::MIN as u64,
+            u64::MAX,
+            1 << 16,
+            (-(1i64 << 15)) as u64,
+            fp,
+        ] {
+            let mut values = [1u64; 32];
+            values[(fp - STACK) as usize / 8 - 9] = top;
+            let data = words(&values);
+            let stack = StackBytes {
+                base: STACK,
+                data: &data,
+            };
+            assert!(!interpreted_frame_locks(&stack, fp), "{top:#x}");
+        }
+    }
 }
