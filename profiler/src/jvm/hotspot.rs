@@ -8,7 +8,7 @@ use profiler_ebpf::{JavaState, JvmLayout, java_flags};
 
 use super::{
     memory::{Libjvm, Memory},
-    vmstructs::{self, VmStructs},
+    vmstructs::{self, Target, VmStructs},
     walk::{JavaFrame, StackBytes, Walker},
 };
 
@@ -27,6 +27,16 @@ const SAFEPOINT_STATE: &str = "_ZN20SafepointSynchronize6_stateE";
 
 /// The class of the default scheduler's carrier threads, as HotSpot names it.
 const CARRIER_CLASS: &str = "jdk/internal/misc/CarrierThread";
+
+/// Above this, an offset into a `JavaThread` (a few KB in JDK 21 and 25) or a small VM
+/// structure is not one: the table it came from is garbage.
+const MAX_FIELD_OFFSET: u64 = 1 << 16;
+
+/// Platform threads past this many are a thread list being rewritten, or garbage.
+const MAX_THREADS: u32 = 1_000_000;
+
+/// Bounds the class-name cache: its keys come from the target.
+const MAX_KLASS_NAMES: usize = 1 << 14;
 
 /// `JavaThreadState` values pinprof tells apart (HotSpot's `_thread_*` constants).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -104,27 +114,50 @@ impl Hotspot {
         let lib = Libjvm::load(pid, &wanted)?;
         let mem = Memory::open(pid)?;
         let vm = VmStructs::read(&mem, &lib).context("reading the JVM's VMStructs")?;
-        let java_offset = |name: &str| -> Result<u64> { Ok(mem.u32(lib.symbol(name)?)? as u64) };
+        // Java field offsets: u32 in the target, below the size of an object in practice.
+        let java_offset = |name: &str| -> Result<u64> {
+            let offset = mem.u32(lib.symbol(name)?)?;
+            small(offset.into()).with_context(|| format!("{name} = {offset:#x}"))?;
+            Ok(offset.into())
+        };
 
-        let thread_field = |name: &str| {
+        let thread_offset = |name: &str| {
             vm.offset("JavaThread", name)
                 .or_else(|_| vm.offset("Thread", name))
         };
-        let anchor = thread_field("_anchor")?;
+        let thread_field = |name: &str| -> Result<u32> {
+            small(thread_offset(name)?).with_context(|| format!("JavaThread::{name}"))
+        };
+        // Fields some JDKs lack are 0; one described with a garbage offset is an error.
+        let optional_thread_field = |name: &str| -> Result<u32> {
+            match thread_offset(name) {
+                Ok(_) => thread_field(name),
+                Err(_) => Ok(0),
+            }
+        };
+        let anchor = u64::from(thread_field("_anchor")?);
+        let anchor_field = |name: &str| -> Result<u32> {
+            let offset = vm.offset("JavaFrameAnchor", name)?;
+            small(anchor + offset.min(MAX_FIELD_OFFSET))
+                .with_context(|| format!("JavaFrameAnchor::{name}"))
+        };
         let layout = JvmLayout {
-            thread_obj: thread_field("_threadObj")? as u32,
-            vthread: thread_field("_vthread")? as u32,
-            thread_state: thread_field("_thread_state")? as u32,
-            pending_monitor: thread_field("_current_pending_monitor")? as u32,
-            waiting_monitor: thread_field("_current_waiting_monitor")? as u32,
-            held_monitor_count: thread_field("_held_monitor_count").unwrap_or(0) as u32,
-            cont_entry: thread_field("_cont_entry").unwrap_or(0) as u32,
-            cont_pin_count: vm.offset("ContinuationEntry", "_pin_count").unwrap_or(0) as u32,
-            anchor_sp: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_sp")?) as u32,
-            anchor_pc: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_pc")?) as u32,
-            anchor_fp: (anchor + vm.offset("JavaFrameAnchor", "_last_Java_fp")?) as u32,
+            thread_obj: thread_field("_threadObj")?,
+            vthread: thread_field("_vthread")?,
+            thread_state: thread_field("_thread_state")?,
+            pending_monitor: thread_field("_current_pending_monitor")?,
+            waiting_monitor: thread_field("_current_waiting_monitor")?,
+            held_monitor_count: optional_thread_field("_held_monitor_count")?,
+            cont_entry: optional_thread_field("_cont_entry")?,
+            cont_pin_count: match vm.offset("ContinuationEntry", "_pin_count") {
+                Ok(offset) => small(offset).context("ContinuationEntry::_pin_count")?,
+                Err(_) => 0,
+            },
+            anchor_sp: anchor_field("_last_Java_sp")?,
+            anchor_pc: anchor_field("_last_Java_pc")?,
+            anchor_fp: anchor_field("_last_Java_fp")?,
             java_tid: java_offset(JAVA_FIELD_OFFSETS[0])? as u32,
-            stack_base: thread_field("_stack_base")? as u32,
+            stack_base: thread_field("_stack_base")?,
             window_start: 0,
             window_len: 0,
             _pad: 0,
@@ -145,13 +178,17 @@ impl Hotspot {
             layout.anchor_pc,
             layout.anchor_fp,
         ];
+        // (Each below MAX_FIELD_OFFSET: no sum overflows.)
         let used = fields.iter().copied().filter(|&f| f != 0);
         let (low, high) = used.fold((u32::MAX, 0), |(lo, hi), f| (lo.min(f), hi.max(f + 8)));
         if high > low && (high - low) as usize <= profiler_ebpf::JAVA_WINDOW_BYTES {
             layout.window_start = low;
             layout.window_len = high - low;
         }
-        let constant = |name: &str| -> Result<u32> { Ok(vm.int_constant(name)? as u32) };
+        let constant = |name: &str| -> Result<u32> {
+            let value = vm.int_constant(name)?;
+            u32::try_from(value).with_context(|| format!("implausible {name} = {value}"))
+        };
         let states = ThreadStates {
             in_native: constant("_thread_in_native")?,
             in_vm: constant("_thread_in_vm")?,
@@ -233,6 +270,7 @@ impl Hotspot {
             };
             // Arrays: length right after the class field. Byte elements follow the length from
             // JDK 22 (JDK-8139457); before, every element type started 8-aligned.
+            let offset = u64::from(small(offset).context("oopDesc::_metadata._klass")?);
             let length = offset + if compressed_klass.is_some() { 4 } else { 8 };
             let base = if major.is_some_and(|m| m >= 22) {
                 length + 4
@@ -314,11 +352,11 @@ impl Hotspot {
         let list = self.mem.u64(self.thread_list)?;
         let length = self
             .mem
-            .u32(list + self.vm.offset("ThreadsList", "_length")?)?;
+            .u32(list.wrapping_add(self.vm.offset("ThreadsList", "_length")?))?;
         let threads = self
             .mem
-            .u64(list + self.vm.offset("ThreadsList", "_threads")?)?;
-        if length > 1_000_000 {
+            .u64(list.wrapping_add(self.vm.offset("ThreadsList", "_threads")?))?;
+        if length > MAX_THREADS {
             bail!("implausible thread count {length}: the JVM's thread list is changing");
         }
         let osthread = self
@@ -326,18 +364,20 @@ impl Hotspot {
             .offset("JavaThread", "_osthread")
             .or_else(|_| self.vm.offset("Thread", "_osthread"))?;
         let thread_id = self.vm.offset("OSThread", "_thread_id")?;
-        let mut out = Vec::with_capacity(length as usize);
-        for i in 0..length as u64 {
-            let Ok(addr) = self.mem.u64(threads + 8 * i) else {
+        // Grown as threads are read: the length alone does not size an allocation.
+        let mut out = Vec::with_capacity(length.min(1024) as usize);
+        for i in 0..u64::from(length) {
+            // (i < MAX_THREADS: 8 * i does not overflow.)
+            let Ok(addr) = self.mem.u64(threads.wrapping_add(8 * i)) else {
                 continue;
             };
-            let Ok(os) = self.mem.u64(addr + osthread) else {
+            let Ok(os) = self.mem.u64(addr.wrapping_add(osthread)) else {
                 continue;
             };
-            let Ok(tid) = self.mem.u32(os + thread_id) else {
+            let Ok(tid) = self.mem.u32(os.wrapping_add(thread_id)) else {
                 continue;
             };
-            let thread_obj = self.deref_handle(addr + self.layout.thread_obj as u64);
+            let thread_obj = self.deref_handle(addr.wrapping_add(self.layout.thread_obj.into()));
             let carrier = thread_obj
                 .and_then(|oop| self.class_name(oop))
                 .is_some_and(|name| name == CARRIER_CLASS);
@@ -355,12 +395,14 @@ impl Hotspot {
     /// `Thread.threadId()` of the virtual thread mounted on a carrier now, if one is (a racy
     /// read of a running thread: fine for a snapshot, not for events).
     pub fn mounted_vthread(&self, thread: &JavaThread) -> Option<u64> {
-        let own = self.deref_handle(thread.addr + self.layout.thread_obj as u64)?;
-        let current = self.deref_handle(thread.addr + self.layout.vthread as u64)?;
+        let own = self.deref_handle(thread.addr.wrapping_add(self.layout.thread_obj.into()))?;
+        let current = self.deref_handle(thread.addr.wrapping_add(self.layout.vthread.into()))?;
         if own == current {
             return None;
         }
-        self.mem.u64(current + self.layout.java_tid as u64).ok()
+        self.mem
+            .u64(current.wrapping_add(self.layout.java_tid.into()))
+            .ok()
     }
 
     /// What a thread that is not running is doing in the JVM, read now: the same fields the
@@ -369,7 +411,7 @@ impl Hotspot {
     /// under way now: that says why a thread blocks as it blocks, not why it has slept since.
     pub fn java_state(&self, thread: &JavaThread) -> Option<JavaState> {
         let layout = &self.layout;
-        let word = |offset: u32| self.mem.u64(thread.addr + offset as u64).ok();
+        let word = |offset: u32| self.mem.u64(thread.addr.wrapping_add(offset.into())).ok();
         let mut state = JavaState {
             flags: java_flags::KNOWN,
             thread_state: word(layout.thread_state)? as u32,
@@ -392,7 +434,10 @@ impl Hotspot {
             if layout.cont_entry != 0 && layout.cont_pin_count != 0 {
                 state.pin_count = word(layout.cont_entry)
                     .filter(|&entry| entry != 0)
-                    .and_then(|entry| self.mem.u32(entry + layout.cont_pin_count as u64).ok())
+                    .and_then(|entry| {
+                        let at = entry.wrapping_add(layout.cont_pin_count.into());
+                        self.mem.u32(at).ok()
+                    })
                     .unwrap_or(0);
             }
         }
@@ -456,6 +501,9 @@ impl Hotspot {
             .u64(klass.wrapping_add(self.vm.offset("Klass", "_name").ok()?))
             .ok()?;
         let name = self.symbol(symbol)?;
+        if self.klass_names.len() >= MAX_KLASS_NAMES {
+            self.klass_names.clear();
+        }
         self.klass_names.insert(klass, name.clone());
         Some(name)
     }
@@ -499,7 +547,7 @@ impl Hotspot {
 }
 
 /// Values of boolean `-XX` flags, from HotSpot's flag table.
-fn read_flags(mem: &Memory, vm: &VmStructs, names: &[&str]) -> HashMap<String, bool> {
+fn read_flags(mem: &impl Target, vm: &VmStructs, names: &[&str]) -> HashMap<String, bool> {
     let mut out = HashMap::new();
     let (Ok(table), Ok(count), Ok(size)) = (
         vm.address("JVMFlag", "flags"),
@@ -516,12 +564,18 @@ fn read_flags(mem: &Memory, vm: &VmStructs, names: &[&str]) -> HashMap<String, b
         return out;
     };
     for i in 0..count.min(10_000) {
-        let flag = table + i * size;
-        let Ok(name) = mem.u64(flag + name_at).and_then(|p| mem.c_string(p, 128)) else {
+        // The size comes from the target: a product past the address space ends the table.
+        let Some(flag) = i.checked_mul(size).and_then(|o| table.checked_add(o)) else {
+            break;
+        };
+        let Ok(name) = mem
+            .u64(flag.wrapping_add(name_at))
+            .and_then(|p| mem.c_string(p, 128))
+        else {
             continue;
         };
         if names.contains(&name.as_str())
-            && let Ok(value) = mem.u64(flag + addr_at).and_then(|p| {
+            && let Ok(value) = mem.u64(flag.wrapping_add(addr_at)).and_then(|p| {
                 let mut b = [0u8; 1];
                 mem.read(p, &mut b).map(|()| b[0] != 0)
             })
@@ -530,6 +584,14 @@ fn read_flags(mem: &Memory, vm: &VmStructs, names: &[&str]) -> HashMap<String, b
         }
     }
     out
+}
+
+/// An offset read from VMStructs as the kernel programs take it (u32), if plausible.
+fn small(offset: u64) -> Result<u32> {
+    if offset >= MAX_FIELD_OFFSET {
+        bail!("implausible field offset {offset:#x}");
+    }
+    Ok(offset as u32)
 }
 
 /// A class as Java source writes it: `java.lang.String`, `int[]`, `java.lang.Object[][]`
@@ -561,6 +623,76 @@ fn source_type_name(internal: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::jvm::vmstructs::{Field, fake::FakeMemory};
+
+    const FLAGS: u64 = 0x1000;
+    const COUNT: u64 = 0x2000;
+    const TABLE: u64 = 0x3000;
+
+    fn flag_table(size: u64) -> VmStructs {
+        let field = |is_static, offset, address| Field {
+            type_string: String::new(),
+            is_static,
+            offset,
+            address,
+        };
+        VmStructs::for_test(
+            &[
+                ("JVMFlag", "flags", field(true, 0, FLAGS)),
+                ("JVMFlag", "numFlags", field(true, 0, COUNT)),
+                ("JVMFlag", "_name", field(false, 0, 0)),
+                ("JVMFlag", "_addr", field(false, 8, 0)),
+            ],
+            &[("JVMFlag", size)],
+        )
+    }
+
+    #[test]
+    fn flags_are_read_by_name() {
+        let mut mem = FakeMemory::default();
+        mem.put_u64(FLAGS, TABLE)
+            .put_u64(COUNT, 2)
+            .put_u64(TABLE, 0x4000)
+            .put_str(0x4000, "UseCompressedOops")
+            .put_u64(TABLE + 8, 0x5000)
+            .put(0x5000, &[1])
+            .put_u64(TABLE + 16, 0x4100)
+            .put_str(0x4100, "DisableAttachMechanism")
+            .put_u64(TABLE + 24, 0x5001)
+            .put(0x5001, &[0]);
+        let flags = read_flags(
+            &mem,
+            &flag_table(16),
+            &["UseCompressedOops", "DisableAttachMechanism"],
+        );
+        assert_eq!(flags.get("UseCompressedOops"), Some(&true));
+        assert_eq!(flags.get("DisableAttachMechanism"), Some(&false));
+    }
+
+    #[test]
+    fn hostile_flag_tables_end() {
+        for (table, count, size) in [
+            (TABLE, u64::MAX, u64::MAX),
+            (u64::MAX - 8, u64::MAX, 16),
+            (TABLE, 1 << 40, 1 << 60),
+        ] {
+            let mut mem = FakeMemory::default();
+            mem.put_u64(FLAGS, table)
+                .put_u64(COUNT, count)
+                .put_u64(TABLE, 0x4000)
+                .put_str(0x4000, "UseCompressedOops");
+            let flags = read_flags(&mem, &flag_table(size), &["UseCompressedOops"]);
+            assert!(flags.is_empty(), "{table:#x} {count:#x} {size:#x}");
+        }
+    }
+
+    #[test]
+    fn field_offsets_past_a_thread_are_refused() {
+        assert_eq!(small(0x1a0).unwrap(), 0x1a0);
+        assert!(small(MAX_FIELD_OFFSET).is_err());
+        assert!(small(u64::MAX).is_err());
+    }
 
     #[test]
     fn array_classes_read_as_in_java() {
