@@ -1,0 +1,33 @@
+//! pinprof: finds what blocks and pins the carrier threads of a live JVM, from the kernel.
+//!
+//! Data flows one way: `capture` (kernel programs) -> `events` -> `recording` (file) ->
+//! `model` -> views (`report`, `flamegraph`, `tui`). Live and replay share everything after events.
+//! The `pinprof` binary parses its arguments and calls into these modules.
+
+/// `eprintln!` that does not panic when standard error has gone (a closed terminal): nothing
+/// pinprof says there is worth losing a recording over.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+pub mod capture;
+pub mod events;
+pub mod fdname;
+pub mod flamegraph;
+pub mod jvm;
+pub mod mappings;
+pub mod model;
+pub mod perfmap;
+pub mod record;
+pub mod recording;
+pub mod report;
+pub mod safe_fs;
+pub mod signals;
+pub mod symbolize;
+pub mod target;
+pub mod tui;
+pub mod unwind;
