@@ -1,0 +1,561 @@
+//! File operations for a root process working next to users it does not trust.
+//!
+//! pinprof runs as root and creates files in directories others may control (the attach
+//! trigger in the JVM's working directory, recordings and SVGs wherever the user says), and
+//! reads files the target names (its libraries, its perf map, its JDK's `release`). Every such
+//! operation goes through here:
+//! - files are created `O_CREAT|O_EXCL|O_NOFOLLOW` relative to a directory opened
+//!   `O_DIRECTORY|O_NOFOLLOW`, mode 0600: never through a symlink, never truncating anything;
+//! - outputs written at once go to a temporary file beside the target name, then `rename`;
+//! - a file we created is removed only while its name still leads to the same inode;
+//! - a file the target names is resolved inside the target's own root (`openat2` with
+//!   `RESOLVE_IN_ROOT`, so its absolute symlinks cannot lead out to the host), opened
+//!   non-blocking, and read only if it is a regular file under a size cap.
+
+use std::{
+    ffi::{CString, OsStr},
+    fs::File,
+    io::{self, Read as _, Write as _},
+    os::{
+        fd::{AsFd, AsRawFd, FromRawFd, OwnedFd},
+        unix::{ffi::OsStrExt as _, fs::MetadataExt as _},
+    },
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+/// Mode of every file pinprof creates: recordings hold kernel addresses, file paths, socket
+/// peers and stacks.
+pub const MODE: libc::mode_t = 0o600;
+
+/// How many names a temporary file tries before giving up (each taken name is skipped).
+const TEMP_TRIES: u32 = 16;
+
+/// A directory opened without following a symlink at its last component, to create and
+/// remove files relative to it.
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Dir {
+    /// Opens `path` as a directory; a symlink there is refused, not followed.
+    pub fn open(path: &Path) -> Result<Self> {
+        let path = if path.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            path
+        };
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let fd = open_at(libc::AT_FDCWD, path.as_os_str(), flags, 0).map_err(|e| {
+            // O_DIRECTORY|O_NOFOLLOW says ENOTDIR (or ELOOP) for a symlink.
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            let why = match e.raw_os_error() {
+                _ if link => " (it is a symbolic link: give its real path)",
+                Some(libc::ENOTDIR) => " (not a directory)",
+                _ => "",
+            };
+            anyhow::Error::new(e).context(format!("cannot open directory {}{why}", path.display()))
+        })?;
+        Ok(Self {
+            fd,
+            path: path.to_owned(),
+        })
+    }
+
+    /// A directory fd handed over by the caller (e.g. one resolved inside a target's root).
+    pub fn from_fd(fd: OwnedFd, path: PathBuf) -> Self {
+        Self { fd, path }
+    }
+
+    /// Creates `name` here, exclusively: an existing entry of any kind (a file, a symlink)
+    /// is `ErrorKind::AlreadyExists`, untouched. The file is 0600 and removed when the guard
+    /// is dropped, unless kept.
+    pub fn create_new(&self, name: &OsStr) -> io::Result<Created> {
+        check_name(name)?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let fd = open_at(self.fd.as_raw_fd(), name, flags | libc::O_CLOEXEC, MODE)?;
+        let file = File::from(fd);
+        let meta = file.metadata()?;
+        Ok(Created {
+            dir: self.try_clone()?,
+            name: name.to_owned(),
+            file,
+            dev_ino: (meta.dev(), meta.ino()),
+            keep: false,
+        })
+    }
+
+    /// Creates a temporary file beside `name` (`.name.pinprof.tmp`, or a further name when
+    /// that one is taken, whatever it is).
+    pub fn create_temp(&self, name: &OsStr) -> Result<Created> {
+        check_name(name)?;
+        let mut last = None;
+        for attempt in 0..TEMP_TRIES {
+            let mut temp = b".".to_vec();
+            temp.extend_from_slice(name.as_bytes());
+            if attempt == 0 {
+                temp.extend_from_slice(b".pinprof.tmp");
+            } else {
+                let salt = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                let tail = format!(".pinprof.{}.{attempt}.{salt:x}.tmp", std::process::id());
+                temp.extend_from_slice(tail.as_bytes());
+            }
+            match self.create_new(OsStr::from_bytes(&temp)) {
+                Ok(created) => return Ok(created),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("cannot create a temporary file in {}", self.path.display())
+                    });
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| io::ErrorKind::AlreadyExists.into())).with_context(|| {
+            format!(
+                "cannot create a temporary file in {}: every name tried is taken",
+                self.path.display()
+            )
+        })
+    }
+
+    fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            fd: self.fd.try_clone()?,
+            path: self.path.clone(),
+        })
+    }
+
+    fn display(&self, name: &OsStr) -> String {
+        self.path.join(name).display().to_string()
+    }
+
+    /// The inode `name` leads to now, without following a symlink.
+    fn dev_ino(&self, name: &OsStr) -> io::Result<(u64, u64)> {
+        let st = self.stat(name)?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
+    /// What `name` is here, without following a symlink.
+    pub fn stat(&self, name: &OsStr) -> io::Result<libc::stat> {
+        let c = cstring(name)?;
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid fd, a NUL-terminated name and a stat buffer of the right type.
+        let rc = unsafe {
+            libc::fstatat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+impl AsRawFd for Dir {
+    fn as_raw_fd(&self) -> libc::c_int {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// A file this process just created (it did not exist before): removed on drop unless kept,
+/// and only while its name still leads to the same inode.
+pub struct Created {
+    dir: Dir,
+    name: std::ffi::OsString,
+    file: File,
+    dev_ino: (u64, u64),
+    keep: bool,
+}
+
+impl Created {
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Gives the file to `uid:gid` (through its fd, so only this file can be given).
+    pub fn chown(&self, uid: u32, gid: u32) -> io::Result<()> {
+        std::os::unix::fs::fchown(self.file(), Some(uid), Some(gid))
+    }
+
+    /// Moves the file to `name` in the same directory, replacing what was there (`rename`
+    /// replaces a directory entry: a symlink there is replaced, never followed).
+    pub fn rename_to(mut self, name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        let (from, to) = (cstring(&self.name)?, cstring(name)?);
+        let dir = self.dir.fd.as_raw_fd();
+        // SAFETY: valid fds and NUL-terminated names.
+        if unsafe { libc::renameat(dir, from.as_ptr(), dir, to.as_ptr()) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(e).with_context(|| format!("cannot write {}", self.dir.display(name)));
+        }
+        self.keep = true;
+        Ok(())
+    }
+
+    /// Leaves the file where it is.
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        // Someone may have replaced the name since: remove only what we made.
+        if self.dir.dev_ino(&self.name).ok() != Some(self.dev_ino) {
+            return;
+        }
+        if let Ok(c) = cstring(&self.name) {
+            // SAFETY: a valid fd and a NUL-terminated name.
+            unsafe { libc::unlinkat(self.dir.fd.as_raw_fd(), c.as_ptr(), 0) };
+        }
+    }
+}
+
+/// How `create_output` treats a file already at the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// An existing entry is an error.
+    Refuse,
+    /// An existing entry is replaced by a new file (its name only: its content, or what a
+    /// symlink there points to, is never touched).
+    Replace,
+}
+
+/// A new output file being made: removed if dropped before `commit`.
+pub struct NewOutput {
+    created: Created,
+    path: PathBuf,
+    /// When replacing: the final name, which the file takes at `commit`.
+    replace: Option<std::ffi::OsString>,
+}
+
+impl NewOutput {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&self) -> &File {
+        self.created.file()
+    }
+
+    /// The file is whole enough to stand at its name (a recording with its header): keep it
+    /// there, moving it over the old file when replacing.
+    pub fn commit(self) -> Result<()> {
+        match &self.replace {
+            Some(name) => {
+                let name = name.clone();
+                self.created.rename_to(&name)
+            }
+            None => {
+                self.created.keep();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Creates a new 0600 file at `path`, to be written as it goes (a recording): a crash leaves
+/// what was written readable at its name. An existing entry is refused, or replaced (by a
+/// rename at `commit`).
+pub fn create_output(path: &Path, existing: Existing) -> Result<NewOutput> {
+    let (dir, name) = split(path)?;
+    let dir = Dir::open(dir)?;
+    let (created, replace) = match existing {
+        Existing::Refuse => match dir.create_new(name) {
+            Ok(created) => (created, None),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => bail!(
+                "{} already exists; pinprof does not overwrite it (choose another name, or \
+                 --force to replace it)",
+                path.display()
+            ),
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
+        },
+        Existing::Replace => (dir.create_temp(name)?, Some(name.to_owned())),
+    };
+    Ok(NewOutput {
+        created,
+        path: path.to_owned(),
+        replace,
+    })
+}
+
+/// Writes an output made at once (an SVG, a JSON file): into a temporary 0600 file beside
+/// `path`, synced, then renamed over it, so a reader never sees half a file and a symlink at
+/// `path` is replaced, not followed.
+pub fn write_output(
+    path: &Path,
+    write: impl FnOnce(&mut io::BufWriter<&File>) -> Result<()>,
+) -> Result<()> {
+    let (dir, name) = split(path)?;
+    let dir = Dir::open(dir)?;
+    let temp = dir.create_temp(name)?;
+    {
+        let mut out = io::BufWriter::new(temp.file());
+        write(&mut out)?;
+        out.flush()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    temp.file()
+        .sync_all()
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    temp.rename_to(name)
+}
+
+/// The directory and file name of an output path.
+fn split(path: &Path) -> Result<(&Path, &OsStr)> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} does not name a file", path.display()))?;
+    Ok((path.parent().unwrap_or(Path::new(".")), name))
+}
+
+/// A plain file name: no separator, not `.` or `..`, no NUL.
+fn check_name(name: &OsStr) -> io::Result<()> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a file name"),
+        ));
+    }
+    Ok(())
+}
+
+fn cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn open_at(
+    dir: libc::c_int,
+    name: &OsStr,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> io::Result<OwnedFd> {
+    let c = cstring(name)?;
+    // SAFETY: a NUL-terminated name; the kernel returns a new fd or -1.
+    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags, libc::c_uint::from(mode)) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading what the target names.
+
+/// The target's root directory (`/proc/PID/root`), to resolve its paths inside it.
+pub struct TargetRoot {
+    fd: OwnedFd,
+    pid: u32,
+}
+
+impl TargetRoot {
+    pub fn open(pid: u32) -> Result<Self> {
+        let path = format!("/proc/{pid}/root");
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        // Following this magic link is the point: it is the target's root, set by the kernel.
+        let fd = open_at(libc::AT_FDCWD, OsStr::new(&path), flags, 0).with_context(|| {
+            format!("cannot open {path} (is process {pid} running, and may pinprof inspect it?)")
+        })?;
+        Ok(Self { fd, pid })
+    }
+
+    /// Opens `path` as the target sees it, for reading: every symlink on the way resolved
+    /// inside the target's root, none at the last component, no magic links, never blocking
+    /// on a FIFO or device.
+    pub fn open_file(&self, path: &Path) -> io::Result<File> {
+        self.open_with(path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .map(File::from)
+    }
+
+    /// Opens directory `path` as the target sees it (e.g. its `/tmp`), resolved inside its
+    /// root.
+    pub fn open_dir(&self, path: &Path) -> Result<Dir> {
+        let fd = self
+            .open_with(path, libc::O_RDONLY | libc::O_DIRECTORY)
+            .with_context(|| format!("cannot open {} of process {}", path.display(), self.pid))?;
+        Ok(Dir::from_fd(
+            fd,
+            PathBuf::from(format!("/proc/{}/root{}", self.pid, path.display())),
+        ))
+    }
+
+    fn open_with(&self, path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+        let c = cstring(path.as_os_str())?;
+        let how = OpenHow {
+            flags: (flags | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: a valid dirfd, a NUL-terminated path and an open_how of the size given.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+    }
+}
+
+/// `struct open_how` of openat2(2).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+/// What a file the target names must be before pinprof reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct Expect {
+    /// Larger files are refused.
+    pub max_bytes: u64,
+    /// The file must belong to this user (None: anyone's).
+    pub owner: Option<u32>,
+}
+
+/// Checks an opened file: a regular file (never a FIFO, device or directory), under the size
+/// cap, owned as expected. `what` names it in errors.
+pub fn check_file(file: &File, what: &Path, expect: Expect) -> Result<std::fs::Metadata> {
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot stat {}", what.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", what.display());
+    }
+    if meta.len() > expect.max_bytes {
+        bail!(
+            "{} is {} bytes, more than the {} pinprof reads",
+            what.display(),
+            meta.len(),
+            expect.max_bytes
+        );
+    }
+    if let Some(owner) = expect.owner
+        && meta.uid() != owner
+    {
+        bail!(
+            "{} belongs to uid {}, not to the target's uid {owner}",
+            what.display(),
+            meta.uid()
+        );
+    }
+    Ok(meta)
+}
+
+/// Reads a checked file whole, never more than the cap (a file may grow after the check).
+pub fn read_capped(file: &File, what: &Path, max_bytes: u64) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut data)
+        .with_context(|| format!("cannot read {}", what.display()))?;
+    if data.len() as u64 > max_bytes {
+        bail!(
+            "{} grew past the {max_bytes} bytes pinprof reads",
+            what.display()
+        );
+    }
+    Ok(data)
+}
+
+/// Opens, checks and reads a file the target names, as it sees it.
+pub fn read_target_file(root: &TargetRoot, path: &Path, expect: Expect) -> Result<Vec<u8>> {
+    let file = root
+        .open_file(path)
+        .with_context(|| format!("cannot open {} of process {}", path.display(), root.pid))?;
+    check_file(&file, path, expect)?;
+    read_capped(&file, path, expect.max_bytes)
+}
+
+/// A file the target has mapped, as it maps it: the exact inode of the mapping, through
+/// `/proc/PID/map_files/` where pinprof may open it (CAP_SYS_ADMIN), else by its path inside
+/// the target's root, accepted only if it is the inode the mapping names. Then checked as a
+/// regular file under `max_bytes`.
+pub struct MappedFile<'a> {
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub path: &'a Path,
+    /// The mapping's device (major, minor) and inode, from `/proc/PID/maps`.
+    pub dev: (u64, u64),
+    pub inode: u64,
+}
+
+impl MappedFile<'_> {
+    pub fn open(&self, root: Option<&TargetRoot>, max_bytes: u64) -> Result<File> {
+        let expect = Expect {
+            max_bytes,
+            owner: None,
+        };
+        let by_map = format!(
+            "/proc/{}/map_files/{:x}-{:x}",
+            self.pid, self.start, self.end
+        );
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        // The map_files entry is a magic link to the very file mapped: following it is safe.
+        if let Ok(fd) = open_at(libc::AT_FDCWD, OsStr::new(&by_map), flags, 0) {
+            let file = File::from(fd);
+            check_file(&file, self.path, expect)?;
+            return Ok(file);
+        }
+        let owned;
+        let root = match root {
+            Some(root) => root,
+            None => {
+                owned = TargetRoot::open(self.pid)?;
+                &owned
+            }
+        };
+        let file = root.open_file(self.path).with_context(|| {
+            format!(
+                "cannot open {} of process {}",
+                self.path.display(),
+                self.pid
+            )
+        })?;
+        let meta = check_file(&file, self.path, expect)?;
+        let dev = (
+            u64::from(libc::major(meta.dev())),
+            u64::from(libc::minor(meta.dev())),
+        );
+        if meta.ino() != self.inode || dev != self.dev {
+            bail!(
+                "{} is not the file process {} has mapped (replaced since?)",
+                self.path.display(),
+                self.pid
+            );
+        }
+        Ok(file)
+    }
+}
+
+/// The fd of an open file as a path this process can hand to a library that opens by path
+/// (`/proc/self/fd/N`): it leads to exactly this file while it stays open.
+pub fn fd_path(file: &impl AsFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_fd().as_raw_fd()))
+}
+
+#[cfg(test)]
+mod tests;
