@@ -1,17 +1,23 @@
 //! The `.pinrec` file: a header, then the event stream, then an end marker.
 //!
-//! Layout: the 8-byte magic `PINPREC\0`, a little-endian `u32` format version, then frames of
-//! `u32 length | u32 crc32(payload) | payload`, each payload one postcard-encoded [`Record`].
-//! Frames are written and flushed as capture goes, so a recording cut at any byte (a crash, a
-//! full disk, `kill -9`) still holds every frame before the cut; a damaged frame is skipped and
-//! reported, and reading resumes at the next intact one.
+//! Layout: the 8-byte magic `PINPREC\0`, a little-endian `u32` format version, then blocks of
+//! [`BLOCK`] bytes holding fragments of postcard-encoded [`Record`]s (see `blocks`). Records
+//! are written and flushed as capture goes, so a recording cut at any byte (a crash, a full
+//! disk, `kill -9`) still holds every record before the cut. A damaged fragment is skipped and
+//! reported; reading goes on at the next fragment, or at the next block when the damage hides
+//! where that is, so recovering from damage costs time linear in the file's size. Formats 2
+//! and 3 (records one after another, each `u32 length | u32 crc32 | payload`) are still read.
+//!
+//! A recording is untrusted input (it may come from anywhere): the reader streams it with
+//! memory bounded by the largest record, and refuses anything but a regular file.
 
+mod blocks;
 mod reader;
 mod writer;
 
 #[cfg(test)]
 pub use reader::Damage;
-pub use reader::Recording;
+pub use reader::{Recording, Records};
 pub use writer::RecordingWriter;
 
 use serde::{Deserialize, Serialize};
@@ -19,12 +25,17 @@ use serde::{Deserialize, Serialize};
 use crate::events::{Event, TargetInfo};
 
 pub const MAGIC: &[u8; 8] = b"PINPREC\0";
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this pinprof still reads: formats only ever add kinds of records
-/// (3 added `MonitorClass` and `OpenWaits`).
+/// (3 added `MonitorClass` and `OpenWaits`; 4 changed the framing into blocks).
 pub const OLDEST_FORMAT_READ: u32 = 2;
-/// Frames larger than this are taken for damage, not data.
-pub const MAX_FRAME: usize = 16 << 20;
+/// The first format written in blocks.
+pub const BLOCK_FORMAT: u32 = 4;
+/// Records larger than this are taken for damage, not data.
+pub const MAX_RECORD: usize = 16 << 20;
+/// Size of a block: damage that hides where the next fragment starts costs the rest of its
+/// block, no more.
+pub const BLOCK: usize = 32 << 10;
 
 /// What a recording knows before its first event.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

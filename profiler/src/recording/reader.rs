@@ -1,8 +1,16 @@
-use std::path::Path;
+use std::{
+    fs::File,
+    io::{BufReader, Read},
+    os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _},
+    path::Path,
+};
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{End, FORMAT_VERSION, Header, MAGIC, MAX_FRAME, OLDEST_FORMAT_READ, Record};
+use super::{
+    BLOCK_FORMAT, End, FORMAT_VERSION, Header, MAGIC, MAX_RECORD, OLDEST_FORMAT_READ, Record,
+    blocks::{Deframer, push_corrupt},
+};
 use crate::events::Event;
 
 /// A recording read back whole, with an account of any damage found on the way.
@@ -18,10 +26,12 @@ pub struct Recording {
 /// A part of the file that could not be read.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Damage {
-    /// The file ends inside a frame: everything from `offset` on is lost.
-    Truncated { offset: usize },
-    /// Bytes `from..to` did not hold a valid frame and were skipped.
-    Corrupt { from: usize, to: usize },
+    /// The file ends inside a record: everything from `offset` on is lost.
+    Truncated { offset: u64 },
+    /// Bytes `from..to` did not hold a valid record and were skipped.
+    Corrupt { from: u64, to: u64 },
+    /// Reading the file failed at `offset`.
+    Unreadable { offset: u64, error: String },
 }
 
 impl std::fmt::Display for Damage {
@@ -36,69 +46,35 @@ impl std::fmt::Display for Damage {
             Self::Corrupt { from, to } => {
                 write!(f, "bytes {from}..{to} are damaged and were skipped")
             }
+            Self::Unreadable { offset, error } => {
+                write!(f, "cannot read the recording past byte {offset}: {error}")
+            }
         }
     }
 }
 
 impl Recording {
+    /// Reads a recording file. Only a regular file is read (a FIFO, a device or a directory
+    /// is refused at once), as a stream.
     pub fn open(path: &Path) -> Result<Self> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        Self::parse(&bytes).with_context(|| format!("{} is not a usable recording", path.display()))
+        let records = Records::open(path)?;
+        Self::read(records).with_context(|| format!("{} is not a usable recording", path.display()))
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        let prelude = MAGIC.len() + 4;
-        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-            bail!("not a pinprof recording (bad magic)");
-        }
-        if bytes.len() < prelude {
-            bail!("recording is cut inside its header");
-        }
-        let version = u32::from_le_bytes(bytes[MAGIC.len()..prelude].try_into()?);
-        if !(OLDEST_FORMAT_READ..=FORMAT_VERSION).contains(&version) {
-            bail!(
-                "recording format {version} is not supported (this pinprof reads formats \
-                 {OLDEST_FORMAT_READ} to {FORMAT_VERSION})"
-            );
-        }
+        Self::read(Records::new(bytes, bytes.len() as u64)?)
+    }
 
+    fn read<R: Read>(mut records: Records<R>) -> Result<Self> {
         let mut header = None;
         let mut events = Vec::new();
         let mut end = None;
-        let mut damage = Vec::new();
-        let mut pos = prelude;
-        while pos < bytes.len() {
-            match frame_at(bytes, pos) {
-                Frame::Ok(record, next) => {
-                    match *record {
-                        Record::Header(h) if header.is_none() => header = Some(h),
-                        Record::Header(_) => {} // a second header means nothing; ignore it
-                        Record::Event(e) => events.push(e),
-                        Record::End(e) => end = Some(e),
-                    }
-                    pos = next;
-                }
-                Frame::Truncated => {
-                    damage.push(Damage::Truncated { offset: pos });
-                    break;
-                }
-                Frame::Bad => match resync(bytes, pos + 1) {
-                    Some(next) => {
-                        damage.push(Damage::Corrupt {
-                            from: pos,
-                            to: next,
-                        });
-                        pos = next;
-                    }
-                    None => {
-                        damage.push(Damage::Corrupt {
-                            from: pos,
-                            to: bytes.len(),
-                        });
-                        break;
-                    }
-                },
+        for record in records.by_ref() {
+            match record {
+                Record::Header(h) if header.is_none() => header = Some(h),
+                Record::Header(_) => {} // a second header means nothing; ignore it
+                Record::Event(e) => events.push(e),
+                Record::End(e) => end = Some(e),
             }
         }
         let Some(header) = header else {
@@ -108,7 +84,7 @@ impl Recording {
             header,
             events,
             end,
-            damage,
+            damage: records.damage,
         })
     }
 
@@ -134,34 +110,240 @@ impl Recording {
     }
 }
 
-enum Frame {
-    Ok(Box<Record>, usize),
-    Truncated,
-    Bad,
+/// The records of a recording, one at a time, as the file is read: memory stays bounded by
+/// the largest record. Damage met on the way is skipped and kept in `damage`.
+pub struct Records<R> {
+    framing: Framing<R>,
+    pub damage: Vec<Damage>,
 }
 
-fn frame_at(bytes: &[u8], pos: usize) -> Frame {
-    let Some(head) = bytes.get(pos..pos + 8) else {
-        return Frame::Truncated;
-    };
-    let len = u32::from_le_bytes(head[..4].try_into().unwrap()) as usize;
-    let crc = u32::from_le_bytes(head[4..].try_into().unwrap());
-    if len == 0 || len > MAX_FRAME {
-        return Frame::Bad;
-    }
-    let Some(payload) = bytes.get(pos + 8..pos + 8 + len) else {
-        return Frame::Truncated;
-    };
-    if crc32fast::hash(payload) != crc {
-        return Frame::Bad;
-    }
-    match postcard::from_bytes::<Record>(payload) {
-        Ok(record) => Frame::Ok(Box::new(record), pos + 8 + len),
-        Err(_) => Frame::Bad,
+enum Framing<R> {
+    Blocks(Deframer<R>),
+    Frames(FrameReader<R>),
+}
+
+impl Records<BufReader<File>> {
+    /// Opens a recording file to read as a stream; anything but a regular file is refused.
+    pub fn open(path: &Path) -> Result<Self> {
+        // Non-blocking, so that opening a FIFO does not wait for a writer before the check.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let kind = meta.file_type();
+        if !kind.is_file() {
+            let what = if kind.is_dir() {
+                "a directory"
+            } else if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else if kind.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            };
+            bail!(
+                "{} is {what}: pinprof reads recordings from regular files only",
+                path.display()
+            );
+        }
+        Self::new(BufReader::with_capacity(1 << 16, file), meta.len())
+            .with_context(|| format!("{} is not a usable recording", path.display()))
     }
 }
 
-/// The next offset at or after `from` where an intact frame starts.
-fn resync(bytes: &[u8], from: usize) -> Option<usize> {
-    (from..bytes.len().saturating_sub(8)).find(|&pos| matches!(frame_at(bytes, pos), Frame::Ok(..)))
+impl<R: Read> Records<R> {
+    /// Reads the magic and format version from `src`, whose size is `size` bytes.
+    pub fn new(mut src: R, size: u64) -> Result<Self> {
+        let mut magic = [0u8; MAGIC.len()];
+        let got = read_up_to(&mut src, &mut magic)?;
+        if got < magic.len() || &magic != MAGIC {
+            bail!("not a pinprof recording (bad magic)");
+        }
+        let mut version = [0u8; 4];
+        if read_up_to(&mut src, &mut version)? < version.len() {
+            bail!("recording is cut inside its header");
+        }
+        let version = u32::from_le_bytes(version);
+        if !(OLDEST_FORMAT_READ..=FORMAT_VERSION).contains(&version) {
+            bail!(
+                "recording format {version} is not supported (this pinprof reads formats \
+                 {OLDEST_FORMAT_READ} to {FORMAT_VERSION})"
+            );
+        }
+        let at = (MAGIC.len() + 4) as u64;
+        let framing = if version >= BLOCK_FORMAT {
+            Framing::Blocks(Deframer::new(src, at))
+        } else {
+            Framing::Frames(FrameReader::new(src, at, size))
+        };
+        Ok(Self {
+            framing,
+            damage: Vec::new(),
+        })
+    }
+}
+
+impl<R: Read> Iterator for Records<R> {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        loop {
+            let (at, payload) = match &mut self.framing {
+                Framing::Blocks(d) => d.next_payload(&mut self.damage)?,
+                Framing::Frames(f) => f.next_payload(&mut self.damage)?,
+            };
+            match postcard::from_bytes::<Record>(&payload) {
+                Ok(record) => return Some(record),
+                // Intact framing around a payload this pinprof cannot decode.
+                Err(_) => push_corrupt(&mut self.damage, at, at + payload.len() as u64),
+            }
+        }
+    }
+}
+
+/// Formats 2 and 3: `u32 length | u32 crc32 | payload` one after another. After damage, the
+/// next intact frame is searched byte by byte; the search may check at most twice the file's
+/// size (plus a little) in all, so a file crafted to make every offset look like a huge
+/// frame costs linear time: past that budget the rest of the file counts as damaged.
+struct FrameReader<R> {
+    src: R,
+    /// Bytes read and not yet consumed start at `buf[start]`, which is file offset `at`.
+    buf: Vec<u8>,
+    start: usize,
+    at: u64,
+    eof: bool,
+    /// Bytes the search for an intact frame may still check.
+    budget: u64,
+    done: bool,
+}
+
+const FRAME_HEAD: usize = 8;
+
+impl<R: Read> FrameReader<R> {
+    fn new(src: R, at: u64, size: u64) -> Self {
+        Self {
+            src,
+            buf: Vec::new(),
+            start: 0,
+            at,
+            eof: false,
+            budget: size.saturating_mul(2).saturating_add(1 << 20),
+            done: false,
+        }
+    }
+
+    fn next_payload(&mut self, damage: &mut Vec<Damage>) -> Option<(u64, Vec<u8>)> {
+        // Where the search for an intact frame began, when one is under way.
+        let mut searching_from = None;
+        while !self.done {
+            if !self.fill(FRAME_HEAD) {
+                match searching_from {
+                    Some(from) => {
+                        self.consume(self.available());
+                        push_corrupt(damage, from, self.at);
+                    }
+                    None if self.available() > 0 => {
+                        damage.push(Damage::Truncated { offset: self.at });
+                    }
+                    None => {}
+                }
+                self.done = true;
+                break;
+            }
+            let head = &self.buf[self.start..self.start + FRAME_HEAD];
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+            let fits = len > 0 && len <= MAX_RECORD;
+            let whole = fits && self.fill(FRAME_HEAD + len);
+            if fits && !whole && searching_from.is_none() {
+                damage.push(Damage::Truncated { offset: self.at });
+                self.done = true;
+                break;
+            }
+            if whole && let Some(from) = searching_from {
+                if self.budget < len as u64 {
+                    // Searched enough: the rest of the file counts as damaged.
+                    self.skip_rest();
+                    push_corrupt(damage, from, self.at);
+                    self.done = true;
+                    break;
+                }
+                self.budget -= len as u64;
+            }
+            if whole {
+                let payload = &self.buf[self.start + FRAME_HEAD..][..len];
+                if crc32fast::hash(payload) == crc {
+                    let found = (self.at, payload.to_vec());
+                    if let Some(from) = searching_from {
+                        push_corrupt(damage, from, self.at);
+                    }
+                    self.consume(FRAME_HEAD + len);
+                    return Some(found);
+                }
+            }
+            // Not a frame here: look at the next byte.
+            searching_from.get_or_insert(self.at);
+            self.consume(1);
+        }
+        None
+    }
+
+    fn available(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.at += n as u64;
+    }
+
+    /// Makes `n` bytes available if the source has them.
+    fn fill(&mut self, n: usize) -> bool {
+        while self.available() < n && !self.eof {
+            if self.start > 0 && self.start >= self.buf.len() / 2 {
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            let want = (n - self.available()).max(1 << 16);
+            let before = self.buf.len();
+            match (&mut self.src).take(want as u64).read_to_end(&mut self.buf) {
+                Ok(_) if self.buf.len() == before => self.eof = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => self.eof = true,
+            }
+        }
+        self.available() >= n
+    }
+
+    /// Reads past everything left, counting it as consumed.
+    fn skip_rest(&mut self) {
+        self.at += self.available() as u64;
+        self.buf.clear();
+        self.start = 0;
+        if let Ok(n) = std::io::copy(&mut self.src, &mut std::io::sink()) {
+            self.at += n;
+        }
+        self.eof = true;
+    }
+}
+
+/// Reads until `buf` is full or the source ends; the bytes read.
+fn read_up_to(src: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match src.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("cannot read the recording"),
+        }
+    }
+    Ok(got)
 }

@@ -44,7 +44,8 @@ fn event(i: u64) -> Event {
 
 fn write_sample(n: u64) -> (Vec<u8>, Vec<usize>) {
     let dir = std::env::temp_dir().join(format!("pinprof-rec-{}-{n}", std::process::id()));
-    let mut w = RecordingWriter::create(&dir, &header(), None).unwrap();
+    let output = crate::safe_fs::create_output(&dir, crate::safe_fs::Existing::Replace).unwrap();
+    let mut w = RecordingWriter::create(output, &header(), None).unwrap();
     // Offsets at which each event frame is complete.
     let mut ends = Vec::new();
     w.write_event(&Event::Thread(ThreadName {
@@ -129,4 +130,112 @@ fn not_a_recording_is_a_clear_error() {
     assert!(err.to_string().contains("not a pinprof recording"));
     let err = Recording::parse(b"").unwrap_err();
     assert!(err.to_string().contains("not a pinprof recording"));
+}
+
+/// A format-3 file as earlier pinprof versions wrote it: frames one after another.
+fn legacy_file(records: &[Record]) -> Vec<u8> {
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&3u32.to_le_bytes());
+    for record in records {
+        let payload = postcard::to_stdvec(record).unwrap();
+        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+    }
+    bytes
+}
+
+#[test]
+fn format_3_is_still_read_damage_included() {
+    let mut records = vec![Record::Header(header())];
+    records.extend((0..10).map(|i| Record::Event(event(i))));
+    records.push(Record::End(End {
+        end_mono_ns: 10_000,
+        reason: StopReason::Duration,
+    }));
+    let bytes = legacy_file(&records);
+    let r = Recording::parse(&bytes).unwrap();
+    assert_eq!((off_cpu_count(&r), r.damage.len()), (10, 0));
+    assert_eq!(r.end.as_ref().unwrap().end_mono_ns, 10_000);
+    // A damaged frame is skipped, the ones after it found again.
+    let mut damaged = bytes.clone();
+    let len = damaged.len();
+    damaged[len / 2] ^= 0xff;
+    let r = Recording::parse(&damaged).unwrap();
+    assert_eq!(off_cpu_count(&r), 9);
+    assert!(matches!(r.damage.as_slice(), [Damage::Corrupt { .. }]));
+    assert!(r.end.is_some());
+    // Cut anywhere after the header: whole frames before the cut, no error.
+    for cut in [len - 1, len / 2, len / 3] {
+        let r = Recording::parse(&bytes[..cut]).unwrap();
+        assert!(off_cpu_count(&r) <= 10);
+        assert!(matches!(r.damage.last(), Some(Damage::Truncated { .. })));
+    }
+}
+
+/// Made so that the byte-by-byte search of formats 2 and 3 finds, at every fourth offset, a
+/// frame claiming almost 16 MiB: checked naively, 32 MiB of it costs hours of CRC.
+#[test]
+fn a_crafted_legacy_file_is_read_in_linear_time() {
+    let mut bytes = legacy_file(&[Record::Header(header())]);
+    let pattern = [0xF0u8, 0xFF, 0xFF, 0x00];
+    bytes.extend(pattern.iter().cycle().take(32 << 20));
+    let started = std::time::Instant::now();
+    let r = Recording::parse(&bytes).unwrap();
+    // Generous: the linear search takes well under a second; the quadratic one, hours.
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    assert_eq!(r.header, header());
+    assert_eq!(
+        r.damage,
+        vec![Damage::Corrupt {
+            from: bytes.len() as u64 - (32 << 20),
+            to: bytes.len() as u64
+        }]
+    );
+}
+
+/// Every block full of fragments that claim more than the block holds, or that fail their
+/// check, or that continue records never begun.
+#[test]
+fn a_crafted_block_file_is_read_in_linear_time() {
+    let (mut bytes, _) = write_sample(3);
+    let whole = bytes.len();
+    let junk: [&[u8]; 3] = [
+        &[0xAA, 0xAA, 0xAA, 0xAA, 0xFF, 0xFF, 3],
+        &[0, 0, 0, 0, 0x10, 0, 4],
+        &[1, 2, 3, 4, 0, 0, 2],
+    ];
+    for i in 0..(32 << 20) / 7 {
+        bytes.extend_from_slice(junk[i % 3]);
+    }
+    let started = std::time::Instant::now();
+    let r = Recording::parse(&bytes).unwrap();
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    assert_eq!(
+        off_cpu_count(&r),
+        3,
+        "the records before the junk are all there"
+    );
+    assert!(!r.damage.is_empty());
+    assert!(bytes.len() > whole);
+}
+
+#[test]
+fn only_regular_files_are_read_and_at_once() {
+    let started = std::time::Instant::now();
+    for path in ["/dev/zero", "/", "/dev/null"] {
+        let err = Recording::open(std::path::Path::new(path)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("regular files only"),
+            "{path}: {err:#}"
+        );
+    }
+    let fifo = std::env::temp_dir().join(format!("pinprof-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_file(&fifo);
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let err = Recording::open(&fifo).unwrap_err();
+    assert!(format!("{err:#}").contains("a FIFO"), "{err:#}");
+    std::fs::remove_file(&fifo).unwrap();
+    assert!(started.elapsed().as_secs() < 5);
 }

@@ -1,14 +1,14 @@
 use std::{
     fs::File,
     io::{BufWriter, Write as _},
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::mpsc::Sender,
 };
 
 use anyhow::{Context as _, Result};
 
-use super::{End, FORMAT_VERSION, Header, MAGIC, Record};
-use crate::events::Event;
+use super::{End, FORMAT_VERSION, Header, MAGIC, Record, blocks::Framer};
+use crate::{events::Event, safe_fs::NewOutput};
 
 /// Appends records to a `.pinrec` file. Call [`RecordingWriter::flush`] now and then so that
 /// a crash loses little, and [`RecordingWriter::finish`] at the end.
@@ -16,26 +16,37 @@ pub struct RecordingWriter {
     out: BufWriter<File>,
     path: PathBuf,
     bytes: u64,
+    framer: Framer,
+    /// Reused for each record's framed bytes.
+    scratch: Vec<u8>,
     /// A live view's copy of the stream: every record written is sent here too.
     tee: Option<Sender<Record>>,
 }
 
 impl RecordingWriter {
-    /// Creates the file and writes `header`. With `tee`, every record (header, events, end)
-    /// is also sent there as it is written; a receiver that has gone is ignored.
-    pub fn create(path: &Path, header: &Header, tee: Option<Sender<Record>>) -> Result<Self> {
-        let file = File::create(path)
-            .with_context(|| format!("cannot create recording {}", path.display()))?;
+    /// Writes `header` into a new output file (see `safe_fs::create_output`) and puts the file
+    /// at its name. With `tee`, every record (header, events, end) is also sent there as it is
+    /// written; a receiver that has gone is ignored.
+    pub fn create(output: NewOutput, header: &Header, tee: Option<Sender<Record>>) -> Result<Self> {
+        let path = output.path().to_owned();
+        let file = output
+            .file()
+            .try_clone()
+            .with_context(|| format!("cannot write to {}", path.display()))?;
         let mut writer = Self {
             out: BufWriter::new(file),
-            path: path.to_owned(),
+            path,
             bytes: 0,
+            framer: Framer::default(),
+            scratch: Vec::new(),
             tee,
         };
         writer.write_raw(MAGIC)?;
         writer.write_raw(&FORMAT_VERSION.to_le_bytes())?;
         writer.write(Record::Header(header.clone()))?;
         writer.flush()?;
+        // Only a file with its header stands at the output's name.
+        output.commit()?;
         Ok(writer)
     }
 
@@ -45,11 +56,12 @@ impl RecordingWriter {
 
     fn write(&mut self, record: Record) -> Result<()> {
         let payload = postcard::to_stdvec(&record).context("cannot encode a record")?;
-        let len = u32::try_from(payload.len()).context("record too large")?;
-        let crc = crc32fast::hash(&payload);
-        self.write_raw(&len.to_le_bytes())?;
-        self.write_raw(&crc.to_le_bytes())?;
-        self.write_raw(&payload)?;
+        let mut framed = std::mem::take(&mut self.scratch);
+        framed.clear();
+        self.framer.frame(&payload, &mut framed);
+        let written = self.write_raw(&framed);
+        self.scratch = framed;
+        written?;
         if let Some(tee) = &self.tee {
             let _ = tee.send(record);
         }
