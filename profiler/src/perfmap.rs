@@ -2,9 +2,14 @@
 //! safely: through the target's own root, without following links, and only when the file
 //! belongs to the target's user (anyone can write to /tmp).
 
-use std::{fs::File, io::Read as _, os::unix::fs::MetadataExt as _, path::Path};
+use std::path::Path;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Result;
+
+use crate::safe_fs::{Expect, TargetRoot, read_target_file};
+
+/// Perf maps larger than this are not read.
+const MAX_PERF_MAP: u64 = 256 << 20;
 
 #[derive(Debug, Default)]
 pub struct PerfMap {
@@ -13,23 +18,15 @@ pub struct PerfMap {
 }
 
 impl PerfMap {
-    /// Reads `path`, which must be a regular file owned by `owner`.
-    pub fn load(path: &Path, owner: u32) -> Result<Self> {
-        let file = open_no_follow(path)?;
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            bail!("{} is not a regular file", path.display());
-        }
-        if meta.uid() != owner {
-            bail!(
-                "{} belongs to uid {}, not to the target's uid {owner}",
-                path.display(),
-                meta.uid()
-            );
-        }
-        let mut text = String::new();
-        file.take(256 << 20).read_to_string(&mut text)?;
-        Ok(Self::parse(&text))
+    /// Reads `path` as the target sees it (inside its root), which must be a regular file
+    /// owned by `owner`.
+    pub fn load(root: &TargetRoot, path: &Path, owner: u32) -> Result<Self> {
+        let expect = Expect {
+            max_bytes: MAX_PERF_MAP,
+            owner: Some(owner),
+        };
+        let bytes = read_target_file(root, path, expect)?;
+        Ok(Self::parse(&String::from_utf8_lossy(&bytes)))
     }
 
     pub fn parse(text: &str) -> Self {
@@ -60,15 +57,6 @@ impl PerfMap {
     }
 }
 
-fn open_no_follow(path: &Path) -> Result<File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,13 +83,15 @@ mod tests {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let me = unsafe { libc::geteuid() };
-        assert_eq!(PerfMap::load(&real, me).unwrap().lookup(0x1005), Some("f"));
+        let root = TargetRoot::open(std::process::id()).unwrap();
+        let map = PerfMap::load(&root, &real, me).unwrap();
+        assert_eq!(map.lookup(0x1005), Some("f"));
         assert!(
-            PerfMap::load(&link, me).is_err(),
+            PerfMap::load(&root, &link, me).is_err(),
             "a symlink must not be followed"
         );
         assert!(
-            PerfMap::load(&real, me + 1).is_err(),
+            PerfMap::load(&root, &real, me + 1).is_err(),
             "another user's file is not trusted"
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 
 use blazesym::symbolize::{
     Input, Symbolized, Symbolizer as Blaze,
-    source::{Kernel, Process, Source},
+    source::{Elf, Kernel, Source},
 };
 
 use crate::{
     events::{Frame, FrameKind},
+    mappings::Mappings,
     perfmap::PerfMap,
+    safe_fs::TargetRoot,
     target::Target,
 };
 
@@ -20,25 +22,26 @@ const PERF_MAP_REFRESH: Duration = Duration::from_secs(1);
 
 pub struct Symbolizer {
     blaze: Blaze,
-    pid: u32,
     owner: Option<u32>,
+    /// The target's root, its perf map's path inside it.
+    root: Option<TargetRoot>,
     perf_map_path: std::path::PathBuf,
     perf_map: PerfMap,
     perf_map_read: Option<Instant>,
-    /// File-backed executable mappings: (start, end, file offset at start, path).
-    modules: Vec<(u64, u64, u64, String)>,
+    /// The target's executable file mappings, opened safely.
+    mappings: Mappings,
 }
 
 impl Symbolizer {
     pub fn new(target: &Target) -> Self {
         Self {
             blaze: Blaze::new(),
-            pid: target.pid,
             owner: target.uid(),
-            perf_map_path: target.root_path(&format!("/tmp/perf-{}.map", target.pid)),
+            root: TargetRoot::open(target.pid).ok(),
+            perf_map_path: format!("/tmp/perf-{}.map", target.pid).into(),
             perf_map: PerfMap::default(),
             perf_map_read: None,
-            modules: Vec::new(),
+            mappings: Mappings::new(target.pid),
         }
     }
 
@@ -73,50 +76,43 @@ impl Symbolizer {
     }
 
     pub fn user(&mut self, addrs: &[u64]) -> Vec<Frame> {
-        let mut process = Process::new(self.pid.into());
-        process.debug_syms = false;
-        process.perf_map = false; // read by `PerfMap`, which checks who wrote it
         let lookups = call_sites(addrs);
-        let named = self
-            .blaze
-            .symbolize(&Source::Process(process), Input::AbsAddr(&lookups))
-            .ok();
         let mut frames: Vec<Frame> = addrs
             .iter()
-            .enumerate()
-            .map(|(i, &addr)| match named.as_ref().and_then(|n| n.get(i)) {
-                Some(Symbolized::Sym(sym)) => Frame {
-                    kind: FrameKind::Native,
-                    addr,
-                    name: Some(sym.name.to_string()),
-                    module: sym
-                        .module
-                        .as_ref()
-                        .map(|m| m.to_string_lossy().into_owned()),
-                    holds_monitor: false,
-                },
-                _ => Frame {
-                    kind: FrameKind::Native,
-                    addr,
-                    name: None,
-                    module: None,
-                    holds_monitor: false,
-                },
+            .map(|&addr| Frame {
+                kind: FrameKind::Native,
+                addr,
+                name: None,
+                module: None,
+                holds_monitor: false,
             })
             .collect();
-
+        // Each mapped file symbolized once, from the file the target has mapped (opened
+        // safely, handed to blazesym as this process's own fd, never by the target's path).
+        for (i, &lookup) in lookups.iter().enumerate() {
+            let Some(m) = self.mappings.find_or_refresh(lookup) else {
+                continue;
+            };
+            frames[i].module = Some(m.path.clone());
+            let Some(file) = &m.file else {
+                frames[i].name = Some(offset_name(&m.path, m.file_offset(lookup)));
+                continue;
+            };
+            let elf = Elf {
+                debug_syms: false,
+                ..Elf::new(crate::safe_fs::fd_path(&**file))
+            };
+            let offset = m.file_offset(lookup);
+            let named = self
+                .blaze
+                .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset));
+            frames[i].name = match named {
+                Ok(Symbolized::Sym(sym)) => Some(sym.name.to_string()),
+                // Outside any symbol: at least say which file and where, e.g. `[libc.so.6+0x8ff16]`.
+                _ => Some(offset_name(&m.path, offset)),
+            };
+        }
         if frames.iter().any(|f| f.name.is_none()) {
-            // Outside any symbol: at least say which file and where, e.g. `[libc.so.6+0x8ff16]`.
-            for (frame, &lookup) in frames.iter_mut().zip(&lookups) {
-                if frame.name.is_none()
-                    && frame.module.is_none()
-                    && let Some((module, offset)) = self.module_of(lookup)
-                {
-                    let base = module.rsplit('/').next().unwrap_or(&module).to_string();
-                    frame.name = Some(format!("[{base}+{offset:#x}]"));
-                    frame.module = Some(module);
-                }
-            }
             self.refresh_perf_map();
             for (frame, &lookup) in frames.iter_mut().zip(&lookups) {
                 if frame.name.is_none()
@@ -128,22 +124,6 @@ impl Symbolizer {
             }
         }
         frames
-    }
-
-    /// The file mapped at `addr` and the offset in it, re-reading the maps once on a miss
-    /// (libraries load late).
-    fn module_of(&mut self, addr: u64) -> Option<(String, u64)> {
-        let find = |modules: &[(u64, u64, u64, String)]| {
-            modules
-                .iter()
-                .find(|m| addr >= m.0 && addr < m.1)
-                .map(|m| (m.3.clone(), addr - m.0 + m.2))
-        };
-        if let Some(found) = find(&self.modules) {
-            return Some(found);
-        }
-        self.modules = executable_mappings(self.pid);
-        find(&self.modules)
     }
 
     /// The Java method the JVM's perf map names at `addr`, as `pkg.Class.method` (the map says
@@ -165,34 +145,18 @@ impl Symbolizer {
             return;
         }
         self.perf_map_read = Some(Instant::now());
-        if let Some(owner) = self.owner
-            && let Ok(map) = PerfMap::load(&self.perf_map_path, owner)
+        if let (Some(owner), Some(root)) = (self.owner, &self.root)
+            && let Ok(map) = PerfMap::load(root, &self.perf_map_path, owner)
         {
             self.perf_map = map;
         }
     }
 }
 
-/// The target's file-backed executable mappings: (start, end, file offset at start, path).
-pub fn executable_mappings(pid: u32) -> Vec<(u64, u64, u64, String)> {
-    let Ok(process) = procfs::process::Process::new(pid as i32) else {
-        return Vec::new();
-    };
-    let Ok(maps) = process.maps() else {
-        return Vec::new();
-    };
-    maps.into_iter()
-        .filter(|m| m.perms.contains(procfs::process::MMPermissions::EXECUTE))
-        .filter_map(|m| match m.pathname {
-            procfs::process::MMapPath::Path(p) => Some((
-                m.address.0,
-                m.address.1,
-                m.offset,
-                p.to_string_lossy().into_owned(),
-            )),
-            _ => None,
-        })
-        .collect()
+/// `[libc.so.6+0x8ff16]`: a place in a file where no symbol is known.
+fn offset_name(path: &str, offset: u64) -> String {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    format!("[{base}+{offset:#x}]")
 }
 
 fn sym_name(s: &Symbolized<'_>) -> Option<String> {

@@ -1,10 +1,13 @@
 //! The process being profiled: checks that it can be profiled, and reads what it is from /proc.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use crate::events::{RuntimeInfo, TargetInfo, ThreadCpu, ThreadName};
+use crate::{
+    events::{RuntimeInfo, TargetInfo, ThreadCpu, ThreadName},
+    safe_fs::{Expect, TargetRoot, read_target_file},
+};
 
 pub struct Target {
     pub pid: u32,
@@ -142,11 +145,6 @@ impl Target {
         self.process.uid().ok()
     }
 
-    /// A path inside the target's mount namespace.
-    pub fn root_path(&self, path: &str) -> PathBuf {
-        PathBuf::from(format!("/proc/{}/root{path}", self.pid))
-    }
-
     fn detect_runtime(&self, cmdline: &[String]) -> Option<RuntimeInfo> {
         let maps = self.process.maps().ok()?;
         let libjvm = maps.iter().find_map(|m| match &m.pathname {
@@ -155,8 +153,16 @@ impl Target {
         })?;
         // <java.home>/lib/server/libjvm.so; <java.home>/release names the version.
         let home = libjvm.parent()?.parent()?.parent()?;
-        let release = self.root_path(&home.join("release").to_string_lossy());
-        let version = std::fs::read_to_string(release).ok().and_then(|text| {
+        // The target's file, read as it sees it: regular, small, inside its root.
+        let release = TargetRoot::open(self.pid).ok().and_then(|root| {
+            let expect = Expect {
+                max_bytes: 64 << 10,
+                owner: None,
+            };
+            read_target_file(&root, &home.join("release"), expect).ok()
+        });
+        let version = release.and_then(|bytes| {
+            let text = String::from_utf8_lossy(&bytes);
             text.lines().find_map(|l| {
                 l.strip_prefix("JAVA_VERSION=")
                     .map(|v| v.trim_matches('"').to_string())

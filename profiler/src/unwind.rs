@@ -3,7 +3,7 @@
 //! walk stops at the first frame. The kernel sends the registers and the top of the stack of
 //! a long system call or of a thread releasing a lock; the unwinding happens here.
 
-use std::{collections::HashSet, ops::Range, path::PathBuf};
+use std::{collections::HashSet, ops::Range, path::Path};
 
 use framehop::{
     ExplicitModuleSectionInfo, Module, Unwinder as _,
@@ -11,15 +11,17 @@ use framehop::{
 };
 use object::{Object as _, ObjectSection as _, ObjectSegment as _};
 
+use crate::mappings::{Mapping, Mappings};
+
 /// Frames beyond this are not unwound.
 const MAX_FRAMES: usize = 128;
 
 pub struct NativeUnwinder {
-    pid: u32,
+    mappings: Mappings,
     unwinder: UnwinderX86_64<Vec<u8>>,
     cache: CacheX86_64,
     /// Mappings already given to the unwinder: (start, path).
-    known: HashSet<(u64, PathBuf)>,
+    known: HashSet<(u64, String)>,
     /// Executable ranges known, to tell when the maps must be read again.
     ranges: Vec<Range<u64>>,
 }
@@ -27,7 +29,7 @@ pub struct NativeUnwinder {
 impl NativeUnwinder {
     pub fn new(pid: u32) -> Self {
         let mut unwinder = Self {
-            pid,
+            mappings: Mappings::new(pid),
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             known: HashSet::new(),
@@ -65,16 +67,16 @@ impl NativeUnwinder {
 
     /// Gives the unwinder every file-backed executable mapping it does not have yet.
     fn refresh_modules(&mut self) {
-        for (start, end, offset, path) in crate::symbolize::executable_mappings(self.pid) {
-            let path = PathBuf::from(path);
-            if !self.known.insert((start, path.clone())) {
+        self.mappings.refresh();
+        for m in self.mappings.iter() {
+            if !self.known.insert((m.start, m.path.clone())) {
                 continue;
             }
-            self.ranges.push(start..end);
-            match load_module(self.pid, &path, start..end, offset) {
+            self.ranges.push(m.start..m.end);
+            match m.file.as_deref().and_then(|file| load_module(file, m)) {
                 Some(module) => self.unwinder.add_module(module),
                 None if std::env::var_os("PINPROF_DEBUG").is_some() => {
-                    say!("pinprof: debug: no unwind tables for {}", path.display());
+                    say!("pinprof: debug: no unwind tables for {}", m.path);
                 }
                 None => {}
             }
@@ -82,15 +84,10 @@ impl NativeUnwinder {
     }
 }
 
-/// The unwind sections of one mapped ELF file, read through the target's root.
-fn load_module(
-    pid: u32,
-    path: &std::path::Path,
-    range: Range<u64>,
-    offset: u64,
-) -> Option<Module<Vec<u8>>> {
-    let file = PathBuf::from(format!("/proc/{pid}/root{}", path.display()));
-    let data = std::fs::read(file).ok()?;
+/// The unwind sections of one mapped ELF file (read from the file the target has mapped).
+fn load_module(file: &std::fs::File, m: &Mapping) -> Option<Module<Vec<u8>>> {
+    let (range, offset) = (m.start..m.end, m.offset);
+    let data = crate::mappings::read_all(file, Path::new(&m.path)).ok()?;
     let elf = object::File::parse(&*data).ok()?;
     // Where the file's addresses land: the executable load segment this mapping comes from.
     // Segments need not start on a page; their mappings do.
@@ -99,15 +96,15 @@ fn load_module(
         let executable =
             matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & 1 != 0);
         let (start, size) = s.file_range();
-        executable && start & !PAGE <= offset && offset < start + size
+        executable && start & !PAGE <= offset && start.checked_add(size).is_some_and(|e| offset < e)
     })?;
     let file_page = segment.file_range().0 & !PAGE;
-    let bias = range
-        .start
-        .checked_sub((segment.address() & !PAGE) + (offset - file_page))?;
+    // The file is the target's: its numbers may be anything.
+    let loaded = (segment.address() & !PAGE).checked_add(offset.checked_sub(file_page)?)?;
+    let bias = range.start.checked_sub(loaded)?;
     let section = |name: &str| {
         let s = elf.section_by_name(name)?;
-        let svma = s.address()..s.address() + s.size();
+        let svma = s.address()..s.address().checked_add(s.size())?;
         Some((svma, s.data().ok()?.to_vec()))
     };
     let text = section(".text");
@@ -123,10 +120,5 @@ fn load_module(
         eh_frame_hdr: eh_frame_hdr.map(|t| t.1),
         ..Default::default()
     };
-    Some(Module::new(
-        path.to_string_lossy().into_owned(),
-        range,
-        bias,
-        info,
-    ))
+    Some(Module::new(m.path.clone(), range, bias, info))
 }

@@ -8,6 +8,8 @@ use std::{collections::HashMap, fs::File, os::unix::fs::FileExt, path::PathBuf};
 use anyhow::{Context, Result, bail};
 use object::{Object, ObjectSymbol};
 
+use crate::{mappings::MAX_MAPPED_FILE, safe_fs::MappedFile};
+
 pub struct Memory {
     file: File,
 }
@@ -97,24 +99,38 @@ impl Libjvm {
             .and_then(|p| p.maps())
             .with_context(|| format!("cannot read the memory map of process {pid}"))?;
         let mut base = None;
-        let mut path = None;
+        let mut mapping = None;
         for map in maps.iter() {
             if let procfs::process::MMapPath::Path(p) = &map.pathname
                 && p.file_name().is_some_and(|n| n == "libjvm.so")
             {
                 // The load bias: where file offset 0 would be mapped.
-                let bias = map.address.0 - map.offset;
+                let Some(bias) = map.address.0.checked_sub(map.offset) else {
+                    continue;
+                };
                 base = Some(base.map_or(bias, |b: u64| b.min(bias)));
-                path = Some(p.clone());
+                mapping.get_or_insert(map);
             }
         }
-        let (Some(base), Some(path)) = (base, path) else {
+        let (Some(base), Some(map)) = (base, mapping) else {
             bail!("process {pid} has no libjvm.so mapped: not a HotSpot JVM");
         };
-        // Through the target's root, so a JVM in a container is read from its own files.
-        let file = PathBuf::from(format!("/proc/{pid}/root{}", path.display()));
-        let data =
-            std::fs::read(&file).with_context(|| format!("cannot read {}", path.display()))?;
+        let procfs::process::MMapPath::Path(path) = &map.pathname else {
+            unreachable!("chosen for its path");
+        };
+        let path = path.clone();
+        // The file the JVM has mapped (its inode, inside its root), never a file it only names.
+        let file = MappedFile {
+            pid,
+            start: map.address.0,
+            end: map.address.1,
+            path: &path,
+            dev: (map.dev.0 as u64, map.dev.1 as u64),
+            inode: map.inode,
+        }
+        .open(None, MAX_MAPPED_FILE)?;
+        let data = crate::mappings::read_all(&file, &path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         let elf = object::File::parse(&*data)
             .with_context(|| format!("{} is not an ELF file", path.display()))?;
         let mut symbols = HashMap::new();
@@ -122,7 +138,10 @@ impl Libjvm {
             if let Ok(name) = symbol.name()
                 && wanted.contains(&name)
             {
-                symbols.insert(name.to_string(), base + symbol.address());
+                // The file is the target's: a symbol may claim any address.
+                if let Some(addr) = base.checked_add(symbol.address()) {
+                    symbols.insert(name.to_string(), addr);
+                }
             }
         }
         Ok(Self { path, symbols })
