@@ -1,31 +1,6 @@
-//! pinprof: finds what blocks and pins the carrier threads of a live JVM, from the kernel.
-//!
-//! Data flows one way: `capture` (kernel programs) -> `events` -> `recording` (file) ->
-//! `model` -> views (`report`, `flamegraph`, `tui`). Live and replay share everything after events.
+//! The `pinprof` command line: parses arguments and hands each subcommand to the library.
 
-/// `eprintln!` that does not panic when standard error has gone (a closed terminal): nothing
-/// pinprof says there is worth losing a recording over.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
-mod capture;
-mod events;
-mod fdname;
-mod flamegraph;
-mod jvm;
-mod model;
-mod perfmap;
-mod record;
-mod recording;
-mod report;
-mod symbolize;
-mod target;
-mod tui;
-mod unwind;
+use profiler::{flamegraph, jvm, model, record, recording, report, say, tui};
 
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -123,9 +98,13 @@ struct CaptureArgs {
     /// Seconds to record; without it, until Ctrl-C (q in `top`) or the target exits.
     #[arg(long, short)]
     duration: Option<f64>,
-    /// Recording to write (default: pinprof-<pid>.pinrec).
+    /// Recording to write (default: pinprof-<pid>.pinrec); created new, mode 0600.
     #[arg(long, short)]
     output: Option<PathBuf>,
+    /// Replace the output file if it exists (without it, an existing file is an error). The
+    /// old file is replaced, never written through.
+    #[arg(long)]
+    force: bool,
     /// Off-CPU intervals shorter than this (microseconds) are summed per thread in the
     /// kernel instead of recorded one by one with their stacks.
     #[arg(long, default_value_t = 0)]
@@ -179,6 +158,7 @@ impl CaptureArgs {
             output: self
                 .output
                 .unwrap_or_else(|| PathBuf::from(format!("pinprof-{pid}.pinrec"))),
+            replace: self.force,
             min_off_cpu: Duration::from_micros(self.min_off_cpu_us),
             ring_buffer_bytes,
             min_java_stack: Duration::from_micros(self.java_stack_min_us),
@@ -264,18 +244,19 @@ fn run(command: Command) -> Result<()> {
             kind,
         } => {
             let model = load(&file)?;
-            let svg = std::fs::File::create(&output)
-                .with_context(|| format!("cannot create {}", output.display()))?;
-            flamegraph::write_svg(
-                &model,
-                &flamegraph::Options { per_thread, kind },
-                std::io::BufWriter::new(svg),
-            )?;
+            // A temporary file beside the output, renamed over it: never written through a
+            // symlink, never half-written.
+            profiler::safe_fs::write_output(&output, |svg| {
+                flamegraph::write_svg(&model, &flamegraph::Options { per_thread, kind }, svg)
+            })?;
             say!("pinprof: wrote {}", output.display());
             Ok(())
         }
         Command::Vmstructs { pid, filter } => dump_vmstructs(pid, &filter),
-        Command::Jvm { pid } => print_stdout(&jvm::describe(pid)?),
+        Command::Jvm { pid } => {
+            let stop = profiler::signals::stop_flag()?;
+            print_stdout(&jvm::describe(pid, &stop)?)
+        }
     }
 }
 

@@ -6,14 +6,11 @@ use std::{
     collections::{HashMap, HashSet},
     io::IsTerminal as _,
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use crate::{
     capture::{self, Capture, Raw, WaitAtStart},
@@ -30,6 +27,7 @@ use crate::{
         walk::Tier,
     },
     recording::{End, Header, RecordingWriter, StopReason},
+    safe_fs::{self, Existing},
     symbolize::Symbolizer,
     target::Target,
     unwind::NativeUnwinder,
@@ -40,6 +38,8 @@ pub struct Options {
     pub pid: u32,
     pub duration: Option<Duration>,
     pub output: PathBuf,
+    /// An existing file at `output` is replaced (else it is an error).
+    pub replace: bool,
     pub min_off_cpu: Duration,
     pub ring_buffer_bytes: u32,
     /// Ask the JVM for its settings through the attach protocol (no agent is loaded).
@@ -74,14 +74,7 @@ const CHECKPOINT: Duration = Duration::from_secs(1);
 /// Records until the duration ends, Ctrl-C, SIGTERM or a hang-up (the recording is finished
 /// all the same), or the target exits.
 pub fn run(options: &Options) -> Result<Summary> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
-    }
+    let stop = crate::signals::stop_flag()?;
     run_with(options, &stop, None)
 }
 
@@ -94,9 +87,17 @@ pub fn run_with(
 ) -> Result<Summary> {
     capture::check_privileges()?;
     let target = Target::open(options.pid)?;
+    // Made before anything is attached, so that a name already taken is said at once; gone
+    // again if the capture fails before its header is written.
+    let existing = if options.replace {
+        Existing::Replace
+    } else {
+        Existing::Refuse
+    };
+    let output = safe_fs::create_output(&options.output, existing)?;
     let mut info = target.info();
     let mut warnings = Vec::new();
-    let hotspot = open_jvm(options, &mut info, &mut warnings);
+    let hotspot = open_jvm(options, &mut info, &mut warnings, stop);
     // Reading the JVM can take seconds (the attach protocol): a Ctrl-C meanwhile ends here.
     if stop.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
@@ -148,7 +149,7 @@ pub fn run_with(
         min_syscall_ns: options.min_syscall.map(|d| d.as_nanos() as u64),
     };
     let quiet = tee.is_some();
-    let mut writer = RecordingWriter::create(&options.output, &header, tee)?;
+    let mut writer = RecordingWriter::create(output, &header, tee)?;
     for warning in warnings {
         if !quiet {
             say!("pinprof: warning: {warning}");
@@ -305,6 +306,7 @@ fn open_jvm(
     options: &Options,
     info: &mut crate::events::TargetInfo,
     warnings: &mut Vec<String>,
+    stop: &AtomicBool,
 ) -> Option<Hotspot> {
     let hotspot = match &info.runtime {
         Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid, r.major()) {
@@ -327,17 +329,9 @@ fn open_jvm(
     };
     if let Some(h) = &hotspot
         && options.attach
-        && h.attach_disabled()
-    {
-        warnings.push(
-            "the JVM runs with -XX:+DisableAttachMechanism: its scheduler settings are not asked"
-                .into(),
-        );
-    } else if hotspot.is_some()
-        && options.attach
         && let Some(runtime) = &mut info.runtime
     {
-        match jvm::scheduler_settings(options.pid) {
+        match jvm::scheduler_settings(options.pid, h, stop) {
             Ok(settings) => {
                 runtime.parallelism = settings.parallelism.or(runtime.parallelism);
                 runtime.max_pool_size = settings.max_pool_size;

@@ -6,25 +6,54 @@
 //! printing a thread dump. SIGQUIT kills a process that does not catch it, so we only signal a
 //! process that maps `libjvm.so` and has a SIGQUIT handler installed. (A JVM run with -Xrs
 //! catches no SIGQUIT but opens its socket at startup, so it is attachable while the socket lasts.)
+//!
+//! The JVM's owner may be hostile, and pinprof runs as root: the trigger is created
+//! `O_EXCL|O_NOFOLLOW` in a directory opened as the JVM sees it and removed only while it is
+//! ours; the socket is reached through that same directory and talked to only if the process
+//! listening on it is the target; every wait has a deadline, the reply a size cap, and a
+//! Ctrl-C ends the exchange at once.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::safe_fs::{Dir, TargetRoot};
+
 /// Protocol version 1 limits each argument to this many bytes (HotSpot `arg_length_max`).
 const ARG_LENGTH_MAX: usize = 1024;
 const SIGQUIT_MASK: u64 = 1 << (libc::SIGQUIT - 1);
+/// Replies longer than this are refused (the commands pinprof sends answer in kilobytes).
+pub const MAX_REPLY: usize = 4 << 20;
+/// How often waits look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
 
-/// Runs one jcmd-style diagnostic command (e.g. "Thread.print", "VM.system_properties",
-/// "Compiler.perfmap", "JFR.start settings=/path name=x") in the live JVM `pid` and returns its
-/// output. `timeout` bounds the whole exchange, including waiting for the JVM to start listening.
-pub fn jcmd(pid: u32, command: &str, timeout: Duration) -> Result<String> {
+/// Leave to use the attach protocol on one JVM: made only by `Hotspot::attach_permit`, once
+/// the JVM's own `DisableAttachMechanism` flag has been read and found off.
+pub struct AttachPermit(());
+
+impl AttachPermit {
+    pub(super) fn new() -> Self {
+        Self(())
+    }
+}
+
+/// Runs one jcmd-style diagnostic command (e.g. "VM.system_properties") in the live JVM `pid`
+/// and returns its output. `timeout` bounds the whole exchange, including waiting for the JVM
+/// to start listening; `stop` (Ctrl-C) ends it early.
+pub fn jcmd(
+    pid: u32,
+    command: &str,
+    timeout: Duration,
+    _permit: &AttachPermit,
+    stop: &AtomicBool,
+) -> Result<String> {
     let deadline = Instant::now() + timeout;
     if command.len() > ARG_LENGTH_MAX || command.contains('\0') {
         bail!("jcmd command must be at most {ARG_LENGTH_MAX} bytes without NUL: {command:?}");
@@ -35,11 +64,12 @@ pub fn jcmd(pid: u32, command: &str, timeout: Duration) -> Result<String> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("cannot read /proc/{pid}/status (is process {pid} running?)"))?;
     let status = Status::parse(&status, pid)?;
-    let socket = PathBuf::from(format!("/proc/{pid}/root/tmp/.java_pid{}", status.nspid));
-    if !socket_ready(pid, &socket, status.euid)? {
-        start_listener(pid, &pidfd, &status, &socket, deadline)?;
+    let tmp = TargetRoot::open(pid)?.open_dir(Path::new("/tmp"))?;
+    let socket = format!(".java_pid{}", status.nspid);
+    if !socket_ready(pid, &tmp, &socket, status.euid)? {
+        start_listener(pid, &pidfd, &status, &tmp, &socket, deadline, stop)?;
     }
-    let reply = exchange(pid, &socket, command, deadline)?;
+    let reply = exchange(pid, &tmp, &socket, command, deadline, stop)?;
     let (code, output) = parse_reply(&reply).with_context(|| {
         let start = String::from_utf8_lossy(&reply[..reply.len().min(200)]);
         format!("JVM {pid} sent a malformed attach reply: {start:?}")
@@ -94,13 +124,16 @@ impl Status {
     }
 }
 
-/// Creates the trigger file, signals the JVM and waits for its socket.
+/// Creates the trigger file, signals the JVM and waits for its socket; the trigger is gone
+/// again when this returns, whatever happened.
 fn start_listener(
     pid: u32,
     pidfd: &OwnedFd,
     status: &Status,
-    socket: &Path,
+    tmp: &Dir,
+    socket: &str,
     deadline: Instant,
+    stop: &AtomicBool,
 ) -> Result<()> {
     let maps = fs::read(format!("/proc/{pid}/maps"))
         .with_context(|| format!("cannot read /proc/{pid}/maps"))?;
@@ -116,118 +149,154 @@ fn start_listener(
             "JVM {pid} was started with -Xrs / does not catch SIGQUIT (yet); cannot attach safely"
         );
     }
-    let name = format!(".attach_pid{}", status.nspid);
-    let _trigger = Trigger::create(&format!("/proc/{pid}/cwd/{name}"), status)
-        .or_else(|_| Trigger::create(&format!("/proc/{pid}/root/tmp/{name}"), status))
-        .with_context(|| format!("cannot create the attach trigger file {name} for JVM {pid}"))?;
+    let _trigger = create_trigger(pid, status, tmp)?;
     send_sigquit(pid, pidfd)?;
     // As the JDK's own client does, signal once more halfway: a JVM still starting up can drop
     // the first request.
     let mut resend = Some(Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2);
     let mut backoff = Duration::from_millis(20);
-    while !socket_ready(pid, socket, status.euid)? {
+    while !socket_ready(pid, tmp, socket, status.euid)? {
         let now = Instant::now();
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted while waiting for JVM {pid} to open its attach socket");
+        }
         if resend.is_some_and(|at| now >= at) {
             resend = None;
             send_sigquit(pid, pidfd)?;
         }
         if now >= deadline {
             bail!(
-                "timed out waiting for JVM {pid} to open its attach socket {} (attach disabled?)",
-                socket.display()
+                "timed out waiting for JVM {pid} to open its attach socket /tmp/{socket} \
+                 (attach disabled?)"
             );
         }
-        std::thread::sleep(backoff.min(deadline - now));
+        std::thread::sleep(backoff.min(deadline - now).min(POLL));
         backoff = (backoff * 2).min(Duration::from_millis(200));
     }
     Ok(())
 }
 
-/// The `.attach_pid` file; removed when dropped, whether attach worked or not.
-struct Trigger(PathBuf);
-
-impl Trigger {
-    fn create(path: &str, status: &Status) -> io::Result<Self> {
-        let file = fs::File::create(path)?;
-        let trigger = Self(PathBuf::from(path));
-        // The JVM ignores a trigger not owned by its euid or root; root's is fine, but matching
-        // the owner also keeps the file removable by the JVM's user.
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            std::os::unix::fs::fchown(&file, Some(status.euid), Some(status.egid))?;
+/// Creates `.attach_pid<nspid>` where the JVM looks for it: its working directory, else its
+/// /tmp. Only a file this call creates is used (and given to the JVM's user, whose files the
+/// JVM trusts); an entry already there of any kind, a planted symlink included, is left alone.
+fn create_trigger(pid: u32, status: &Status, tmp: &Dir) -> Result<crate::safe_fs::Created> {
+    let name = format!(".attach_pid{}", status.nspid);
+    let cwd = open_cwd(pid);
+    let mut why = Vec::new();
+    for (dir, place) in [
+        (cwd.as_ref().ok(), "working directory"),
+        (Some(tmp), "/tmp"),
+    ] {
+        let Some(dir) = dir else {
+            if let Err(e) = &cwd {
+                why.push(format!("its {place}: {e:#}"));
+            }
+            continue;
+        };
+        match dir.create_new(OsStr::new(&name)) {
+            Ok(trigger) => {
+                // SAFETY: geteuid has no preconditions.
+                if unsafe { libc::geteuid() } == 0 {
+                    trigger
+                        .chown(status.euid, status.egid)
+                        .with_context(|| format!("cannot give {name} to the JVM's user"))?;
+                }
+                return Ok(trigger);
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                why.push(format!(
+                    "its {place} already has a {name} that pinprof did not make"
+                ));
+            }
+            Err(e) => why.push(format!("its {place}: {e}")),
         }
-        Ok(trigger)
     }
+    bail!(
+        "cannot create the attach trigger {name} for JVM {pid}: {}",
+        why.join("; ")
+    )
 }
 
-impl Drop for Trigger {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
+/// The JVM's working directory, as a directory fd (the `cwd` magic link is the kernel's).
+fn open_cwd(pid: u32) -> Result<Dir> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = format!("/proc/{pid}/cwd");
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(&path)
+        .with_context(|| format!("cannot open {path}"))?;
+    Ok(Dir::from_fd(OwnedFd::from(file), path.into()))
 }
 
 /// Whether the JVM's socket is there; refuses one that another user planted or can hijack.
-fn socket_ready(pid: u32, path: &Path, euid: u32) -> Result<bool> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => meta,
-        Err(e) if e.kind() != ErrorKind::NotFound => {
+fn socket_ready(pid: u32, tmp: &Dir, name: &str, euid: u32) -> Result<bool> {
+    let st = match tmp.stat(OsStr::new(name)) {
+        Ok(st) => st,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => {
             let why = format!("cannot look into JVM {pid}'s /tmp (run as root or as its user)");
             return Err(e).context(why);
         }
-        _ => return Ok(false),
     };
-    if meta.uid() != euid {
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Ok(false);
+    }
+    if st.st_uid != euid {
         bail!(
             "attach socket owned by uid {}, not the JVM's uid {euid}",
-            meta.uid()
+            st.st_uid
         );
     }
-    if meta.mode() & 0o022 != 0 {
-        bail!("attach socket {} is group/other writable", path.display());
+    if st.st_mode & 0o022 != 0 {
+        bail!("attach socket /tmp/{name} of JVM {pid} is group/other writable");
     }
     Ok(true)
 }
 
-/// Sends one protocol-1 `jcmd` request and reads the reply to EOF.
-fn exchange(pid: u32, socket: &Path, command: &str, deadline: Instant) -> Result<Vec<u8>> {
-    let mut stream = UnixStream::connect(socket).map_err(|e| match e.kind() {
-        ErrorKind::ConnectionRefused => anyhow::anyhow!(
-            "nothing listens on attach socket {} (stale file from an earlier JVM?)",
-            socket.display()
-        ),
-        _ => anyhow::Error::new(e).context(format!("cannot connect to JVM {pid}'s attach socket")),
-    })?;
-    // SO_RCVTIMEO/SO_SNDTIMEO expiry shows up as WouldBlock; a zero timeout would block forever.
-    let remaining = || {
-        Some(
-            deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1)),
-        )
-    };
-    let fail = |e: io::Error, what: &str| match e.kind() {
-        ErrorKind::WouldBlock | ErrorKind::TimedOut => {
-            anyhow::anyhow!("timed out waiting for JVM {pid} to answer {command:?}")
-        }
-        _ => anyhow::Error::new(e).context(format!("cannot {what} JVM {pid}")),
-    };
-    stream.set_write_timeout(remaining())?;
+/// Sends one protocol-1 `jcmd` request and reads the reply to EOF (at most `MAX_REPLY`).
+fn exchange(
+    pid: u32,
+    tmp: &Dir,
+    socket: &str,
+    command: &str,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> Result<Vec<u8>> {
+    let mut stream = connect(pid, tmp, socket, deadline, stop)?;
+    let timed_out = || anyhow::anyhow!("timed out waiting for JVM {pid} to answer {command:?}");
     let request = format!("1\0jcmd\0{command}\0\0\0");
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| fail(e, "send the request to"))?;
+    let mut sent = 0;
+    while sent < request.len() {
+        wait_ready(&stream, libc::POLLOUT, deadline, stop)?
+            .then_some(())
+            .ok_or_else(timed_out)?;
+        match stream.write(&request.as_bytes()[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot send the request to JVM {pid}"));
+            }
+        }
+    }
     let mut reply = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
-        if Instant::now() >= deadline {
-            return Err(fail(ErrorKind::TimedOut.into(), ""));
-        }
-        stream.set_read_timeout(remaining())?;
+        wait_ready(&stream, libc::POLLIN, deadline, stop)?
+            .then_some(())
+            .ok_or_else(timed_out)?;
         match stream.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => reply.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(fail(e, "read the reply of")),
+            Ok(n) => {
+                if reply.len() + n > MAX_REPLY {
+                    bail!(
+                        "JVM {pid} sent more than {MAX_REPLY} bytes in answer to {command:?}: refused"
+                    );
+                }
+                reply.extend_from_slice(&buf[..n]);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot read the reply of JVM {pid}")),
         }
     }
     if reply.is_empty() {
@@ -235,6 +304,141 @@ fn exchange(pid: u32, socket: &Path, command: &str, deadline: Instant) -> Result
         bail!("JVM {pid} closed the attach connection without a reply (not its user or root?)");
     }
     Ok(reply)
+}
+
+/// Connects to the socket without blocking past the deadline, through the directory already
+/// opened (never a path that could lead elsewhere), and only to the target itself: the peer
+/// that listens must be process `pid`.
+fn connect(
+    pid: u32,
+    tmp: &Dir,
+    socket: &str,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> Result<UnixStream> {
+    // /proc/self/fd/<dir>/<name>: the directory is exactly the one opened.
+    let path = format!("/proc/self/fd/{}/{socket}", tmp.as_raw_fd());
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if path.len() >= addr.sun_path.len() {
+        bail!("attach socket path too long: {path}");
+    }
+    for (dst, src) in addr.sun_path.iter_mut().zip(path.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    // SAFETY: plain integers; a new fd or -1.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error()).context("cannot make a socket");
+    }
+    // SAFETY: a fresh fd nothing else owns.
+    let stream = UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    loop {
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        // SAFETY: a valid socket and a sockaddr_un of the length given.
+        let rc = unsafe {
+            libc::connect(
+                stream.as_raw_fd(),
+                (&raw const addr).cast::<libc::sockaddr>(),
+                len,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // A full backlog (EAGAIN) or a connect under way: wait and look again.
+            Some(libc::EAGAIN | libc::EINPROGRESS | libc::EINTR) => {
+                if stop.load(Ordering::Relaxed) {
+                    bail!("interrupted while connecting to JVM {pid}");
+                }
+                if Instant::now() >= deadline {
+                    bail!("timed out connecting to JVM {pid}'s attach socket");
+                }
+                std::thread::sleep(POLL.min(deadline - Instant::now()));
+            }
+            Some(libc::EISCONN) => break,
+            Some(libc::ECONNREFUSED) => bail!(
+                "nothing listens on JVM {pid}'s attach socket /tmp/{socket} (stale file from \
+                 an earlier JVM?)"
+            ),
+            _ => {
+                return Err(e)
+                    .with_context(|| format!("cannot connect to JVM {pid}'s attach socket"));
+            }
+        }
+    }
+    let peer = peer_pid(&stream)?;
+    if peer != Some(pid) {
+        bail!(
+            "the attach socket of JVM {pid} is served by another process ({}): not talking to it",
+            peer.map_or("unknown".into(), |p| p.to_string())
+        );
+    }
+    Ok(stream)
+}
+
+/// The pid (in pinprof's namespace) of the process that made the listening socket.
+fn peer_pid(stream: &UnixStream) -> Result<Option<u32>> {
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid socket and a ucred buffer of the length given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error()).context("cannot ask who serves the attach socket");
+    }
+    Ok(u32::try_from(cred.pid).ok().filter(|&p| p > 0))
+}
+
+/// Waits until `stream` is ready for `events`, the deadline passes (false), or a stop request
+/// comes (an error).
+fn wait_ready(
+    stream: &UnixStream,
+    events: libc::c_short,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> Result<bool> {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted while talking to the JVM");
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        let mut pfd = libc::pollfd {
+            fd: stream.as_raw_fd(),
+            events,
+            revents: 0,
+        };
+        let ms = left.min(POLL).as_millis().max(1) as libc::c_int;
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc > 0 {
+            return Ok(true);
+        }
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != ErrorKind::Interrupted {
+                return Err(e).context("cannot wait for the JVM");
+            }
+        }
+    }
 }
 
 /// Splits a reply into its return code (first line) and the output after it.

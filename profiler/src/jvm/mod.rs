@@ -21,8 +21,15 @@ pub struct SchedulerSettings {
 
 /// Asks the JVM for its system properties through the attach protocol. (Properties given in
 /// `JAVA_TOOL_OPTIONS`, argument files or set by the program are not on the command line.)
-pub fn scheduler_settings(pid: u32) -> Result<SchedulerSettings> {
-    let properties = attach::jcmd(pid, "VM.system_properties", Duration::from_secs(5))?;
+/// Refused (fail closed) unless the JVM's own DisableAttachMechanism flag was read as off.
+pub fn scheduler_settings(
+    pid: u32,
+    hotspot: &hotspot::Hotspot,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<SchedulerSettings> {
+    let permit = hotspot.attach_permit()?;
+    let timeout = Duration::from_secs(5);
+    let properties = attach::jcmd(pid, "VM.system_properties", timeout, &permit, stop)?;
     Ok(parse_scheduler_settings(&properties))
 }
 
@@ -40,7 +47,7 @@ fn parse_scheduler_settings(properties: &str) -> SchedulerSettings {
 }
 
 /// `pinprof jvm`: what pinprof reads from a live JVM, for people.
-pub fn describe(pid: u32) -> Result<String> {
+pub fn describe(pid: u32, stop: &std::sync::atomic::AtomicBool) -> Result<String> {
     use std::fmt::Write as _;
     let target = crate::target::Target::open(pid)?;
     let info = target.info();
@@ -49,13 +56,7 @@ pub fn describe(pid: u32) -> Result<String> {
         .with_context(|| format!("process {pid} ({}) is not a HotSpot JVM", info.command))?;
     let mut hotspot = hotspot::Hotspot::attach(pid, runtime.major())?;
     let threads = hotspot.java_threads()?;
-    let settings = if hotspot.attach_disabled() {
-        Err(anyhow::anyhow!(
-            "the JVM runs with -XX:+DisableAttachMechanism"
-        ))
-    } else {
-        scheduler_settings(pid)
-    };
+    let settings = scheduler_settings(pid, &hotspot, stop);
     let mut out = String::new();
     let version = runtime.version.as_deref().unwrap_or("(version unknown)");
     let _ = writeln!(out, "pid {pid} ({}): HotSpot {version}", info.command);
