@@ -516,6 +516,123 @@ mod tests {
         assert!(Status::parse("Name:\tjava\n", 1).is_err());
     }
 
+    use std::{os::unix::net::UnixListener, sync::Arc, thread};
+
+    /// An attach socket served by this very process (the target, for the test): what it does
+    /// with a connection is up to `serve`. Removed when dropped.
+    struct FakeJvm {
+        path: std::path::PathBuf,
+    }
+
+    impl FakeJvm {
+        fn serve(target: u32, serve: impl Fn(UnixStream) + Send + 'static) -> Self {
+            let path = std::path::PathBuf::from(format!("/tmp/.java_pid{target}"));
+            let _ = std::fs::remove_file(&path);
+            let listener = UnixListener::bind(&path).unwrap();
+            thread::spawn(move || {
+                for stream in listener.incoming() {
+                    match stream {
+                        Ok(stream) => serve(stream),
+                        Err(_) => break,
+                    }
+                }
+            });
+            Self { path }
+        }
+    }
+
+    impl Drop for FakeJvm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn ask(target: u32, timeout: Duration, stop: &AtomicBool) -> (Result<String>, Duration) {
+        let started = Instant::now();
+        let result = jcmd(target, "VM.version", timeout, &AttachPermit::new(), stop);
+        (result, started.elapsed())
+    }
+
+    // One test, so that the fake sockets (named by this process's pid) never overlap.
+    #[test]
+    fn hostile_listeners_cost_a_deadline_and_bounded_memory() {
+        let me = std::process::id();
+        let stop = AtomicBool::new(false);
+
+        // A well-behaved JVM answers.
+        let jvm = FakeJvm::serve(me, |mut s| {
+            let mut request = [0u8; 64];
+            let _ = s.read(&mut request);
+            let _ = s.write_all(b"0\nOpenJDK 64-Bit Server VM\n");
+        });
+        let (answer, _) = ask(me, Duration::from_secs(5), &stop);
+        assert_eq!(answer.unwrap(), "OpenJDK 64-Bit Server VM\n");
+        drop(jvm);
+
+        // A listener that never answers: given up at the deadline.
+        let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = Arc::clone(&held);
+        let jvm = FakeJvm::serve(me, move |s| keep.lock().unwrap().push(s));
+        let (answer, took) = ask(me, Duration::from_millis(800), &stop);
+        let err = format!("{:#}", answer.unwrap_err());
+        assert!(err.contains("timed out"), "{err}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+
+        // Ctrl-C while it does not answer: ends at once, long before the deadline.
+        let stop = Arc::new(AtomicBool::new(false));
+        let later = Arc::clone(&stop);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            later.store(true, Ordering::Relaxed);
+        });
+        let (answer, took) = ask(me, Duration::from_secs(60), &stop);
+        let err = format!("{:#}", answer.unwrap_err());
+        assert!(err.contains("interrupted"), "{err}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        drop(jvm);
+        held.lock().unwrap().clear();
+
+        // A listener that floods: refused past the cap, not read for ever.
+        let stop = AtomicBool::new(false);
+        let jvm = FakeJvm::serve(me, |mut s| {
+            thread::spawn(move || {
+                let chunk = vec![b'x'; 1 << 16];
+                while s.write_all(&chunk).is_ok() {}
+            });
+        });
+        let (answer, took) = ask(me, Duration::from_secs(30), &stop);
+        let err = format!("{:#}", answer.unwrap_err());
+        assert!(
+            err.contains(&format!("more than {MAX_REPLY} bytes")),
+            "{err}"
+        );
+        assert!(took < Duration::from_secs(20), "{took:?}");
+        drop(jvm);
+    }
+
+    /// A socket at the target's name that another process serves is not talked to.
+    #[test]
+    fn a_socket_served_by_another_process_is_refused() {
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = other.id();
+        let answered = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&answered);
+        let jvm = FakeJvm::serve(pid, move |mut s| {
+            seen.store(true, Ordering::Relaxed);
+            let _ = s.write_all(b"0\nsecrets\n");
+        });
+        let stop = AtomicBool::new(false);
+        let (answer, _) = ask(pid, Duration::from_secs(5), &stop);
+        let err = format!("{:#}", answer.unwrap_err());
+        assert!(err.contains("served by another process"), "{err}");
+        drop(jvm);
+        let _ = other.kill();
+        let _ = other.wait();
+    }
+
     #[test]
     fn parses_replies() {
         let ok = parse_reply(b"0\nhello\nworld\n");
