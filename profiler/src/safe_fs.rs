@@ -200,9 +200,21 @@ impl Created {
         Ok(())
     }
 
-    /// Leaves the file where it is.
-    pub fn keep(mut self) {
+    /// Moves the file to `name` in the same directory only if nothing is there
+    /// (`RENAME_NOREPLACE`): an error of kind `AlreadyExists` otherwise.
+    pub fn rename_new(mut self, name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        let (from, to) = (cstring(&self.name)?, cstring(name)?);
+        let dir = self.dir.fd.as_raw_fd();
+        // SAFETY: valid fds and NUL-terminated names.
+        let rc = unsafe {
+            libc::renameat2(dir, from.as_ptr(), dir, to.as_ptr(), libc::RENAME_NOREPLACE)
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error().into());
+        }
         self.keep = true;
+        Ok(())
     }
 }
 
@@ -232,12 +244,13 @@ pub enum Existing {
     Replace,
 }
 
-/// A new output file being made: removed if dropped before `commit`.
+/// A new output file being made, under a temporary name beside its own until `commit`
+/// (removed if dropped before): a reader of the name never finds a file without its header.
 pub struct NewOutput {
     created: Created,
     path: PathBuf,
-    /// When replacing: the final name, which the file takes at `commit`.
-    replace: Option<std::ffi::OsString>,
+    name: std::ffi::OsString,
+    existing: Existing,
 }
 
 impl NewOutput {
@@ -249,44 +262,47 @@ impl NewOutput {
         self.created.file()
     }
 
-    /// The file is whole enough to stand at its name (a recording with its header): keep it
-    /// there, moving it over the old file when replacing.
+    /// The file is whole enough to stand at its name (a recording with its header): move it
+    /// there, over the old file when replacing, else only if the name is still free.
     pub fn commit(self) -> Result<()> {
-        match &self.replace {
-            Some(name) => {
-                let name = name.clone();
-                self.created.rename_to(&name)
-            }
-            None => {
-                self.created.keep();
-                Ok(())
-            }
+        match self.existing {
+            Existing::Replace => self.created.rename_to(&self.name),
+            Existing::Refuse => self.created.rename_new(&self.name).map_err(|e| {
+                if e.downcast_ref::<io::Error>()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::AlreadyExists)
+                {
+                    already_exists(&self.path)
+                } else {
+                    e
+                }
+            }),
         }
     }
 }
 
-/// Creates a new 0600 file at `path`, to be written as it goes (a recording): a crash leaves
-/// what was written readable at its name. An existing entry is refused, or replaced (by a
-/// rename at `commit`).
+fn already_exists(path: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} already exists; pinprof does not overwrite it (choose another name, or --force \
+         to replace it)",
+        path.display()
+    )
+}
+
+/// Starts a new 0600 output file for `path`, to be written as it goes (a recording): a
+/// crash after `commit` leaves what was written readable at its name. An existing entry at
+/// `path` is refused (said at once, and again at `commit` should one appear meanwhile), or
+/// replaced at `commit`.
 pub fn create_output(path: &Path, existing: Existing) -> Result<NewOutput> {
     let (dir, name) = split(path)?;
     let dir = Dir::open(dir)?;
-    let (created, replace) = match existing {
-        Existing::Refuse => match dir.create_new(name) {
-            Ok(created) => (created, None),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => bail!(
-                "{} already exists; pinprof does not overwrite it (choose another name, or \
-                 --force to replace it)",
-                path.display()
-            ),
-            Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
-        },
-        Existing::Replace => (dir.create_temp(name)?, Some(name.to_owned())),
-    };
+    if existing == Existing::Refuse && dir.stat(name).is_ok() {
+        return Err(already_exists(path));
+    }
     Ok(NewOutput {
-        created,
+        created: dir.create_temp(name)?,
         path: path.to_owned(),
-        replace,
+        name: name.to_owned(),
+        existing,
     })
 }
 

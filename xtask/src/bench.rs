@@ -81,7 +81,8 @@ pub fn run(args: &[String]) -> Result<()> {
                         out.join(format!("jdk{major}-{workload}-{config}-{round}.pinrec"));
                     let mut command = Command::new(&pinprof);
                     command
-                        .args([subcommand, "--pid", &jvm.pid.to_string(), "--output"])
+                        .args([subcommand, "--pid", &jvm.pid.to_string(), "--force"])
+                        .arg("--output")
                         .arg(&recording)
                         .args(config_args)
                         .args(record_args);

@@ -41,6 +41,8 @@ pub fn run() -> Result<()> {
                 &jvm.pid.to_string(),
                 "--duration",
                 SECONDS,
+                // A demo run again replaces its recording.
+                "--force",
                 "--output",
             ])
             .arg(&recording),

@@ -49,8 +49,17 @@ fn outputs_are_new_0600_files() {
     let path = s.0.join("out.pinrec");
     let out = create_output(&path, Existing::Refuse).unwrap();
     out.file().write_all(b"data").unwrap();
+    assert!(!path.exists(), "at its name only once committed");
     out.commit().unwrap();
     assert_eq!(mode(&path), 0o600);
+    // A name taken between the start and the commit is not overwritten either.
+    let late = s.0.join("late.pinrec");
+    let out = create_output(&late, Existing::Refuse).unwrap();
+    std::fs::write(&late, b"theirs").unwrap();
+    let err = out.commit().unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err:#}");
+    assert_eq!(std::fs::read(&late).unwrap(), b"theirs");
+    std::fs::remove_file(&late).unwrap();
     // An existing file is neither truncated nor replaced without being asked.
     let err = create_output(&path, Existing::Refuse).err().unwrap();
     assert!(err.to_string().contains("already exists"), "{err:#}");

@@ -73,11 +73,14 @@ pub fn pinprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pinprof"))
 }
 
-/// A fresh path for a test's output files.
+/// A fresh path for a test's output files (pinprof never overwrites: an earlier run's file
+/// is removed).
 pub fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pinprof-tests");
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
 }
 
 /// Runs `pinprof record` for `seconds` and returns the recording.
