@@ -36,7 +36,8 @@ impl Target {
         // Kernel threads have no memory map of their own.
         if process.exe().is_err() && process.maps().map(|m| m.0.is_empty()).unwrap_or(true) {
             bail!(
-                "PID {pid} ({}) is a kernel thread or cannot be inspected",
+                "PID {pid} ({}) is a kernel thread or cannot be inspected (another user's \
+                 process needs root, or CAP_SYS_PTRACE)",
                 status.name
             );
         }

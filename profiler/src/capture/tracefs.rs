@@ -12,6 +12,18 @@ pub fn ensure_mounted() -> Result<PathBuf> {
     if let Some(found) = find() {
         return Ok(found);
     }
+    // Mounted but closed to this user (tracefs is root's, mode 0700): mounting would not help.
+    for dir in CANDIDATES {
+        let probe = Path::new(dir).join("events");
+        if let Err(e) = std::fs::metadata(&probe)
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            bail!(
+                "cannot read tracefs at {dir} ({e}): pinprof needs root, or CAP_DAC_READ_SEARCH, \
+                 to read its tracepoints' descriptions"
+            );
+        }
+    }
     let target = CANDIDATES[0];
     let source = c"tracefs";
     let dir = std::ffi::CString::new(target)?;

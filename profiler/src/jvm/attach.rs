@@ -64,6 +64,17 @@ pub fn jcmd(
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("cannot read /proc/{pid}/status (is process {pid} running?)"))?;
     let status = Status::parse(&status, pid)?;
+    // HotSpot serves only root and its own user: anyone else's trigger and SIGQUIT would only
+    // make it print thread dumps.
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 && me != status.euid {
+        bail!(
+            "pinprof runs as uid {me}, neither root nor the JVM's user (uid {}), whom alone the \
+             JVM answers: not attaching (no trigger, no signal)",
+            status.euid
+        );
+    }
     let tmp = TargetRoot::open(pid)?.open_dir(Path::new("/tmp"))?;
     let socket = format!(".java_pid{}", status.nspid);
     if !socket_ready(pid, &tmp, &socket, status.euid)? {

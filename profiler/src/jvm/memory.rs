@@ -16,8 +16,12 @@ pub struct Memory {
 
 impl Memory {
     pub fn open(pid: u32) -> Result<Self> {
-        let file = File::open(format!("/proc/{pid}/mem"))
-            .with_context(|| format!("cannot read the memory of process {pid}"))?;
+        let file = File::open(format!("/proc/{pid}/mem")).with_context(|| {
+            format!(
+                "cannot read the memory of process {pid} (another user's process needs \
+                     root, or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH)"
+            )
+        })?;
         Ok(Self { file })
     }
 
