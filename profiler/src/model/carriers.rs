@@ -4,6 +4,7 @@
 //! The kernel read each blocking Java thread's state at the moment it went off CPU (see
 //! `events::JavaBlock`); this module only interprets it, so a recording replays the same.
 
+use super::add;
 use crate::events::{JavaBlock, JavaThreadState, OffCpu, StackId};
 
 /// Why a mounted virtual thread could not unmount (the JVM's `freeze` failure, seen from outside).
@@ -194,7 +195,7 @@ pub fn pinned_events<'a>(
             && out[i].monitor == monitor
         {
             out[i].end_ns = o.end_ns;
-            out[i].blocked_ns += o.duration_ns();
+            add(&mut out[i].blocked_ns, o.duration_ns());
             continue;
         }
         last.insert(o.tid, out.len());
@@ -232,7 +233,7 @@ pub fn starvation(
     carriers_at: impl Fn(u64) -> u32,
 ) -> Vec<Episode> {
     // Sweep: +1 at each start, -1 at each end; ends first at equal times.
-    let mut edges: Vec<(u64, i32)> = Vec::with_capacity(spans.len() * 2);
+    let mut edges: Vec<(u64, i64)> = Vec::with_capacity(spans.len().saturating_mul(2));
     spans.retain(|s| s.2 > s.1);
     for &(_, start, end) in &spans {
         edges.push((start, 1));
@@ -240,15 +241,16 @@ pub fn starvation(
     }
     edges.sort();
     let mut out: Vec<Episode> = Vec::new();
-    let mut blocked: i32 = 0;
+    let mut blocked: i64 = 0;
     let mut open: Option<(u64, u32, u32)> = None;
     for (time, delta) in edges {
         blocked += delta;
         let carriers = carriers_at(time);
-        let starving = carriers > 0 && blocked >= carriers as i32;
+        let starving = carriers > 0 && blocked >= i64::from(carriers);
+        let now = u32::try_from(blocked).unwrap_or(u32::MAX);
         match (&mut open, starving) {
-            (None, true) => open = Some((time, blocked as u32, carriers)),
-            (Some((_, peak, _)), true) => *peak = (*peak).max(blocked as u32),
+            (None, true) => open = Some((time, now, carriers)),
+            (Some((_, peak, _)), true) => *peak = (*peak).max(now),
             (Some((start, peak, n)), false) => {
                 out.push(Episode {
                     start_ns: *start,

@@ -3,6 +3,7 @@
 //! and never look at raw events.
 
 pub mod carriers;
+pub mod intake;
 pub mod waits;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -52,7 +53,7 @@ pub struct Model {
     pub java_stacks: HashMap<(u32, u64), StackId>,
     pub fp_check: Option<crate::events::FramePointerCheck>,
     /// Java stacks by thread, by interval start, in time order (to find a wait's).
-    pub java_stack_starts: HashMap<u32, Vec<(u64, StackId)>>,
+    pub java_stack_starts: HashMap<u32, BTreeMap<u64, StackId>>,
     /// Long system calls and futex waits.
     pub syscalls: Vec<crate::events::Syscall>,
     /// Short system calls, by (thread, call): the last snapshot.
@@ -60,8 +61,8 @@ pub struct Model {
     pub kernel_locks: Vec<crate::events::KernelLock>,
     /// Kernel lock contention per thread: (waits, total ns).
     pub kernel_lock_threads: HashMap<u32, (u64, u64)>,
-    /// The class of each monitor's object, as read over time: (time, class), in time order.
-    pub monitor_classes: HashMap<u64, Vec<(u64, String)>>,
+    /// The class of each monitor's object, as read over time: time to class.
+    pub monitor_classes: HashMap<u64, BTreeMap<u64, String>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
     /// The carriers' waits still under way at the latest checkpoint: (time, waits).
@@ -69,6 +70,8 @@ pub struct Model {
     /// A live view forgot the pinning, waits and calls that ended before this (see
     /// `forget_before`).
     pub forgotten_before: Option<u64>,
+    /// What the checks of the events taken in found (see `intake`).
+    pub intake: intake::Intake,
 }
 
 /// A thread's intervals that were folded away, summed as `threads` would count them.
@@ -228,7 +231,18 @@ pub struct ThreadRow {
 
 /// Blocked time summed over threads (thread-seconds, not wall time).
 pub fn blocked_total_ns(threads: &[ThreadRow]) -> u64 {
-    threads.iter().map(|t| t.blocked_ns).sum()
+    total(threads.iter().map(|t| t.blocked_ns))
+}
+
+/// Adds to a sum of times or counts from events: many of them can exceed what a `u64`
+/// holds (a hostile recording), where the sum stays at its largest.
+pub fn add(sum: &mut u64, value: u64) {
+    *sum = sum.saturating_add(value);
+}
+
+/// The sum of times or counts from events (see `add`).
+pub fn total(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
 }
 
 /// Blocked time charged to one (kernel, user) stack pair.
@@ -247,17 +261,22 @@ pub struct StackRow {
 
 impl Model {
     pub fn new(header: &Header) -> Self {
-        Self {
-            target: header.target.clone(),
+        let (target, cut) = intake::cut_header(header);
+        let mut model = Self {
+            target,
             start_mono_ns: header.start_mono_ns,
             start_unix_ns: header.start_unix_ns,
             end_mono_ns: header.start_mono_ns,
             min_off_cpu_ns: header.min_off_cpu_ns,
             min_syscall_ns: header.min_syscall_ns.unwrap_or(0),
             ..Default::default()
-        }
+        };
+        model.count_cut(cut);
+        model
     }
 
+    /// The model of a recording. Every event is checked as it is taken in (see `intake`):
+    /// what a hostile file holds is left out or cut to fit, and said in `warnings`.
     pub fn from_recording(recording: &Recording) -> Self {
         let mut model = Self::new(&recording.header);
         for event in &recording.events {
@@ -265,22 +284,53 @@ impl Model {
         }
         match &recording.end {
             Some(end) => model.finish(end),
-            None => model.end_mono_ns = recording.end_mono_ns(),
+            None => model.end_mono_ns = model.end_from_events(),
         }
-        model.warnings.extend(recording.warnings());
+        model
+            .warnings
+            .extend(recording.warnings().into_iter().map(|mut w| {
+                intake::text(&mut w, intake::MAX_TEXT);
+                w
+            }));
         model
     }
 
     /// The end of the stream: the window closes there, and a capture that failed says why.
+    /// An end outside the window (before its start, or more than `MAX_SPAN_NS` after) is
+    /// said and not believed: the window then ends with its latest event.
     pub fn finish(&mut self, end: &End) {
-        self.end_mono_ns = end.end_mono_ns;
+        if self.valid_end(end.end_mono_ns) {
+            self.end_mono_ns = end.end_mono_ns;
+        } else {
+            self.warnings.push(format!(
+                "the recording's end marker ({} ns) is outside its window (it starts at {} ns): \
+                 the window is taken to end with its latest event",
+                end.end_mono_ns, self.start_mono_ns
+            ));
+            self.end_mono_ns = self.end_from_events();
+        }
         if let crate::recording::StopReason::Error(e) = &end.reason {
+            let mut e = e.clone();
+            intake::text(&mut e, intake::MAX_TEXT);
             self.warnings
                 .push(format!("capture stopped on an error: {e}"));
         }
     }
 
+    /// Takes in one event, once checked (see `intake`).
     pub fn apply(&mut self, event: &Event) {
+        self.apply_owned(event.clone());
+    }
+
+    /// As `apply`, for an event the caller no longer needs.
+    pub fn apply_owned(&mut self, event: Event) {
+        if let Some(event) = self.admit(event) {
+            self.take(event);
+        }
+    }
+
+    /// Takes in a checked event.
+    fn take(&mut self, event: Event) {
         match event {
             Event::Thread(t) => {
                 // The kernel's name is cut to 15 bytes: it does not replace the JVM's full
@@ -290,77 +340,79 @@ impl Model {
                     .get(&t.tid)
                     .is_some_and(|full| full.len() > t.name.len() && full.starts_with(&t.name));
                 if !cut {
-                    self.names.insert(t.tid, t.name.clone());
+                    self.names.insert(t.tid, t.name);
                 }
             }
             Event::Stack(s) => {
-                self.stacks.insert(s.id, s.frames.clone());
+                self.stacks.insert(s.id, s.frames);
             }
             Event::OffCpu(o) => {
                 self.end_mono_ns = self.end_mono_ns.max(o.end_ns);
-                self.off_cpu.push(o.clone());
+                self.off_cpu.push(o);
             }
             Event::Counters { time_ns, counters } => {
-                self.end_mono_ns = self.end_mono_ns.max(*time_ns);
-                self.counters = *counters;
+                self.end_mono_ns = self.end_mono_ns.max(time_ns);
+                self.counters = counters;
             }
             Event::ShortOffCpu { threads, .. } => {
-                self.short = threads.iter().map(|s| (s.tid, s.clone())).collect();
+                self.short = threads.into_iter().map(|s| (s.tid, s)).collect();
             }
             Event::ThreadCpu { time_ns, threads } => {
-                self.cpu_start_ns.get_or_insert(*time_ns);
+                self.cpu_start_ns.get_or_insert(time_ns);
                 for t in threads {
-                    self.cpu_first.entry(t.tid).or_insert((*time_ns, *t));
-                    self.cpu_last.insert(t.tid, (*time_ns, *t));
+                    self.cpu_first.entry(t.tid).or_insert((time_ns, t));
+                    self.cpu_last.insert(t.tid, (time_ns, t));
                 }
             }
-            Event::TargetExit { time_ns } => self.target_exit_ns = Some(*time_ns),
+            Event::TargetExit { time_ns } => self.target_exit_ns = Some(time_ns),
             Event::JavaThreads { time_ns, threads } => {
+                let carriers = threads.iter().filter(|t| t.carrier).count();
                 for t in threads {
                     if let Some(name) = &t.name {
                         self.names.insert(t.tid, name.clone());
                     }
-                    let seen = self.java_threads.entry(t.tid).or_insert_with(|| t.clone());
-                    seen.carrier |= t.carrier;
+                    let carrier = t.carrier;
+                    let seen = self.java_threads.entry(t.tid).or_insert(t);
+                    seen.carrier |= carrier;
                 }
-                let carriers = threads.iter().filter(|t| t.carrier).count() as u32;
-                self.carrier_counts.push((*time_ns, carriers));
+                let carriers = u32::try_from(carriers).unwrap_or(u32::MAX);
+                self.carrier_counts.push((time_ns, carriers));
             }
-            Event::Warning(w) => self.warnings.push(w.clone()),
-            Event::FramePointerCheck(check) => self.fp_check = Some(check.clone()),
+            Event::Warning(w) => self.warnings.push(w),
+            Event::FramePointerCheck(check) => self.fp_check = Some(check),
             Event::Syscall(call) => {
                 self.end_mono_ns = self.end_mono_ns.max(call.end_ns);
-                self.syscalls.push(call.clone());
+                self.syscalls.push(call);
             }
             Event::SyscallSums { sums, .. } => {
-                self.syscall_sums = sums.iter().map(|s| ((s.tid, s.nr), s.clone())).collect();
+                self.syscall_sums = sums.into_iter().map(|s| ((s.tid, s.nr), s)).collect();
             }
             Event::KernelLocks { locks, threads, .. } => {
-                self.kernel_locks = locks.clone();
+                self.kernel_locks = locks;
                 self.kernel_lock_threads =
-                    threads.iter().map(|(t, n, ns)| (*t, (*n, *ns))).collect();
+                    threads.into_iter().map(|(t, n, ns)| (t, (n, ns))).collect();
             }
             Event::OpenWaits { time_ns, waits } => {
-                self.open_waits = Some((*time_ns, waits.clone()));
+                self.open_waits = Some((time_ns, waits));
             }
             Event::MonitorClass {
                 time_ns,
                 monitor,
                 class,
             } => {
-                let seen = self.monitor_classes.entry(*monitor).or_default();
-                let at = seen.partition_point(|(t, _)| t <= time_ns);
-                seen.insert(at, (*time_ns, class.clone()));
+                // Of two reads at the same time, the later one stands.
+                let seen = self.monitor_classes.entry(monitor).or_default();
+                seen.insert(time_ns, class);
             }
             Event::JavaStack {
                 tid,
                 start_ns,
                 stack,
             } => {
-                self.java_stacks.insert((*tid, *start_ns), *stack);
-                let starts = self.java_stack_starts.entry(*tid).or_default();
-                let at = starts.partition_point(|(s, _)| s <= start_ns);
-                starts.insert(at, (*start_ns, *stack));
+                self.java_stacks.insert((tid, start_ns), stack);
+                // Of two stacks of one start, the first one stands.
+                let starts = self.java_stack_starts.entry(tid).or_default();
+                starts.entry(start_ns).or_insert(stack);
             }
         }
     }
@@ -407,7 +459,7 @@ impl Model {
             .min(before_ns);
         self.java_stacks.retain(|(_, start), _| *start >= oldest);
         self.java_stack_starts.retain(|_, starts| {
-            starts.retain(|(start, _)| *start >= oldest);
+            starts.retain(|start, _| *start >= oldest);
             !starts.is_empty()
         });
         self.forgotten_before = Some(self.forgotten_before.unwrap_or(0).max(before_ns));
@@ -428,10 +480,10 @@ impl Model {
             f.intervals += 1;
             f.blocked_intervals += u64::from(used.is_some());
             match used {
-                None => f.preempted_ns += o.duration_ns(),
-                Some(Use::Idle) => f.idle_ns += o.duration_ns(),
-                Some(Use::Pinned(..)) => f.pinned_ns += o.duration_ns(),
-                Some(Use::Blocked | Use::BlockedMounted) => f.blocked_ns += o.duration_ns(),
+                None => add(&mut f.preempted_ns, o.duration_ns()),
+                Some(Use::Idle) => add(&mut f.idle_ns, o.duration_ns()),
+                Some(Use::Pinned(..)) => add(&mut f.pinned_ns, o.duration_ns()),
+                Some(Use::Blocked | Use::BlockedMounted) => add(&mut f.blocked_ns, o.duration_ns()),
             }
         }
         self.off_cpu = kept;
@@ -441,8 +493,9 @@ impl Model {
     /// before then, else the first read after.
     pub fn monitor_class(&self, monitor: u64, time_ns: u64) -> Option<&str> {
         let seen = self.monitor_classes.get(&monitor)?;
-        let i = seen.partition_point(|(t, _)| *t <= time_ns);
-        seen.get(i.saturating_sub(1))
+        seen.range(..=time_ns)
+            .next_back()
+            .or_else(|| seen.iter().next())
             .map(|(_, class)| class.as_str())
     }
 
@@ -602,7 +655,7 @@ impl Model {
                 site.virtual_threads.insert(e.vthread);
                 site.carriers.insert(e.carrier);
                 site.events += 1;
-                site.total_ns += e.duration_ns();
+                add(&mut site.total_ns, e.duration_ns());
                 site.max_ns = site.max_ns.max(e.duration_ns());
             }
         }
@@ -630,7 +683,7 @@ impl Model {
         let counts = &self.carrier_counts;
         let i = counts.partition_point(|(t, _)| t <= time_ns);
         let alive = counts.get(i.checked_sub(1)?).map(|(_, n)| *n)?;
-        (alive > 0 && unavailable.len() as u32 >= alive)
+        (alive > 0 && u32::try_from(unavailable.len()).unwrap_or(u32::MAX) >= alive)
             .then(|| (unavailable.iter().copied().max().unwrap_or(*time_ns), alive))
     }
 
@@ -713,26 +766,26 @@ impl Model {
             r.intervals += 1;
             r.blocked_intervals += u64::from(used.is_some());
             match used {
-                None => r.preempted_ns += o.duration_ns(),
-                Some(Use::Idle) => r.idle_ns += o.duration_ns(),
-                Some(Use::Pinned(..)) => r.pinned_ns += o.duration_ns(),
-                Some(Use::Blocked | Use::BlockedMounted) => r.blocked_ns += o.duration_ns(),
+                None => add(&mut r.preempted_ns, o.duration_ns()),
+                Some(Use::Idle) => add(&mut r.idle_ns, o.duration_ns()),
+                Some(Use::Pinned(..)) => add(&mut r.pinned_ns, o.duration_ns()),
+                Some(Use::Blocked | Use::BlockedMounted) => add(&mut r.blocked_ns, o.duration_ns()),
             }
         }
         for (&tid, f) in &self.folded {
             let r = self.row(&mut rows, tid);
-            r.intervals += f.intervals;
-            r.blocked_intervals += f.blocked_intervals;
-            r.idle_ns += f.idle_ns;
-            r.blocked_ns += f.blocked_ns;
-            r.pinned_ns += f.pinned_ns;
-            r.preempted_ns += f.preempted_ns;
+            add(&mut r.intervals, f.intervals);
+            add(&mut r.blocked_intervals, f.blocked_intervals);
+            add(&mut r.idle_ns, f.idle_ns);
+            add(&mut r.blocked_ns, f.blocked_ns);
+            add(&mut r.pinned_ns, f.pinned_ns);
+            add(&mut r.preempted_ns, f.preempted_ns);
         }
         for s in self.short.values() {
             let r = self.row(&mut rows, s.tid);
-            r.intervals += s.count;
-            r.preempted_ns += s.preempted_ns;
-            r.blocked_ns += s.total_ns.saturating_sub(s.preempted_ns);
+            add(&mut r.intervals, s.count);
+            add(&mut r.preempted_ns, s.preempted_ns);
+            add(&mut r.blocked_ns, s.total_ns.saturating_sub(s.preempted_ns));
         }
         for &tid in self.names.keys() {
             self.row(&mut rows, tid);
@@ -775,12 +828,20 @@ impl Model {
                 r.preempted_ns = last.wait_ns.saturating_sub(first.wait_ns);
                 // A thread seen from the window's start to its end was there all along.
                 let span = t1 - t0;
-                r.blocked_ns =
-                    span.saturating_sub(r.running_ns + r.preempted_ns + r.idle_ns + r.pinned_ns);
+                r.blocked_ns = span.saturating_sub(total([
+                    r.running_ns,
+                    r.preempted_ns,
+                    r.idle_ns,
+                    r.pinned_ns,
+                ]));
             }
             _ => {
-                r.running_ns =
-                    window.saturating_sub(r.blocked_ns + r.preempted_ns + r.idle_ns + r.pinned_ns);
+                r.running_ns = window.saturating_sub(total([
+                    r.blocked_ns,
+                    r.preempted_ns,
+                    r.idle_ns,
+                    r.pinned_ns,
+                ]));
             }
         }
     }
@@ -846,9 +907,9 @@ impl Model {
             let entry = by_stack.entry(key).or_default();
             let d = o.duration_ns();
             entry.events += 1;
-            entry.total_ns += d;
+            add(&mut entry.total_ns, d);
             entry.max_ns = entry.max_ns.max(d);
-            *entry.by_thread.entry(o.tid).or_default() += d;
+            add(entry.by_thread.entry(o.tid).or_default(), d);
             let java = o.java.as_ref();
             if let Some(class) = java
                 .and_then(|j| j.pending_monitor.or(j.waiting_monitor))

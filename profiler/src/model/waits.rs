@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{FrameKind, Model};
+use super::{FrameKind, Model, add};
 use crate::events::{Frame, Syscall};
 
 /// A lock: a futex word of the target, or a kernel lock its threads contended on.
@@ -131,7 +131,7 @@ impl Model {
                 continue;
             };
             out.waits += 1;
-            out.total_ns += s.duration_ns();
+            add(&mut out.total_ns, s.duration_ns());
             match s.ret {
                 _ if s.unfinished => out.unfinished += 1,
                 r if r == -ETIMEDOUT => out.timed_out += 1,
@@ -162,9 +162,11 @@ impl Model {
 
     /// The Java stack of the off-CPU interval of `tid` that began inside [start, end].
     pub fn java_stack_within(&self, tid: u32, start: u64, end: u64) -> Option<u32> {
+        if start > end {
+            return None;
+        }
         let starts = self.java_stack_starts.get(&tid)?;
-        let i = starts.partition_point(|(s, _)| *s < start);
-        starts.get(i).filter(|(s, _)| *s <= end).map(|(_, id)| *id)
+        starts.range(start..=end).next().map(|(_, id)| *id)
     }
 
     /// The frames of a futex waiter: its native stack, then the Java stack it blocked with.
@@ -203,7 +205,7 @@ impl Model {
             let acc = by_word.entry(futex.uaddr).or_default();
             let d = s.duration_ns();
             acc.waits += 1;
-            acc.wait_ns += d;
+            add(&mut acc.wait_ns, d);
             if acc.longest.is_none_or(|l| l.duration_ns() < d) {
                 acc.longest = Some(s);
             }
@@ -212,7 +214,7 @@ impl Model {
             if let Some(w) = &futex.waker {
                 let h = acc.holders.entry(w.tid).or_default();
                 h.0 += 1;
-                h.1 += d;
+                add(&mut h.1, d);
                 acc.releases.entry(w.tid).or_default().push(s);
             }
         }
@@ -308,20 +310,20 @@ impl Model {
             let d = s.duration_ns();
             r.events += 1;
             r.long_events += 1;
-            r.total_ns += d;
+            add(&mut r.total_ns, d);
             r.max_ns = r.max_ns.max(d);
             if let Some(fd) = &s.fd {
                 let f = files.entry((&s.name, fd)).or_default();
                 f.0 += 1;
-                f.1 += d;
+                add(&mut f.1, d);
             }
         }
         for sum in self.syscall_sums.values() {
             let r = rows
                 .entry(&sum.name)
                 .or_insert_with(|| empty_row(&sum.name));
-            r.events += sum.count;
-            r.total_ns += sum.total_ns;
+            add(&mut r.events, sum.count);
+            add(&mut r.total_ns, sum.total_ns);
             r.max_ns = r.max_ns.max(sum.max_ns);
         }
         for ((name, file), (n, ns)) in files {
