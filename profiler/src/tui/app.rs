@@ -5,7 +5,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::{
     model::{
-        Model, PinnedSite, ThreadRow, carriers::PinnedEvent, waits::LockRow, waits::SyscallRow,
+        Model, PinnedSite, ThreadRow, add, carriers::PinnedEvent, total, waits::LockRow,
+        waits::SyscallRow,
     },
     recording::{Record, StopReason},
 };
@@ -46,6 +47,10 @@ impl Tab {
 /// Intervals that ended this long before the newest are folded (see `Model::fold_settled`).
 const FOLD_AFTER_NS: u64 = 2_000_000_000;
 
+/// The timeline keeps this many of the latest seconds (far more than a terminal is wide), so
+/// its size does not follow the window's length.
+pub const TIMELINE_SECONDS: u64 = 4096;
+
 /// Where the stream stands.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Status {
@@ -73,8 +78,11 @@ pub struct View {
     pub starving_now: Option<(u64, u32)>,
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
-    /// Carrier time pinned in each second of the window (ms; several carriers add up).
+    /// Carrier time pinned in each second of the window (ms; several carriers add up), for
+    /// the latest `TIMELINE_SECONDS` seconds at most.
     pub pinned_per_second: Vec<u64>,
+    /// The second of the window (from its start) that `pinned_per_second` begins with.
+    pub first_second: u64,
 }
 
 impl View {
@@ -149,7 +157,7 @@ impl App {
             Record::Header(header) => self.model = Some(Model::new(&header)),
             Record::Event(event) => {
                 if let Some(model) = &mut self.model {
-                    model.apply(&event);
+                    model.apply_owned(event);
                 }
             }
             Record::End(end) => {
@@ -226,23 +234,29 @@ impl App {
             self.starved_at = Some(std::time::Instant::now());
         }
         // Seconds the model has forgotten keep the figures they had.
+        let first_second = timeline_start(model);
         let mut per_second = per_second(model, &pinned);
         let forgotten = model.forgotten_before.map_or(0, |t| {
-            (t.saturating_sub(model.start_mono_ns) / 1_000_000_000 + 1) as usize
+            t.saturating_sub(model.start_mono_ns) / 1_000_000_000 + 1
         });
-        for (i, ms) in per_second.iter_mut().enumerate().take(forgotten) {
-            *ms = self.view.pinned_per_second.get(i).copied().unwrap_or(0);
+        let before = (self.view.first_second, &self.view.pinned_per_second);
+        for (second, ms) in (first_second..forgotten).zip(per_second.iter_mut()) {
+            *ms = second
+                .checked_sub(before.0)
+                .and_then(|i| before.1.get(usize::try_from(i).ok()?))
+                .copied()
+                .unwrap_or(0);
         }
         self.view = View {
             threads: model.threads(),
             pinned_events: pinned.len(),
-            pinned_ns: pinned.iter().map(PinnedEvent::duration_ns).sum(),
+            pinned_ns: total(pinned.iter().map(PinnedEvent::duration_ns)),
             sites: model.pinned_sites(&pinned),
             episodes: episodes.len(),
-            starved_ns: episodes.iter().map(|e| e.end_ns - e.start_ns).sum(),
+            starved_ns: total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns))),
             longest_starvation_ns: episodes
                 .iter()
-                .map(|e| e.end_ns - e.start_ns)
+                .map(|e| e.end_ns.saturating_sub(e.start_ns))
                 .max()
                 .unwrap_or(0),
             last_starvation_end_ns: newest,
@@ -255,6 +269,7 @@ impl App {
             locks: model.locks(),
             syscalls: model.syscall_rows(),
             pinned_per_second: per_second,
+            first_second,
         };
         for tab in Tab::ALL {
             let rows = self.view.rows(tab);
@@ -298,23 +313,49 @@ impl App {
     }
 }
 
-/// Pinned carrier time per second of the window, in ms: an event spanning a second boundary
-/// counts in both seconds.
+const SECOND: u64 = 1_000_000_000;
+
+/// The first second of the window (from its start) the timeline gives (see `per_second`).
+fn timeline_start(model: &Model) -> u64 {
+    let seconds = model.duration_ns().div_ceil(SECOND).max(1);
+    seconds.saturating_sub(TIMELINE_SECONDS)
+}
+
+/// Pinned carrier time per second of the window, in ms, for its latest `TIMELINE_SECONDS`
+/// seconds (from `timeline_start`): an event spanning a second boundary counts in both
+/// seconds. Work and memory follow the events and that bound, never the window's length or
+/// an event's.
 fn per_second(model: &Model, pinned: &[PinnedEvent]) -> Vec<u64> {
-    const SECOND: u64 = 1_000_000_000;
-    let seconds = model.duration_ns().div_ceil(SECOND) as usize;
-    let mut ns = vec![0u64; seconds.max(1)];
+    let seconds = model.duration_ns().div_ceil(SECOND).max(1);
+    let first = timeline_start(model);
+    let len = (seconds - first) as usize;
+    // Times from the start of the first second given (`first * SECOND` is within the window,
+    // whose end is `start + duration`: no overflow).
+    let origin = model.start_mono_ns.saturating_add(first * SECOND);
+    let end = origin.saturating_add(len as u64 * SECOND);
+    let mut ns = vec![0u64; len];
+    // Seconds covered whole by an event: +1 where such a run begins, -1 after it ends.
+    let mut whole = vec![0i64; len + 1];
     for e in pinned {
-        let mut at = e.start_ns.max(model.start_mono_ns);
-        while at < e.end_ns {
-            let second = ((at - model.start_mono_ns) / SECOND) as usize;
-            let boundary = model.start_mono_ns + (second as u64 + 1) * SECOND;
-            let until = e.end_ns.min(boundary);
-            if let Some(slot) = ns.get_mut(second) {
-                *slot += until - at;
-            }
-            at = until;
+        let (from, until) = (e.start_ns.max(origin), e.end_ns.min(end));
+        if from >= until {
+            continue;
         }
+        let (from, until) = (from - origin, until - origin);
+        let (a, b) = ((from / SECOND) as usize, ((until - 1) / SECOND) as usize);
+        if a == b {
+            add(&mut ns[a], until - from);
+            continue;
+        }
+        add(&mut ns[a], (a as u64 + 1) * SECOND - from);
+        add(&mut ns[b], until - b as u64 * SECOND);
+        whole[a + 1] += 1;
+        whole[b] -= 1;
+    }
+    let mut covering: i64 = 0;
+    for (slot, delta) in ns.iter_mut().zip(&whole) {
+        covering += delta;
+        add(slot, (covering.max(0) as u64).saturating_mul(SECOND));
     }
     ns.into_iter().map(|n| n / 1_000_000).collect()
 }
@@ -363,6 +404,85 @@ mod tests {
         assert!(!app.quit);
         app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
         assert!(app.quit);
+    }
+
+    /// A replay of a hostile recording: its records through the app's state, as the view
+    /// takes them, with the figures recomputed between them.
+    fn replay(recording: crate::recording::Recording, window: Option<u64>) -> App {
+        let mut app = App::new(
+            "test".into(),
+            false,
+            window.map(std::time::Duration::from_secs),
+        );
+        app.on_record(Record::Header(recording.header));
+        for (i, event) in recording.events.into_iter().enumerate() {
+            app.on_record(Record::Event(event));
+            if i % 100 == 0 {
+                app.refresh();
+            }
+        }
+        if let Some(end) = recording.end {
+            app.on_record(Record::End(end));
+        }
+        app.on_disconnect();
+        app.refresh();
+        for tab in Tab::ALL {
+            app.tab = tab;
+            app.on_key(key(KeyCode::End));
+        }
+        app
+    }
+
+    #[test]
+    fn a_hostile_replay_keeps_its_timeline_bounded_and_says_what_was_wrong() {
+        use crate::model::intake::{MAX_SPAN_NS, hostile};
+        let start = 5_000_000_000;
+        for end in [Some(u64::MAX), Some(0), None] {
+            for window in [None, Some(60)] {
+                let app = replay(hostile::recording(start, end, 200, 10), window);
+                let model = app.model.as_ref().unwrap();
+                assert!(model.duration_ns() <= MAX_SPAN_NS);
+                assert_eq!(app.view.pinned_per_second.len() as u64, TIMELINE_SECONDS);
+                assert!(app.view.first_second > 0);
+                assert!(app.view.pinned_ns > 0);
+                let said = |what| model.warnings.iter().any(|w| w.contains(what));
+                assert!(said("outside its window"), "{:?}", model.warnings);
+                assert!(said("cut to fit"), "{:?}", model.warnings);
+            }
+        }
+    }
+
+    #[test]
+    fn the_timeline_keeps_the_latest_seconds_of_a_long_window() {
+        let hour = 3_600_000_000_000;
+        let model = Model {
+            start_mono_ns: 0,
+            end_mono_ns: 2 * hour,
+            ..Default::default()
+        };
+        let last = PinnedEvent {
+            carrier: 1,
+            vthread: 2,
+            start_ns: 2 * hour - 2_500_000_000,
+            end_ns: u64::MAX,
+            blocked_ns: 0,
+            reason: crate::model::carriers::Reason::Monitor,
+            operation: crate::model::carriers::Operation::Park,
+            kernel_stack: None,
+            user_stack: None,
+            java_stack: None,
+            monitor: None,
+        };
+        let all = PinnedEvent {
+            start_ns: 0,
+            ..last.clone()
+        };
+        let seconds = per_second(&model, &[last, all]);
+        assert_eq!(seconds.len() as u64, TIMELINE_SECONDS);
+        assert_eq!(timeline_start(&model), 7200 - TIMELINE_SECONDS);
+        let n = seconds.len();
+        assert_eq!(seconds[..n - 3], vec![1000; n - 3][..]);
+        assert_eq!(seconds[n - 3..], [1500, 2000, 2000]);
     }
 
     #[test]

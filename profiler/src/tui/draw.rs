@@ -163,7 +163,13 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
     .areas(area);
     let rows = carriers.iter().map(|t| {
         // Of the carrier's own time (it may have come after attach), as far as it is known.
-        let life = t.pinned_ns + t.blocked_ns + t.idle_ns + t.running_ns + t.preempted_ns;
+        let life = crate::model::total([
+            t.pinned_ns,
+            t.blocked_ns,
+            t.idle_ns,
+            t.running_ns,
+            t.preempted_ns,
+        ]);
         let share = t.pinned_ns as f64 * 100.0 / life.max(1) as f64;
         Row::new(vec![
             Cell::from(t.tid.to_string()),

@@ -127,7 +127,7 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
 /// Sends a recording's records in order, paced by their times when there is a speed. Stops
 /// when the receiver goes.
 fn feed(recording: Recording, speed: Option<f64>, tx: &mpsc::SyncSender<Record>) {
-    let start_ns = recording.header.start_mono_ns;
+    let mut pace = Pace::new(&recording);
     let warnings = recording.warnings();
     let started = Instant::now();
     if tx.send(Record::Header(recording.header.clone())).is_err() {
@@ -135,8 +135,8 @@ fn feed(recording: Recording, speed: Option<f64>, tx: &mpsc::SyncSender<Record>)
     }
     for event in recording.events {
         if let (Some(speed), Some(t)) = (speed, event.time_ns())
-            && let Ok(due) =
-                Duration::try_from_secs_f64(t.saturating_sub(start_ns) as f64 / 1e9 / speed)
+            && let Some(at) = pace.due_ns(t)
+            && let Ok(due) = Duration::try_from_secs_f64(at as f64 / 1e9 / speed)
             && let Some(wait) = due.checked_sub(started.elapsed())
         {
             thread::sleep(wait);
@@ -151,6 +151,56 @@ fn feed(recording: Recording, speed: Option<f64>, tx: &mpsc::SyncSender<Record>)
     }
     if let Some(end) = recording.end {
         let _ = tx.send(Record::End(end));
+    }
+}
+
+/// Recorded time between two events beyond this is skipped when replaying at a pace. A
+/// recording has an event at least every second (its checkpoints); a longer gap is a machine
+/// that was suspended, or a hostile file.
+const MAX_PACE_GAP_NS: u64 = 10_000_000_000;
+
+/// When each event of a recording is due, in recorded time from its start. Only times within
+/// the window the model takes in are paced (others are sent at once: the model leaves them
+/// out), and gaps longer than `MAX_PACE_GAP_NS` are cut short: no time in the file makes the
+/// replay wait longer than the window it says it has, nor sit idle for long.
+struct Pace {
+    start_ns: u64,
+    end_ns: u64,
+    /// The latest time paced so far.
+    last_ns: u64,
+    /// Recorded time skipped over in gaps.
+    skipped_ns: u64,
+}
+
+impl Pace {
+    fn new(recording: &Recording) -> Self {
+        let start_ns = recording.header.start_mono_ns;
+        let limit = crate::model::intake::window_limit(start_ns);
+        let end_ns = recording
+            .end
+            .as_ref()
+            .map(|e| e.end_mono_ns)
+            .filter(|end| (start_ns..=limit).contains(end))
+            .unwrap_or(limit);
+        Self {
+            start_ns,
+            end_ns,
+            last_ns: start_ns,
+            skipped_ns: 0,
+        }
+    }
+
+    /// When an event of time `t_ns` is due (None: not paced).
+    fn due_ns(&mut self, t_ns: u64) -> Option<u64> {
+        if !(self.start_ns..=self.end_ns).contains(&t_ns) {
+            return None;
+        }
+        if t_ns > self.last_ns {
+            let gap = t_ns - self.last_ns;
+            self.skipped_ns += gap.saturating_sub(MAX_PACE_GAP_NS);
+            self.last_ns = t_ns;
+        }
+        Some((t_ns - self.start_ns).saturating_sub(self.skipped_ns))
     }
 }
 
@@ -311,5 +361,32 @@ fn terminal_input(wait: Duration) -> Input {
         n if n < 0 => Input::None,
         _ if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 => Input::Gone,
         _ => Input::Ready,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_paces_only_times_in_the_window_and_skips_long_gaps() {
+        use crate::model::intake::{MAX_SPAN_NS, hostile};
+        let start = 5_000_000_000;
+        let s = 1_000_000_000;
+        for end in [Some(u64::MAX), Some(0), None] {
+            let mut pace = Pace::new(&hostile::recording(start, end, 1, 1));
+            assert_eq!(pace.due_ns(u64::MAX), None);
+            assert_eq!(pace.due_ns(start - 1), None);
+            assert_eq!(pace.due_ns(start), Some(0));
+            assert_eq!(pace.due_ns(start + s), Some(s));
+            // A year's gap waits no longer than the longest gap paced.
+            assert_eq!(pace.due_ns(start + MAX_SPAN_NS), Some(s + MAX_PACE_GAP_NS));
+            // An event out of order is due at once.
+            assert_eq!(pace.due_ns(start + 2 * s), Some(0));
+        }
+        // The end marker bounds what is paced.
+        let mut pace = Pace::new(&hostile::recording(start, Some(start + 5 * s), 1, 1));
+        assert_eq!(pace.due_ns(start + 6 * s), None);
+        assert_eq!(pace.due_ns(start + 5 * s), Some(5 * s));
     }
 }
