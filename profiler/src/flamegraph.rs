@@ -6,7 +6,13 @@ use std::io::Write;
 
 use anyhow::{Context as _, Result};
 
-use crate::{events::Frame, model::Model};
+use crate::{
+    events::Frame,
+    model::{Model, add},
+};
+
+/// The most microseconds a flamegraph adds up (some 36,000 years of thread time).
+const MAX_TOTAL_US: u64 = 1 << 60;
 
 /// What the flamegraph weighs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -56,7 +62,17 @@ pub fn folded(model: &Model, options: &Options) -> Vec<String> {
         if parts.is_empty() {
             parts.push("[no stack]".into());
         }
-        *weights.entry(parts.join(";")).or_default() += ns / 1_000;
+        let mut stack = parts.join(";");
+        // A stack that ends in " <number>" would read as a second count (a differential
+        // flamegraph): its last space becomes a no-break one.
+        if let Some(i) = stack.rfind(' ')
+            && stack[i + 1..]
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.')
+        {
+            stack.replace_range(i..=i, "\u{a0}");
+        }
+        add(weights.entry(stack).or_default(), ns / 1_000);
     };
     match options.kind {
         Kind::OffCpu => {
@@ -91,8 +107,15 @@ pub fn folded(model: &Model, options: &Options) -> Vec<String> {
             }
         }
     }
+    // The renderer adds the weights up in a u64: a recording whose times add up to more
+    // (only a hostile one) is scaled down to fit, proportions kept.
+    let sum: u128 = weights.values().map(|&w| u128::from(w)).sum();
+    let scale = u64::try_from(sum.div_ceil(u128::from(MAX_TOTAL_US)))
+        .unwrap_or(u64::MAX)
+        .max(1);
     let mut lines: Vec<String> = weights
         .into_iter()
+        .map(|(k, w)| (k, w / scale))
         .filter(|(_, w)| *w > 0)
         .map(|(k, w)| format!("{k} {w}"))
         .collect();

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::Options;
-use crate::model::{Model, StackLabels, blocked_total_ns};
+use crate::model::{Model, StackLabels, blocked_total_ns, total};
 
 pub fn to_json(model: &Model, options: &Options) -> Value {
     let runtime = model.target.runtime.as_ref().map(|r| {
@@ -83,7 +83,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         .map(|e| {
             json!({
                 "start_ns": e.start_ns.saturating_sub(model.start_mono_ns),
-                "duration_ns": e.end_ns - e.start_ns,
+                "duration_ns": e.end_ns.saturating_sub(e.start_ns),
                 "blocked_carriers": e.blocked_carriers,
                 "carriers": e.carriers,
             })
@@ -147,13 +147,13 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         "threads": threads,
         "pinned": {
             "events": pinned.len(),
-            "total_ns": pinned.iter().map(|e| e.duration_ns()).sum::<u64>(),
+            "total_ns": total(pinned.iter().map(|e| e.duration_ns())),
             "sites": sites,
             // False when the JVM's threads could not be read: then nothing could be seen.
             "known": model.knows_java_threads(),
         },
         "starvation": {
-            "total_ns": episodes.iter().map(|e| e.end_ns - e.start_ns).sum::<u64>(),
+            "total_ns": total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns))),
             "episodes": starvation,
         },
         "locks": locks,

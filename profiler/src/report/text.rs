@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::Options;
-use crate::model::{Model, blocked_total_ns};
+use crate::model::{Model, blocked_total_ns, total};
 
 pub fn to_text(model: &Model, options: &Options) -> String {
     let mut out = String::new();
@@ -184,17 +184,17 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
     let uses = model.uses();
     let episodes = model.starvation_in(&uses);
     if !episodes.is_empty() {
-        let total: u64 = episodes.iter().map(|e| e.end_ns - e.start_ns).sum();
+        let starved = total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns)));
         let longest = episodes
             .iter()
-            .map(|e| e.end_ns - e.start_ns)
+            .map(|e| e.end_ns.saturating_sub(e.start_ns))
             .max()
             .unwrap_or(0);
         writeln!(
             out,
             "\nCarrier starvation: every carrier pinned or blocked for {} in {} episodes \
              (longest {}): no other virtual thread could run then",
-            secs(total),
+            secs(starved),
             episodes.len(),
             secs(longest)
         )?;
@@ -202,12 +202,12 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
 
     let events = model.pinned_events_in(&uses);
     let sites = model.pinned_sites(&events);
-    let total: u64 = events.iter().map(|e| e.duration_ns()).sum();
+    let pinned = total(events.iter().map(|e| e.duration_ns()));
     writeln!(
         out,
         "\nPinned: {} events, {} in all{}",
         events.len(),
-        secs(total),
+        secs(pinned),
         if sites.is_empty() {
             ""
         } else {
