@@ -14,6 +14,11 @@
 //!
 //! The attach protocol cannot work for a third uid whatever its capabilities (HotSpot talks only
 //! to root or its own euid), so it is not in the set; pinprof then goes on without it.
+//!
+//! Then the other side: a JVM whose owner is hostile plants symlinks where pinprof, as root,
+//! creates files (the attach trigger in the JVM's working directory, outputs in a shared
+//! directory, their temporary names); a root-owned file they point to must come out as it went
+//! in, and pinprof attaches another way or says why not.
 
 mod common;
 
@@ -467,4 +472,194 @@ fn a_missing_capability_fails_fast_and_says_what() {
     assert!(carrier_threads(&report).is_empty());
     assert!(report["threads"].as_array().unwrap().len() > 5);
     drop(jvm);
+}
+
+// A JVM whose owner is hostile: what it plants where pinprof (as root) creates files.
+
+/// A root-owned 0600 file that must come out of every test as it went in (think /etc/shadow).
+fn precious(stage: &Stage) -> PathBuf {
+    let path = stage.dir.join("precious");
+    std::fs::write(&path, b"root:$6$secret\n").unwrap();
+    stage.chmod(&path, 0o600);
+    path
+}
+
+fn assert_untouched(path: &Path) {
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), b"root:$6$secret\n", "content");
+    assert_eq!((meta.uid(), meta.gid()), (0, 0), "owner");
+    assert_eq!(meta.mode() & 0o7777, 0o600, "mode");
+}
+
+/// A symlink owned by the JVM's user, as that user would plant it.
+fn plant(link: &Path, to: &Path) {
+    let _ = std::fs::remove_file(link);
+    std::os::unix::fs::symlink(to, link).unwrap();
+    std::os::unix::fs::lchown(link, Some(JVM_ID), Some(JVM_ID)).unwrap();
+}
+
+/// pinprof as root (the administrator the JVM's owner hopes to fool).
+fn pinprof_as_root(stage: &Stage, args: &[&str]) -> Output {
+    Command::new(stage.pinprof())
+        .args(args)
+        .current_dir(stage.out())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn mode_of(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+#[test]
+fn a_planted_attach_trigger_link_reaches_no_root_file() {
+    let stage = Stage::new("trigger");
+    let precious = precious(&stage);
+    let jvm = stage.start_jvm();
+    let pid = jvm.pid.to_string();
+    let name = format!(".attach_pid{pid}");
+    let in_cwd = stage.jvm_home().join(&name);
+    let in_tmp = Path::new("/tmp").join(&name);
+    plant(&in_cwd, &precious);
+
+    // The working directory's name is taken: pinprof makes its trigger in /tmp instead, and
+    // the JVM answers.
+    let jvm_view = pinprof_as_root(&stage, &["jvm", "--pid", &pid]);
+    assert_ok(&jvm_view, "pinprof jvm");
+    let said = String::from_utf8_lossy(&jvm_view.stdout);
+    assert!(said.contains("parallelism: 2 (set in the JVM)"), "{said}");
+    assert_untouched(&precious);
+    let out = stage.out().join("trigger.pinrec");
+    let args = [
+        "record",
+        "--quiet",
+        "--pid",
+        &pid,
+        "--duration",
+        "2",
+        "--output",
+    ];
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(out.to_str().unwrap());
+    let first = pinprof_as_root(&stage, &all);
+    assert_ok(&first, "pinprof record");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        !stderr.contains("scheduler settings"),
+        "attach failed: {stderr}"
+    );
+    assert_untouched(&precious);
+    // The planted link is the JVM owner's: left as it is. Ours is gone.
+    assert!(std::fs::symlink_metadata(&in_cwd).unwrap().is_symlink());
+    assert!(!in_tmp.exists(), "pinprof's trigger was left behind");
+
+    // A JVM whose listener has not started yet, both places taken: no trigger, no signal,
+    // and the recording says why.
+    drop(jvm);
+    let jvm = stage.start_jvm();
+    let pid = jvm.pid.to_string();
+    let name = format!(".attach_pid{pid}");
+    let in_tmp = Path::new("/tmp").join(&name);
+    plant(&stage.jvm_home().join(&name), &precious);
+    plant(&in_tmp, &precious);
+    let record = |out: &Path| {
+        let args = [
+            "record",
+            "--quiet",
+            "--pid",
+            &pid,
+            "--duration",
+            "1",
+            "--output",
+        ];
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(out.to_str().unwrap());
+        pinprof_as_root(&stage, &all)
+    };
+    let out = stage.out().join("both.pinrec");
+    let both = record(&out);
+    let _ = std::fs::remove_file(&in_tmp);
+    assert_ok(&both, "pinprof record");
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert!(
+        stderr.contains(&format!("already has a {name} that pinprof did not make")),
+        "{stderr}"
+    );
+    assert_untouched(&precious);
+    let report = report_json(&out);
+    assert!(
+        report["pinned"]["events"].as_u64().unwrap() > 10,
+        "recorded all the same"
+    );
+    // No thread dump came out of the JVM: it was never signalled.
+    assert!(
+        !printed(&jvm).iter().any(|l| l.contains("Full thread dump")),
+        "the JVM was signalled"
+    );
+}
+
+#[test]
+fn planted_output_links_are_replaced_or_refused_never_followed() {
+    let stage = Stage::new("outputs");
+    let precious = precious(&stage);
+    let jvm = stage.start_jvm();
+    let pid = jvm.pid.to_string();
+    let dir = stage.out();
+    // pinprof's output directory is one the JVM's owner can write to, as /tmp is.
+    stage.chmod(&dir, 0o1777);
+    let record = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "record",
+            "--quiet",
+            "--no-attach",
+            "--pid",
+            &pid,
+            "--duration",
+            "1",
+        ];
+        args.extend(extra);
+        args.extend(["--output", out.to_str().unwrap()]);
+        pinprof_as_root(&stage, &args)
+    };
+
+    // A link at the output: refused, and --force replaces the link, not what it points to.
+    let out = dir.join("shop.pinrec");
+    plant(&out, &precious);
+    let refused = record(&out, &[]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("already exists"), "{said}");
+    assert_untouched(&precious);
+    let forced = record(&out, &["--force"]);
+    assert_ok(&forced, "pinprof record --force");
+    assert_untouched(&precious);
+    assert!(std::fs::symlink_metadata(&out).unwrap().is_file());
+    assert_eq!(mode_of(&out), 0o600, "recordings are 0600");
+
+    // A link at the temporary name: another name is taken, the output is made all the same.
+    let out = dir.join("temp.pinrec");
+    plant(&dir.join(".temp.pinrec.pinprof.tmp"), &precious);
+    assert_ok(&record(&out, &[]), "pinprof record");
+    assert_untouched(&precious);
+    assert_eq!(mode_of(&out), 0o600);
+    assert!(report_json(&out)["pinned"]["events"].as_u64().unwrap() > 0);
+
+    // The same for a flamegraph: links at the SVG and at its temporary name.
+    let svg = dir.join("shop.svg");
+    plant(&svg, &precious);
+    plant(&dir.join(".shop.svg.pinprof.tmp"), &precious);
+    let graph = pinprof_as_root(
+        &stage,
+        &[
+            "flamegraph",
+            out.to_str().unwrap(),
+            "--output",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&graph, "pinprof flamegraph");
+    assert_untouched(&precious);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<?xml"));
+    assert_eq!(mode_of(&svg), 0o600, "SVGs are 0600");
 }
