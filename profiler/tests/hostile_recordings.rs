@@ -312,6 +312,10 @@ proptest! {
 fn a_good_file_is_read_whole() {
     let events = session(200, |x| START + x, |tid| tid);
     let bytes = file(&events, START + 3_000_000_000);
+    // Left for `cargo xtask fuzz` to start from.
+    let seeds = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("pinprof-tests");
+    std::fs::create_dir_all(&seeds).unwrap();
+    std::fs::write(seeds.join("synthetic.pinrec"), &bytes).unwrap();
     let recording = Recording::parse(&bytes).unwrap();
     assert_eq!(recording.events, events);
     assert!(recording.damage.is_empty());

@@ -1,10 +1,11 @@
-//! Project tasks: `cargo xtask setup | test | demo | bench`.
+//! Project tasks: `cargo xtask setup | test | demo | bench | fuzz`.
 //!
 //! `setup` installs what building and testing need on a fresh Debian machine and is quick when
 //! everything is there; `test`, `demo` and `bench` run it first.
 
 mod bench;
 mod demo;
+mod fuzz;
 mod setup;
 mod terminal;
 mod workload;
@@ -16,11 +17,12 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench>
+const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|fuzz>
   setup   install build and test dependencies (apt, rust-src, bpf-linker, JDK 21/25), compile the Java workloads
   test    setup, then fmt check, clippy, and the whole test suite (eBPF and JVM tests need root)
   demo    setup, then profile the bundled demo JVM for a few seconds: recording, report, flamegraph
-  bench   setup, then measure pinprof's overhead on a JVM workload against a baseline in the same run";
+  bench   setup, then measure pinprof's overhead on a JVM workload against a baseline in the same run
+  fuzz [SECONDS]  fuzz the recording reader and the views for SECONDS (default 60), seeded with the recordings tests left";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -29,6 +31,7 @@ fn main() {
         Some("test") => test(&args[1..]),
         Some("demo") => demo::run(),
         Some("bench") => bench::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);
