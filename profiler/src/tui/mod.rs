@@ -43,7 +43,7 @@ pub struct Options {
 /// recording ends when the user quits (or earlier: its duration, the target's exit).
 pub fn live(record: &record::Options, options: &Options) -> Result<record::Summary> {
     require_terminal()?;
-    let stop = stop_on_signals()?;
+    let stop = crate::signals::stop_flag()?;
     let (tx, rx) = mpsc::channel();
     let recorder = {
         let (record, stop) = (record.clone(), Arc::clone(&stop));
@@ -88,21 +88,6 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     summary
 }
 
-/// A flag set by Ctrl-C from elsewhere (in raw mode it reaches the view as a key), SIGTERM,
-/// or a hang-up (a closed terminal or SSH session): the view then ends and the recording
-/// is finished properly.
-fn stop_on_signals() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot handle signals")?;
-    }
-    Ok(stop)
-}
-
 /// Shows a recording: all at once, or at `speed` times the pace it was recorded at.
 pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> {
     require_terminal()?;
@@ -120,7 +105,7 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
         false,
         options.window,
     );
-    let stop = stop_on_signals()?;
+    let stop = crate::signals::stop_flag()?;
     show(&mut app, &rx, &stop, options)
 }
 
