@@ -98,7 +98,8 @@ pub struct Hotspot {
     pub walk_error: Option<String>,
     /// What this JVM's settings or layout keep pinprof from seeing.
     pub limits: Vec<String>,
-    attach_disabled: bool,
+    /// None: the flag could not be read, so attach is refused (fail closed).
+    attach_disabled: Option<bool>,
 }
 
 impl Hotspot {
@@ -294,7 +295,7 @@ impl Hotspot {
             walker,
             walk_error,
             limits,
-            attach_disabled: flags.get("DisableAttachMechanism") == Some(&true),
+            attach_disabled: flags.get("DisableAttachMechanism").copied(),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             monitor_object: vm.offset("ObjectMonitor", "_object").ok(),
@@ -336,10 +337,18 @@ impl Hotspot {
         }
     }
 
-    /// Whether the JVM runs with -XX:+DisableAttachMechanism (set anywhere: on the command
-    /// line, in JAVA_TOOL_OPTIONS, in an argument file): then it must not be signalled.
-    pub fn attach_disabled(&self) -> bool {
-        self.attach_disabled
+    /// Leave to use the attach protocol: the JVM's own `DisableAttachMechanism` flag (set
+    /// anywhere: on the command line, in JAVA_TOOL_OPTIONS, in an argument file) was read and
+    /// is off. A flag that cannot be read refuses attach, since signalling a JVM that does
+    /// not expect it prints a thread dump into its output.
+    pub fn attach_permit(&self) -> Result<super::attach::AttachPermit> {
+        match self.attach_disabled {
+            Some(false) => Ok(super::attach::AttachPermit::new()),
+            Some(true) => bail!("the JVM runs with -XX:+DisableAttachMechanism"),
+            None => bail!(
+                "the JVM's DisableAttachMechanism flag cannot be read, so pinprof does not attach"
+            ),
+        }
     }
 
     /// The current `ThreadsList*`: it changes whenever a Java thread starts or ends.
