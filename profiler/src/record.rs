@@ -266,7 +266,7 @@ fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Ve
                 let timeout_ns = (nr == sysno::FUTEX && futex_wait)
                     .then(|| {
                         let mem = mem.as_ref()?;
-                        let (sec, nsec) = (mem.u64(args[3]).ok()?, mem.u64(args[3] + 8).ok()?);
+                        let (sec, nsec) = (mem.u64(args[3]).ok()?, mem.u64(args[3].wrapping_add(8)).ok()?);
                         Some(sec.wrapping_mul(1_000_000_000).wrapping_add(nsec))
                     })
                     .flatten()
