@@ -508,6 +508,13 @@ fn pinprof_as_root(stage: &Stage, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `pinprof record` as root for `seconds`, into `out`.
+fn record_as_root(stage: &Stage, pid: &str, seconds: &str, out: &Path) -> Output {
+    let out = out.to_str().unwrap();
+    let args = ["record", "--quiet", "--pid", pid, "--duration", seconds];
+    pinprof_as_root(stage, &[&args[..], &["--output", out]].concat())
+}
+
 fn mode_of(path: &Path) -> u32 {
     std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
 }
@@ -530,19 +537,7 @@ fn a_planted_attach_trigger_link_reaches_no_root_file() {
     let said = String::from_utf8_lossy(&jvm_view.stdout);
     assert!(said.contains("parallelism: 2 (set in the JVM)"), "{said}");
     assert_untouched(&precious);
-    let out = stage.out().join("trigger.pinrec");
-    let args = [
-        "record",
-        "--quiet",
-        "--pid",
-        &pid,
-        "--duration",
-        "2",
-        "--output",
-    ];
-    let mut all: Vec<&str> = args.to_vec();
-    all.push(out.to_str().unwrap());
-    let first = pinprof_as_root(&stage, &all);
+    let first = record_as_root(&stage, &pid, "2", &stage.out().join("trigger.pinrec"));
     assert_ok(&first, "pinprof record");
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert!(
@@ -563,22 +558,8 @@ fn a_planted_attach_trigger_link_reaches_no_root_file() {
     let in_tmp = Path::new("/tmp").join(&name);
     plant(&stage.jvm_home().join(&name), &precious);
     plant(&in_tmp, &precious);
-    let record = |out: &Path| {
-        let args = [
-            "record",
-            "--quiet",
-            "--pid",
-            &pid,
-            "--duration",
-            "1",
-            "--output",
-        ];
-        let mut all: Vec<&str> = args.to_vec();
-        all.push(out.to_str().unwrap());
-        pinprof_as_root(&stage, &all)
-    };
     let out = stage.out().join("both.pinrec");
-    let both = record(&out);
+    let both = record_as_root(&stage, &pid, "1", &out);
     let _ = std::fs::remove_file(&in_tmp);
     assert_ok(&both, "pinprof record");
     let stderr = String::from_utf8_lossy(&both.stderr);
