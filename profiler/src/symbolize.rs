@@ -2,7 +2,11 @@
 //! read anywhere later: kernel frames from kallsyms, native frames from the ELF symbols of the
 //! mapped files, JIT frames from the runtime's perf map where it wrote one.
 
-use std::time::{Duration, Instant};
+use std::{
+    fs::File,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use blazesym::symbolize::{
     Input, Symbolized, Symbolizer as Blaze,
@@ -87,35 +91,49 @@ impl Symbolizer {
                 holds_monitor: false,
             })
             .collect();
-        // Each mapped file symbolized once, from the file the target has mapped (opened
-        // safely, handed to blazesym as this process's own fd, never by the target's path).
+        // Named from the files the target has mapped (opened safely, handed to blazesym as
+        // this process's own fd, never by the target's path), one call per file.
+        let mut by_file: Vec<(Arc<File>, Vec<usize>, Vec<u64>)> = Vec::new();
         for (i, &lookup) in lookups.iter().enumerate() {
             let Some(m) = self.mappings.find_or_refresh(lookup) else {
                 continue;
             };
+            let offset = m.file_offset(lookup);
             frames[i].module = Some(m.path.clone());
-            let Some(file) = &m.file else {
-                frames[i].name = Some(offset_name(&m.path, m.file_offset(lookup)));
-                continue;
-            };
+            // Outside any symbol (or a file not read): at least say which file and where,
+            // e.g. `[libc.so.6+0x8ff16]`.
+            frames[i].name = Some(offset_name(&m.path, offset));
+            let Some(file) = &m.file else { continue };
+            match by_file.iter_mut().find(|(f, ..)| Arc::ptr_eq(f, file)) {
+                Some((_, at, offsets)) => {
+                    at.push(i);
+                    offsets.push(offset);
+                }
+                None => by_file.push((Arc::clone(file), vec![i], vec![offset])),
+            }
+        }
+        for (file, at, offsets) in by_file {
             let elf = Elf {
                 debug_syms: false,
-                ..Elf::new(crate::safe_fs::fd_path(&**file))
+                ..Elf::new(crate::safe_fs::fd_path(&*file))
             };
-            let offset = m.file_offset(lookup);
-            let named = self
+            let Ok(named) = self
                 .blaze
-                .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset));
-            frames[i].name = match named {
-                Ok(Symbolized::Sym(sym)) => Some(sym.name.to_string()),
-                // Outside any symbol: at least say which file and where, e.g. `[libc.so.6+0x8ff16]`.
-                _ => Some(offset_name(&m.path, offset)),
+                .symbolize(&Source::Elf(elf), Input::FileOffset(&offsets))
+            else {
+                continue;
             };
+            for (i, named) in at.into_iter().zip(&named) {
+                if let Symbolized::Sym(sym) = named {
+                    frames[i].name = Some(sym.name.to_string());
+                }
+            }
         }
-        if frames.iter().any(|f| f.name.is_none()) {
+        // The rest are JIT code, named by the runtime's perf map where it wrote one.
+        if frames.iter().any(|f| f.module.is_none()) {
             self.refresh_perf_map();
             for (frame, &lookup) in frames.iter_mut().zip(&lookups) {
-                if frame.name.is_none()
+                if frame.module.is_none()
                     && let Some(name) = self.perf_map.lookup(lookup)
                 {
                     frame.kind = FrameKind::Jit;
