@@ -139,6 +139,25 @@ impl Dir {
         Ok((st.st_dev, st.st_ino))
     }
 
+    /// The directory itself: its owner and mode.
+    pub fn stat_self(&self) -> io::Result<libc::stat> {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid fd and a stat buffer of the right type.
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+
+    /// An `O_PATH` handle on the inode `name` is now, without following a symlink: what it
+    /// is can be checked and used (e.g. a socket connected through `/proc/self/fd/N`)
+    /// without another lookup of the name.
+    pub fn open_path(&self, name: &OsStr) -> io::Result<OwnedFd> {
+        check_name(name)?;
+        let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        open_at(self.fd.as_raw_fd(), name, flags, 0)
+    }
+
     /// What `name` is here, without following a symlink.
     pub fn stat(&self, name: &OsStr) -> io::Result<libc::stat> {
         let c = cstring(name)?;

@@ -80,7 +80,7 @@ pub fn jcmd(
     if !socket_ready(pid, &tmp, &socket, status.euid)? {
         start_listener(pid, &pidfd, &status, &tmp, &socket, deadline, stop)?;
     }
-    let reply = exchange(pid, &tmp, &socket, command, deadline, stop)?;
+    let reply = exchange(pid, &tmp, &socket, status.euid, command, deadline, stop)?;
     let (code, output) = parse_reply(&reply).with_context(|| {
         let start = String::from_utf8_lossy(&reply[..reply.len().min(200)]);
         format!("JVM {pid} sent a malformed attach reply: {start:?}")
@@ -204,6 +204,10 @@ fn create_trigger(pid: u32, status: &Status, tmp: &Dir) -> Result<crate::safe_fs
             }
             continue;
         };
+        if let Err(e) = trigger_place(dir, status.euid) {
+            why.push(format!("its {place} {e}"));
+            continue;
+        }
         match dir.create_new(OsStr::new(&name)) {
             Ok(trigger) => {
                 // SAFETY: geteuid has no preconditions.
@@ -228,6 +232,25 @@ fn create_trigger(pid: u32, status: &Status, tmp: &Dir) -> Result<crate::safe_fs
     )
 }
 
+/// Whether pinprof may make the trigger in `dir`: a directory of the JVM's user, or a shared
+/// sticky one such as /tmp. The JVM's owner chooses its working directory (it may be /etc)
+/// and, in a namespace of its own, what its /tmp is: a file made and given to that user
+/// anywhere else would be theirs in a place that is not.
+fn trigger_place(dir: &Dir, jvm_euid: u32) -> Result<(), String> {
+    let st = dir
+        .stat_self()
+        .map_err(|e| format!("cannot be looked at: {e}"))?;
+    let shared_sticky = st.st_uid == 0 && st.st_mode & 0o1002 == 0o1002;
+    if st.st_uid == jvm_euid || shared_sticky {
+        return Ok(());
+    }
+    Err(format!(
+        "belongs to uid {}, not the JVM's user, and is not a shared sticky directory: \
+         pinprof makes no file there",
+        st.st_uid
+    ))
+}
+
 /// The JVM's working directory, as a directory fd (the `cwd` magic link is the kernel's).
 fn open_cwd(pid: u32) -> Result<Dir> {
     use std::os::unix::fs::OpenOptionsExt as _;
@@ -240,29 +263,56 @@ fn open_cwd(pid: u32) -> Result<Dir> {
     Ok(Dir::from_fd(OwnedFd::from(file), path.into()))
 }
 
-/// Whether the JVM's socket is there; refuses one that another user planted or can hijack.
+/// Whether the JVM's socket is there (checked for good by `open_socket`).
 fn socket_ready(pid: u32, tmp: &Dir, name: &str, euid: u32) -> Result<bool> {
-    let st = match tmp.stat(OsStr::new(name)) {
-        Ok(st) => st,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+    match open_socket(pid, tmp, name, euid) {
+        Ok(_) => Ok(true),
+        Err(SocketError::Absent) => Ok(false),
+        Err(SocketError::Refused(e)) => Err(e),
+    }
+}
+
+enum SocketError {
+    /// Not there (yet), or not a socket (yet).
+    Absent,
+    Refused(anyhow::Error),
+}
+
+/// A handle on the JVM's socket inode itself (`O_PATH`, no symlink followed), refused when
+/// another user planted it or others can write to it. Connecting through this handle reaches
+/// exactly the inode checked, whatever is renamed into its place meanwhile.
+fn open_socket(pid: u32, tmp: &Dir, name: &str, euid: u32) -> Result<OwnedFd, SocketError> {
+    let fd = match tmp.open_path(OsStr::new(name)) {
+        Ok(fd) => fd,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ELOOP)) => {
+            return Err(SocketError::Absent);
+        }
         Err(e) => {
             let why = format!("cannot look into JVM {pid}'s /tmp (run as root or as its user)");
-            return Err(e).context(why);
+            return Err(SocketError::Refused(anyhow::Error::new(e).context(why)));
         }
     };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd and a stat buffer of the right type.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(SocketError::Refused(e.into()));
+    }
     if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-        return Ok(false);
+        return Err(SocketError::Absent);
     }
     if st.st_uid != euid {
-        bail!(
+        return Err(SocketError::Refused(anyhow::anyhow!(
             "attach socket owned by uid {}, not the JVM's uid {euid}",
             st.st_uid
-        );
+        )));
     }
     if st.st_mode & 0o022 != 0 {
-        bail!("attach socket /tmp/{name} of JVM {pid} is group/other writable");
+        return Err(SocketError::Refused(anyhow::anyhow!(
+            "attach socket /tmp/{name} of JVM {pid} is group/other writable"
+        )));
     }
-    Ok(true)
+    Ok(fd)
 }
 
 /// Sends one protocol-1 `jcmd` request and reads the reply to EOF (at most `MAX_REPLY`).
@@ -270,11 +320,12 @@ fn exchange(
     pid: u32,
     tmp: &Dir,
     socket: &str,
+    euid: u32,
     command: &str,
     deadline: Instant,
     stop: &AtomicBool,
 ) -> Result<Vec<u8>> {
-    let mut stream = connect(pid, tmp, socket, deadline, stop)?;
+    let mut stream = connect(pid, tmp, socket, euid, deadline, stop)?;
     let timed_out = || anyhow::anyhow!("timed out waiting for JVM {pid} to answer {command:?}");
     let request = format!("1\0jcmd\0{command}\0\0\0");
     let mut sent = 0;
@@ -317,18 +368,24 @@ fn exchange(
     Ok(reply)
 }
 
-/// Connects to the socket without blocking past the deadline, through the directory already
-/// opened (never a path that could lead elsewhere), and only to the target itself: the peer
-/// that listens must be process `pid`.
+/// Connects to the socket without blocking past the deadline, through a handle on the socket
+/// inode checked (never a path that could lead elsewhere), and only to the target itself:
+/// the peer that listens must be process `pid`.
 fn connect(
     pid: u32,
     tmp: &Dir,
     socket: &str,
+    euid: u32,
     deadline: Instant,
     stop: &AtomicBool,
 ) -> Result<UnixStream> {
-    // /proc/self/fd/<dir>/<name>: the directory is exactly the one opened.
-    let path = format!("/proc/self/fd/{}/{socket}", tmp.as_raw_fd());
+    let inode = match open_socket(pid, tmp, socket, euid) {
+        Ok(fd) => fd,
+        Err(SocketError::Absent) => bail!("JVM {pid}'s attach socket /tmp/{socket} has gone"),
+        Err(SocketError::Refused(e)) => return Err(e),
+    };
+    // /proc/self/fd/<handle>: the very socket inode checked, not whatever has its name now.
+    let path = format!("/proc/self/fd/{}", inode.as_raw_fd());
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     if path.len() >= addr.sun_path.len() {
@@ -642,6 +699,28 @@ mod tests {
         drop(jvm);
         let _ = other.kill();
         let _ = other.wait();
+    }
+
+    /// The trigger goes only where the JVM's user may make files anyway.
+    #[test]
+    fn triggers_go_only_to_the_jvms_own_or_shared_sticky_directories() {
+        let base = std::env::temp_dir().join(format!("pinprof-trigger-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (own, roots, sticky) = (base.join("own"), base.join("etc"), base.join("tmp"));
+        for dir in [&own, &roots, &sticky] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        use std::os::unix::fs::PermissionsExt as _;
+        std::os::unix::fs::chown(&own, Some(4242), Some(4242)).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let open = |p: &std::path::Path| Dir::open(p).unwrap();
+        assert!(trigger_place(&open(&own), 4242).is_ok());
+        assert!(trigger_place(&open(&sticky), 4242).is_ok());
+        let err = trigger_place(&open(&roots), 4242).unwrap_err();
+        assert!(err.contains("not a shared sticky directory"), "{err}");
+        // Root's own JVM: its directories are its user's.
+        assert!(trigger_place(&open(&roots), 0).is_ok());
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
