@@ -1,15 +1,124 @@
 //! The target's file-backed executable mappings, each file opened once and as the target maps
-//! it (`safe_fs::MappedFile`: the mapping's own inode, a regular file under a size cap), so
-//! that naming and unwinding native frames never reads a file the target merely names.
+//! it (`safe_fs::MappedFile`: the mapping's own inode, a regular file under a size cap), then
+//! copied into a sealed memfd. Naming and unwinding native frames read that copy: never a
+//! file the target merely names, and never a file it can truncate under a library that maps
+//! it (blazesym maps the files it reads, and a mapped file cut short kills with SIGBUS).
 
-use std::{collections::HashMap, fs::File, os::unix::fs::FileExt as _, path::Path, sync::Arc};
+use std::{
+    collections::HashMap,
+    fs::File,
+    io::{self, Read as _},
+    os::fd::{AsRawFd as _, FromRawFd as _},
+    sync::Arc,
+};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 
 use crate::safe_fs::{MappedFile, TargetRoot};
 
 /// Mapped files larger than this are not read (libjvm.so with its symbols is about 25 MB).
-pub const MAX_MAPPED_FILE: u64 = 1 << 30;
+pub const MAX_MAPPED_FILE: u64 = 256 << 20;
+/// What all copies together may take: a target that maps many large files does not make
+/// pinprof's memory grow without end.
+const MAX_COPIED: u64 = 512 << 20;
+/// Distinct files copied at most (each holds a descriptor).
+const MAX_FILES: usize = 1024;
+/// Mappings kept at most.
+const MAX_MAPPINGS: usize = 16 << 10;
+
+/// A mapped file's content, sealed against any change of size or content.
+#[derive(Debug)]
+pub struct SealedFile {
+    memfd: File,
+    pub len: u64,
+}
+
+impl SealedFile {
+    /// Copies at most `max` bytes of `file` (as it is now) into a sealed memfd.
+    fn copy(file: &File, max: u64) -> Result<Self> {
+        // SAFETY: a NUL-terminated name and flags; a new fd or -1.
+        let fd = unsafe {
+            libc::memfd_create(
+                c"pinprof-mapped".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error()).context("cannot make a memfd");
+        }
+        // SAFETY: a fresh fd nothing else owns.
+        let mut memfd = unsafe { File::from_raw_fd(fd) };
+        let mut source = file.try_clone()?;
+        io::copy(&mut (&mut source).take(max.saturating_add(1)), &mut memfd)?;
+        let len = memfd.metadata()?.len();
+        if len > max {
+            bail!("larger than {max} bytes");
+        }
+        let seals =
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+        // SAFETY: a valid fd and plain flags.
+        if unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(io::Error::last_os_error()).context("cannot seal a memfd");
+        }
+        Ok(Self { memfd, len })
+    }
+
+    /// A path to hand a library that opens by path (`/proc/self/fd/N`).
+    pub fn path(&self) -> std::path::PathBuf {
+        crate::safe_fs::fd_path(&self.memfd)
+    }
+
+    /// The whole content, mapped read-only: the seals keep it from changing or shrinking
+    /// under the mapping, so it can be read as plain bytes.
+    pub fn map(&self) -> Result<SealedMap> {
+        let len = usize::try_from(self.len)?;
+        if len == 0 {
+            bail!("an empty file");
+        }
+        // SAFETY: a read-only private mapping of a valid fd, of its sealed length.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                self.memfd.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error()).context("cannot map a sealed copy");
+        }
+        Ok(SealedMap { at, len })
+    }
+}
+
+/// A sealed copy mapped into memory; unmapped when dropped.
+#[derive(Debug)]
+pub struct SealedMap {
+    at: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and its content sealed: shared reads from any thread.
+unsafe impl Send for SealedMap {}
+unsafe impl Sync for SealedMap {}
+
+impl std::ops::Deref for SealedMap {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `len` readable bytes at `at` for as long as self lives, never written
+        // (PROT_READ, and the memfd is sealed against writes and shrinking).
+        unsafe { std::slice::from_raw_parts(self.at.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for SealedMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `SealedFile::map`, unmapped once.
+        unsafe { libc::munmap(self.at, self.len) };
+    }
+}
 
 /// One executable mapping of a file.
 #[derive(Clone, Debug)]
@@ -20,14 +129,14 @@ pub struct Mapping {
     pub offset: u64,
     /// The file as the target names it (for people; never opened by this name alone).
     pub path: String,
-    /// The file, opened safely; None where that was refused or failed.
-    pub file: Option<Arc<File>>,
+    /// The file's sealed copy; None where it was refused, failed or over the budget.
+    pub file: Option<Arc<SealedFile>>,
 }
 
 impl Mapping {
     /// The file offset of an address inside this mapping.
     pub fn file_offset(&self, addr: u64) -> u64 {
-        addr - self.start + self.offset
+        addr.wrapping_sub(self.start).wrapping_add(self.offset)
     }
 }
 
@@ -35,8 +144,9 @@ pub struct Mappings {
     pid: u32,
     root: Option<TargetRoot>,
     list: Vec<Mapping>,
-    /// Files opened so far, by (device, inode): a library mapped in pieces is opened once.
-    files: HashMap<(u64, u64), Option<Arc<File>>>,
+    /// Files copied so far, by (device, inode): a library mapped in pieces is copied once.
+    files: HashMap<(u64, u64), Option<Arc<SealedFile>>>,
+    copied: u64,
 }
 
 impl Mappings {
@@ -46,18 +156,22 @@ impl Mappings {
             root: TargetRoot::open(pid).ok(),
             list: Vec::new(),
             files: HashMap::new(),
+            copied: 0,
         };
         mappings.refresh();
         mappings
     }
 
-    /// Re-reads the target's maps (libraries load late), opening files not seen before.
+    /// Re-reads the target's maps (libraries load late), copying files not seen before.
     pub fn refresh(&mut self) {
         let Ok(maps) = procfs::process::Process::new(self.pid as i32).and_then(|p| p.maps()) else {
             return;
         };
         let mut list = Vec::new();
         for m in maps {
+            if list.len() >= MAX_MAPPINGS {
+                break;
+            }
             if !m.perms.contains(procfs::process::MMPermissions::EXECUTE) {
                 continue;
             }
@@ -65,9 +179,10 @@ impl Mappings {
                 continue;
             };
             let dev = (m.dev.0 as u64, m.dev.1 as u64);
-            let key = (dev.0 << 32 | dev.1, m.inode);
+            let key = ((dev.0 << 32) | dev.1, m.inode);
             let file = match self.files.get(&key) {
                 Some(file) => file.clone(),
+                None if self.files.len() >= MAX_FILES => None,
                 None => {
                     let mapped = MappedFile {
                         pid: self.pid,
@@ -77,11 +192,18 @@ impl Mappings {
                         dev,
                         inode: m.inode,
                     };
-                    let file = match mapped.open(self.root.as_ref(), MAX_MAPPED_FILE) {
-                        Ok(file) => Some(Arc::new(file)),
+                    let budget = MAX_COPIED.saturating_sub(self.copied).min(MAX_MAPPED_FILE);
+                    let copy = mapped
+                        .open(self.root.as_ref(), MAX_MAPPED_FILE)
+                        .and_then(|file| SealedFile::copy(&file, budget));
+                    let file = match copy {
+                        Ok(copy) => {
+                            self.copied += copy.len;
+                            Some(Arc::new(copy))
+                        }
                         Err(e) => {
                             if std::env::var_os("PINPROF_DEBUG").is_some() {
-                                say!("pinprof: debug: {e:#}");
+                                say!("pinprof: debug: {}: {e:#}", path.display());
                             }
                             None
                         }
@@ -119,13 +241,75 @@ impl Mappings {
     }
 }
 
-/// A mapped file's whole content (read from its start whatever its offset; at most the cap).
-pub fn read_all(file: &File, what: &Path) -> Result<Vec<u8>> {
-    let len = file.metadata()?.len();
-    if len > MAX_MAPPED_FILE {
-        bail!("{} is larger than pinprof reads", what.display());
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The target may cut its file short while pinprof reads it: a mapping of the file would
+    /// then kill pinprof with SIGBUS; the sealed copy keeps what it had, and cannot be cut.
+    #[test]
+    fn a_sealed_copy_outlives_its_source_being_cut() {
+        let path = std::env::temp_dir().join(format!("pinprof-sealed-{}", std::process::id()));
+        let content: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let file = File::open(&path).unwrap();
+        let copy = SealedFile::copy(&file, 4 << 20).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let map = copy.map().unwrap();
+        assert_eq!(&map[..], &content[..]);
+        // Sealed: neither cut nor grown, nor written.
+        assert!(copy.memfd.set_len(10).is_err());
+        assert!(copy.memfd.set_len(10 << 20).is_err());
+        // Over its cap, a file is not copied.
+        std::fs::write(&path, b"12345").unwrap();
+        assert!(SealedFile::copy(&File::open(&path).unwrap(), 4).is_err());
+        assert!(SealedFile::copy(&File::open(&path).unwrap(), 5).is_ok());
+        std::fs::remove_file(&path).unwrap();
     }
-    let mut data = vec![0u8; len as usize];
-    file.read_exact_at(&mut data, 0)?;
-    Ok(data)
+
+    /// One file mapped many times is copied once; the copies have a budget.
+    #[test]
+    fn a_file_mapped_many_times_is_copied_once() {
+        let path = std::env::temp_dir().join(format!("pinprof-maps-{}", std::process::id()));
+        std::fs::write(&path, vec![0x90u8; 64 << 10]).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut maps = Vec::new();
+        for _ in 0..32 {
+            // SAFETY: a fresh private read-only executable mapping of a file we own.
+            let at = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    64 << 10,
+                    libc::PROT_READ | libc::PROT_EXEC,
+                    libc::MAP_PRIVATE,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            assert_ne!(at, libc::MAP_FAILED);
+            maps.push(at);
+        }
+        let mappings = Mappings::new(std::process::id());
+        let ours: Vec<_> = mappings
+            .iter()
+            .filter(|m| std::path::Path::new(&m.path) == path)
+            .collect();
+        assert_eq!(ours.len(), 32);
+        let copies: std::collections::HashSet<_> = ours
+            .iter()
+            .map(|m| Arc::as_ptr(m.file.as_ref().unwrap()))
+            .collect();
+        assert_eq!(copies.len(), 1, "one copy for every mapping of the file");
+        assert!(mappings.copied <= MAX_COPIED);
+        for at in maps {
+            // SAFETY: the mappings made above.
+            unsafe { libc::munmap(at, 64 << 10) };
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
 }

@@ -6,10 +6,22 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::safe_fs::{Expect, TargetRoot, read_target_file};
+use crate::safe_fs::{Expect, Owner, TargetRoot, read_target_file};
 
 /// Perf maps larger than this are not read.
 const MAX_PERF_MAP: u64 = 256 << 20;
+/// Names longer than this are cut (a method's name is far shorter; a stack of such names
+/// must stay a record the reader accepts).
+const MAX_NAME: usize = 1024;
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 #[derive(Debug, Default)]
 pub struct PerfMap {
@@ -23,10 +35,18 @@ impl PerfMap {
     pub fn load(root: &TargetRoot, path: &Path, owner: u32) -> Result<Self> {
         let expect = Expect {
             max_bytes: MAX_PERF_MAP,
-            owner: Some(owner),
+            owner: Owner::Is(owner),
         };
         let bytes = read_target_file(root, path, expect)?;
         Ok(Self::parse(&String::from_utf8_lossy(&bytes)))
+    }
+
+    /// What tells one version of the file from the next (inode, size, modification time),
+    /// read without reading the file: a map that has not changed is not parsed again.
+    pub fn stamp(root: &TargetRoot, path: &Path) -> Option<(u64, u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = root.open_file(path).ok()?.metadata().ok()?;
+        Some((meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec()))
     }
 
     pub fn parse(text: &str) -> Self {
@@ -36,7 +56,7 @@ impl PerfMap {
                 let mut parts = line.splitn(3, ' ');
                 let start = u64::from_str_radix(parts.next()?.trim_start_matches("0x"), 16).ok()?;
                 let size = u64::from_str_radix(parts.next()?.trim_start_matches("0x"), 16).ok()?;
-                let name = parts.next()?.trim().to_string();
+                let name = cut(parts.next()?.trim(), MAX_NAME).to_string();
                 Some((start, start.checked_add(size)?, name))
             })
             .collect();
@@ -71,6 +91,13 @@ mod tests {
         assert_eq!(map.lookup(0x7f0000001100), None);
         assert_eq!(map.lookup(0x7f0000002010), Some("LShop;append(I)V"));
         assert_eq!(map.lookup(0x10), None);
+        let long = format!("1000 10 {}\n", "é".repeat(4096));
+        let name = PerfMap::parse(&long).lookup(0x1000).unwrap().to_string();
+        assert!(
+            name.len() <= MAX_NAME && name.starts_with('é'),
+            "{}",
+            name.len()
+        );
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! mapped files, JIT frames from the runtime's perf map where it wrote one.
 
 use std::{
-    fs::File,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -15,7 +14,7 @@ use blazesym::symbolize::{
 
 use crate::{
     events::{Frame, FrameKind},
-    mappings::Mappings,
+    mappings::{Mappings, SealedFile},
     perfmap::PerfMap,
     safe_fs::TargetRoot,
     target::Target,
@@ -32,6 +31,8 @@ pub struct Symbolizer {
     perf_map_path: std::path::PathBuf,
     perf_map: PerfMap,
     perf_map_read: Option<Instant>,
+    /// The version of the perf map last parsed.
+    perf_map_stamp: Option<(u64, u64, i64, i64)>,
     /// The target's executable file mappings, opened safely.
     mappings: Mappings,
 }
@@ -45,6 +46,7 @@ impl Symbolizer {
             perf_map_path: format!("/tmp/perf-{}.map", target.pid).into(),
             perf_map: PerfMap::default(),
             perf_map_read: None,
+            perf_map_stamp: None,
             mappings: Mappings::new(target.pid),
         }
     }
@@ -91,9 +93,9 @@ impl Symbolizer {
                 holds_monitor: false,
             })
             .collect();
-        // Named from the files the target has mapped (opened safely, handed to blazesym as
-        // this process's own fd, never by the target's path), one call per file.
-        let mut by_file: Vec<(Arc<File>, Vec<usize>, Vec<u64>)> = Vec::new();
+        // Named from sealed copies of the files the target has mapped (handed to blazesym as
+        // this process's own memfd, never by the target's path), one call per file.
+        let mut by_file: Vec<(Arc<SealedFile>, Vec<usize>, Vec<u64>)> = Vec::new();
         for (i, &lookup) in lookups.iter().enumerate() {
             let Some(m) = self.mappings.find_or_refresh(lookup) else {
                 continue;
@@ -115,7 +117,7 @@ impl Symbolizer {
         for (file, at, offsets) in by_file {
             let elf = Elf {
                 debug_syms: false,
-                ..Elf::new(crate::safe_fs::fd_path(&*file))
+                ..Elf::new(file.path())
             };
             let Ok(named) = self
                 .blaze
@@ -163,12 +165,35 @@ impl Symbolizer {
             return;
         }
         self.perf_map_read = Some(Instant::now());
-        if let (Some(owner), Some(root)) = (self.owner, &self.root)
-            && let Ok(map) = PerfMap::load(root, &self.perf_map_path, owner)
-        {
+        let (Some(owner), Some(root)) = (self.owner, &self.root) else {
+            return;
+        };
+        let stamp = PerfMap::stamp(root, &self.perf_map_path);
+        if stamp.is_none() || stamp == self.perf_map_stamp {
+            return;
+        }
+        if let Ok(map) = PerfMap::load(root, &self.perf_map_path, owner) {
             self.perf_map = map;
+            self.perf_map_stamp = stamp;
         }
     }
+}
+
+/// Whether the kernel hides its symbols' addresses from pinprof (`kptr_restrict`, without
+/// root or CAP_SYSLOG): `/proc/kallsyms` then shows zeros, and kernel frames go unnamed.
+pub fn kernel_symbols_hidden() -> bool {
+    use std::io::BufRead as _;
+    let Ok(file) = std::fs::File::open("/proc/kallsyms") else {
+        return true;
+    };
+    let mut first = String::new();
+    if std::io::BufReader::new(file).read_line(&mut first).is_err() {
+        return true;
+    }
+    first
+        .split_whitespace()
+        .next()
+        .is_none_or(|addr| addr.bytes().all(|b| b == b'0'))
 }
 
 /// `[libc.so.6+0x8ff16]`: a place in a file where no symbol is known.

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 
 use crate::{
     events::{RuntimeInfo, TargetInfo, ThreadCpu, ThreadName},
-    safe_fs::{Expect, TargetRoot, read_target_file},
+    safe_fs::{Expect, Owner, TargetRoot, read_target_file},
 };
 
 pub struct Target {
@@ -158,7 +158,7 @@ impl Target {
         let release = TargetRoot::open(self.pid).ok().and_then(|root| {
             let expect = Expect {
                 max_bytes: 64 << 10,
-                owner: None,
+                owner: Owner::RootOr(self.uid()?),
             };
             read_target_file(&root, &home.join("release"), expect).ok()
         });

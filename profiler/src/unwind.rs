@@ -3,7 +3,11 @@
 //! walk stops at the first frame. The kernel sends the registers and the top of the stack of
 //! a long system call or of a thread releasing a lock; the unwinding happens here.
 
-use std::{collections::HashSet, ops::Range, path::Path};
+use std::{
+    collections::{HashMap, HashSet},
+    ops::{Deref, Range},
+    sync::Arc,
+};
 
 use framehop::{
     ExplicitModuleSectionInfo, Module, Unwinder as _,
@@ -11,17 +15,23 @@ use framehop::{
 };
 use object::{Object as _, ObjectSection as _, ObjectSegment as _};
 
-use crate::mappings::{Mapping, Mappings};
+use crate::mappings::{Mapping, Mappings, SealedFile, SealedMap};
 
 /// Frames beyond this are not unwound.
 const MAX_FRAMES: usize = 128;
 
+/// Mappings given to the unwinder at most.
+const MAX_MODULES: usize = 4096;
+
 pub struct NativeUnwinder {
     mappings: Mappings,
-    unwinder: UnwinderX86_64<Vec<u8>>,
+    unwinder: UnwinderX86_64<Shared>,
     cache: CacheX86_64,
-    /// Mappings already given to the unwinder: (start, path).
-    known: HashSet<(u64, String)>,
+    /// Mappings already given to the unwinder: (start, end, offset).
+    known: HashSet<(u64, u64, u64)>,
+    /// Each file's unwind sections, found once and shared by all its mappings (by the sealed
+    /// copy's address; their bytes stay in the copy); None where they could not be read.
+    sections: HashMap<usize, Option<Arc<Sections>>>,
     /// Executable ranges known, to tell when the maps must be read again.
     ranges: Vec<Range<u64>>,
 }
@@ -33,6 +43,7 @@ impl NativeUnwinder {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             known: HashSet::new(),
+            sections: HashMap::new(),
             ranges: Vec::new(),
         };
         unwinder.refresh_modules();
@@ -69,11 +80,18 @@ impl NativeUnwinder {
     fn refresh_modules(&mut self) {
         self.mappings.refresh();
         for m in self.mappings.iter() {
-            if !self.known.insert((m.start, m.path.clone())) {
+            if self.known.len() >= MAX_MODULES || !self.known.insert((m.start, m.end, m.offset)) {
                 continue;
             }
             self.ranges.push(m.start..m.end);
-            match m.file.as_deref().and_then(|file| load_module(file, m)) {
+            let sections = m.file.as_ref().and_then(|file| {
+                let key = Arc::as_ptr(file) as usize;
+                self.sections
+                    .entry(key)
+                    .or_insert_with(|| Sections::read(file).map(Arc::new))
+                    .clone()
+            });
+            match sections.and_then(|s| s.module(m)) {
                 Some(module) => self.unwinder.add_module(module),
                 None if std::env::var_os("PINPROF_DEBUG").is_some() => {
                     say!("pinprof: debug: no unwind tables for {}", m.path);
@@ -84,41 +102,83 @@ impl NativeUnwinder {
     }
 }
 
-/// The unwind sections of one mapped ELF file (read from the file the target has mapped).
-fn load_module(file: &std::fs::File, m: &Mapping) -> Option<Module<Vec<u8>>> {
-    let (range, offset) = (m.start..m.end, m.offset);
-    let data = crate::mappings::read_all(file, Path::new(&m.path)).ok()?;
-    let elf = object::File::parse(&*data).ok()?;
-    // Where the file's addresses land: the executable load segment this mapping comes from.
-    // Segments need not start on a page; their mappings do.
-    const PAGE: u64 = 0xfff;
-    let segment = elf.segments().find(|s| {
-        let executable =
-            matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & 1 != 0);
-        let (start, size) = s.file_range();
-        executable && start & !PAGE <= offset && start.checked_add(size).is_some_and(|e| offset < e)
-    })?;
-    let file_page = segment.file_range().0 & !PAGE;
-    // The file is the target's: its numbers may be anything.
-    let loaded = (segment.address() & !PAGE).checked_add(offset.checked_sub(file_page)?)?;
-    let bias = range.start.checked_sub(loaded)?;
-    let section = |name: &str| {
-        let s = elf.section_by_name(name)?;
-        let svma = s.address()..s.address().checked_add(s.size())?;
-        Some((svma, s.data().ok()?.to_vec()))
-    };
-    let text = section(".text");
-    let eh_frame = section(".eh_frame");
-    let eh_frame_hdr = section(".eh_frame_hdr");
-    let info = ExplicitModuleSectionInfo {
-        base_svma: 0,
-        text_svma: text.as_ref().map(|t| t.0.clone()),
-        text: text.map(|t| t.1),
-        eh_frame_svma: eh_frame.as_ref().map(|t| t.0.clone()),
-        eh_frame: eh_frame.map(|t| t.1),
-        eh_frame_hdr_svma: eh_frame_hdr.as_ref().map(|t| t.0.clone()),
-        eh_frame_hdr: eh_frame_hdr.map(|t| t.1),
-        ..Default::default()
-    };
-    Some(Module::new(m.path.clone(), range, bias, info))
+/// A section's bytes, read in place from the file's sealed copy and shared by every mapping
+/// of the file.
+#[derive(Clone, Default)]
+struct Shared(Option<Arc<SealedMap>>, Range<usize>);
+
+impl Deref for Shared {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.as_deref().map_or(&[], |map| &map[self.1.clone()])
+    }
+}
+
+/// What unwinding needs of one ELF file: its executable load segments and the sections with
+/// their addresses in the file (svma).
+struct Sections {
+    /// Executable segments: (file offset, file size, address).
+    segments: Vec<(u64, u64, u64)>,
+    text: Option<(Range<u64>, Shared)>,
+    eh_frame: Option<(Range<u64>, Shared)>,
+    eh_frame_hdr: Option<(Range<u64>, Shared)>,
+}
+
+impl Sections {
+    /// From the file's sealed copy; the file is the target's, so its numbers may be anything.
+    fn read(file: &SealedFile) -> Option<Self> {
+        let map = Arc::new(file.map().ok()?);
+        let elf = object::File::parse(&**map).ok()?;
+        let segments = elf
+            .segments()
+            .filter(
+                |s| matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & 1 != 0),
+            )
+            .map(|s| {
+                let (start, size) = s.file_range();
+                (start, size, s.address())
+            })
+            .collect();
+        let section = |name: &str| {
+            let s = elf.section_by_name(name)?;
+            let svma = s.address()..s.address().checked_add(s.size())?;
+            // Where its bytes are in the file (none for a section without file data).
+            let (at, len) = s.file_range()?;
+            let at = usize::try_from(at).ok()?;
+            let range = at..at.checked_add(usize::try_from(len).ok()?)?;
+            map.get(range.clone())?;
+            Some((svma, Shared(Some(Arc::clone(&map)), range)))
+        };
+        Some(Self {
+            segments,
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+        })
+    }
+
+    /// The unwinder's module for one mapping of this file.
+    fn module(&self, m: &Mapping) -> Option<Module<Shared>> {
+        // Where the file's addresses land: the executable load segment this mapping comes
+        // from. Segments need not start on a page; their mappings do.
+        const PAGE: u64 = 0xfff;
+        let offset = m.offset;
+        let &(file_start, _, address) = self.segments.iter().find(|(start, size, _)| {
+            start & !PAGE <= offset && start.checked_add(*size).is_some_and(|e| offset < e)
+        })?;
+        let file_page = file_start & !PAGE;
+        let loaded = (address & !PAGE).checked_add(offset.checked_sub(file_page)?)?;
+        let bias = m.start.checked_sub(loaded)?;
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: self.text.as_ref().map(|t| t.0.clone()),
+            text: self.text.as_ref().map(|t| t.1.clone()),
+            eh_frame_svma: self.eh_frame.as_ref().map(|t| t.0.clone()),
+            eh_frame: self.eh_frame.as_ref().map(|t| t.1.clone()),
+            eh_frame_hdr_svma: self.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+            eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|t| t.1.clone()),
+            ..Default::default()
+        };
+        Some(Module::new(m.path.clone(), m.start..m.end, bias, info))
+    }
 }

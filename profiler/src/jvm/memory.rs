@@ -133,8 +133,8 @@ impl Libjvm {
             inode: map.inode,
         }
         .open(None, MAX_MAPPED_FILE)?;
-        let data = crate::mappings::read_all(&file, &path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        // read(2), never a mapping the JVM's owner could cut short under us.
+        let data = crate::safe_fs::read_capped(&file, &path, MAX_MAPPED_FILE)?;
         let elf = object::File::parse(&*data)
             .with_context(|| format!("{} is not an ELF file", path.display()))?;
         let mut symbols = HashMap::new();
