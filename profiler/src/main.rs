@@ -73,6 +73,8 @@ enum Command {
     /// Render a recording's blocked time as a flamegraph SVG (time-weighted, microseconds).
     Flamegraph {
         file: PathBuf,
+        /// The SVG to write (`-` for standard output). A new file, or a regular file to
+        /// replace, never a recording.
         #[arg(long, short)]
         output: PathBuf,
         /// One tower per thread, named at the root.
@@ -188,6 +190,13 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command) -> Result<()> {
+    if matches!(
+        command,
+        Command::Report { .. } | Command::Flamegraph { .. } | Command::Replay { .. }
+    ) {
+        // They read a file and write one: no capability of an installed pinprof applies.
+        profiler::capabilities::drop_unless_root()?;
+    }
     match command {
         Command::Record { capture, quiet } => {
             let summary = record::run(&capture.options(!quiet)?)?;
@@ -243,11 +252,24 @@ fn run(command: Command) -> Result<()> {
             per_thread,
             kind,
         } => {
+            let options = flamegraph::Options { per_thread, kind };
+            if output.as_os_str() == "-" {
+                let model = load(&file)?;
+                let mut svg = Vec::new();
+                flamegraph::write_svg(&model, &options, &mut svg)?;
+                return print_stdout(&String::from_utf8_lossy(&svg));
+            }
+            if recording::Recording::is_one(&output) {
+                bail!(
+                    "{} is a pinprof recording; pinprof does not replace it with an SVG",
+                    output.display()
+                );
+            }
             let model = load(&file)?;
             // A temporary file beside the output, renamed over it: never written through a
             // symlink, never half-written.
             profiler::safe_fs::write_output(&output, |svg| {
-                flamegraph::write_svg(&model, &flamegraph::Options { per_thread, kind }, svg)
+                flamegraph::write_svg(&model, &options, svg)
             })?;
             say!("pinprof: wrote {}", output.display());
             Ok(())

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use crate::{
     capture::{self, Capture, Raw, WaitAtStart},
@@ -133,6 +133,13 @@ pub fn run_with(
     // Threads' times are counted from their first account: read it at once.
     let first_accounts = (capture::monotonic_ns(), target.cpu_accounts());
     warnings.extend(capture.warnings.iter().cloned());
+    if crate::symbolize::kernel_symbols_hidden() {
+        warnings.push(
+            "the kernel hides its symbols from pinprof (kptr_restrict; needs root or \
+             CAP_SYSLOG): kernel frames are left unnamed"
+                .into(),
+        );
+    }
 
     let header = Header {
         pinprof_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -157,6 +164,7 @@ pub fn run_with(
         writer.write_event(&Event::Warning(warning))?;
     }
     let mut session = Session {
+        target_mem: std::fs::File::open(format!("/proc/{}/mem", target.pid)).ok(),
         symbolizer: Symbolizer::new(&target),
         jvm,
         target,
@@ -194,11 +202,16 @@ pub fn run_with(
     // The end marker goes in even after an error, so the file says how it ended.
     let end_mono_ns = capture.stopped_ns().unwrap_or_else(capture::monotonic_ns);
     drop(capture);
-    writer.finish(End {
+    let finished = writer.finish(End {
         end_mono_ns,
         reason: reason.clone(),
+    });
+    // A write that failed (a full disk) cuts the file where it failed: what came before reads.
+    let output = options.output.display();
+    finished.with_context(|| {
+        format!("the recording {output} is cut short, but what it holds reads (report, replay)")
     })?;
-    result?;
+    result.with_context(|| format!("the recording {output} ends there, and reads"))?;
     Ok(Summary {
         output: options.output.clone(),
         events,
@@ -266,7 +279,10 @@ fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Ve
                 let timeout_ns = (nr == sysno::FUTEX && futex_wait)
                     .then(|| {
                         let mem = mem.as_ref()?;
-                        let (sec, nsec) = (mem.u64(args[3]).ok()?, mem.u64(args[3].wrapping_add(8)).ok()?);
+                        let (sec, nsec) = (
+                            mem.u64(args[3]).ok()?,
+                            mem.u64(args[3].wrapping_add(8)).ok()?,
+                        );
                         Some(sec.wrapping_mul(1_000_000_000).wrapping_add(nsec))
                     })
                     .flatten()
@@ -347,6 +363,9 @@ fn open_jvm(
 
 struct Session {
     target: Target,
+    /// The target's memory, opened once: bound to this process, never to a later one that
+    /// reuses its pid.
+    target_mem: Option<std::fs::File>,
     capture: Capture,
     writer: RecordingWriter,
     symbolizer: Symbolizer,
@@ -920,7 +939,7 @@ impl Session {
         if java.anchor_sp == 0 || carrier_idle || self.jvm.is_none() {
             return None;
         }
-        let data = read_stack(self.target.pid, java.anchor_sp)?;
+        let data = read_stack(self.target_mem.as_ref()?, java.anchor_sp)?;
         let mut copy = Box::new(profiler_ebpf::StackCopy {
             kind: profiler_ebpf::kind::STACK_COPY,
             tid: 0,
@@ -1096,9 +1115,8 @@ impl Progress {
 }
 
 /// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
-fn read_stack(pid: u32, sp: u64) -> Option<Vec<u8>> {
+fn read_stack(mem: &std::fs::File, sp: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt as _;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
     let mut data = vec![0u8; profiler_ebpf::STACK_COPY_BYTES];
     let mut len = data.len();
     while len >= 512 {

@@ -94,19 +94,21 @@ impl Dir {
         let mut last = None;
         for attempt in 0..TEMP_TRIES {
             let mut temp = b".".to_vec();
-            temp.extend_from_slice(name.as_bytes());
             if attempt == 0 {
+                temp.extend_from_slice(name.as_bytes());
                 temp.extend_from_slice(b".pinprof.tmp");
             } else {
                 let salt = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.subsec_nanos());
-                let tail = format!(".pinprof.{}.{attempt}.{salt:x}.tmp", std::process::id());
+                let tail = format!("pinprof.{}.{attempt}.{salt:x}.tmp", std::process::id());
                 temp.extend_from_slice(tail.as_bytes());
             }
             match self.create_new(OsStr::from_bytes(&temp)) {
                 Ok(created) => return Ok(created),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                // A long output name: the tries after the first do without it.
+                Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => last = Some(e),
                 Err(e) => {
                     return Err(e).with_context(|| {
                         format!("cannot create a temporary file in {}", self.path.display())
@@ -290,21 +292,13 @@ impl NewOutput {
                 if e.downcast_ref::<io::Error>()
                     .is_some_and(|e| e.kind() == io::ErrorKind::AlreadyExists)
                 {
-                    already_exists(&self.path)
+                    already_exists(&self.path, FileKind::Regular)
                 } else {
                     e
                 }
             }),
         }
     }
-}
-
-fn already_exists(path: &Path) -> anyhow::Error {
-    anyhow::anyhow!(
-        "{} already exists; pinprof does not overwrite it (choose another name, or --force \
-         to replace it)",
-        path.display()
-    )
 }
 
 /// Starts a new 0600 output file for `path`, to be written as it goes (a recording): a
@@ -314,8 +308,10 @@ fn already_exists(path: &Path) -> anyhow::Error {
 pub fn create_output(path: &Path, existing: Existing) -> Result<NewOutput> {
     let (dir, name) = split(path)?;
     let dir = Dir::open(dir)?;
-    if existing == Existing::Refuse && dir.stat(name).is_ok() {
-        return Err(already_exists(path));
+    if let Some(kind) = existing_kind(&dir, name)
+        && (existing == Existing::Refuse || kind != FileKind::Regular)
+    {
+        return Err(already_exists(path, kind));
     }
     Ok(NewOutput {
         created: dir.create_temp(name)?,
@@ -326,14 +322,20 @@ pub fn create_output(path: &Path, existing: Existing) -> Result<NewOutput> {
 }
 
 /// Writes an output made at once (an SVG, a JSON file): into a temporary 0600 file beside
-/// `path`, synced, then renamed over it, so a reader never sees half a file and a symlink at
-/// `path` is replaced, not followed.
+/// `path`, synced, then renamed over it, so a reader never sees half a file. Only a regular
+/// file there is replaced: a symlink, a device (`/dev/stdout` is a symlink), a FIFO or a
+/// directory at `path` is refused, never written through nor replaced.
 pub fn write_output(
     path: &Path,
     write: impl FnOnce(&mut io::BufWriter<&File>) -> Result<()>,
 ) -> Result<()> {
     let (dir, name) = split(path)?;
     let dir = Dir::open(dir)?;
+    if let Some(kind) = existing_kind(&dir, name)
+        && kind != FileKind::Regular
+    {
+        return Err(already_exists(path, kind));
+    }
     let temp = dir.create_temp(name)?;
     {
         let mut out = io::BufWriter::new(temp.file());
@@ -345,6 +347,43 @@ pub fn write_output(
         .sync_all()
         .with_context(|| format!("cannot write {}", path.display()))?;
     temp.rename_to(name)
+}
+
+/// What stands at an output's name, for the message that refuses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileKind {
+    Regular,
+    Directory,
+    Symlink,
+    Other,
+}
+
+fn existing_kind(dir: &Dir, name: &OsStr) -> Option<FileKind> {
+    let st = dir.stat(name).ok()?;
+    Some(match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => FileKind::Regular,
+        libc::S_IFDIR => FileKind::Directory,
+        libc::S_IFLNK => FileKind::Symlink,
+        _ => FileKind::Other,
+    })
+}
+
+fn already_exists(path: &Path, kind: FileKind) -> anyhow::Error {
+    let path = path.display();
+    match kind {
+        FileKind::Regular => anyhow::anyhow!(
+            "{path} already exists; pinprof does not overwrite it (choose another name, or \
+             --force to replace it)"
+        ),
+        FileKind::Directory => anyhow::anyhow!("{path} is a directory: give a file name"),
+        FileKind::Symlink => anyhow::anyhow!(
+            "{path} is a symbolic link; pinprof neither writes through nor replaces one \
+             (give the real path of a new or regular file)"
+        ),
+        FileKind::Other => {
+            anyhow::anyhow!("{path} is a device, FIFO or socket; pinprof writes only regular files")
+        }
+    }
 }
 
 /// The directory and file name of an output path.
@@ -402,16 +441,21 @@ impl TargetRoot {
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
         // Following this magic link is the point: it is the target's root, set by the kernel.
         let fd = open_at(libc::AT_FDCWD, OsStr::new(&path), flags, 0).with_context(|| {
-            format!("cannot open {path} (is process {pid} running, and may pinprof inspect it?)")
+            format!(
+                "cannot open {path} (is process {pid} running? another user's process needs \
+                 root, or CAP_SYS_PTRACE)"
+            )
         })?;
         Ok(Self { fd, pid })
     }
 
-    /// Opens `path` as the target sees it, for reading: every symlink on the way resolved
-    /// inside the target's root, none at the last component, no magic links, never blocking
-    /// on a FIFO or device.
+    /// Opens `path` as the target sees it, for reading: resolved inside the target's root,
+    /// through no symlink at all (the paths pinprof reads are the kernel's own, canonical,
+    /// names: a symlink on the way is someone's redirection), never blocking on a FIFO or
+    /// device.
     pub fn open_file(&self, path: &Path) -> io::Result<File> {
-        self.open_with(path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        self.open_with(path, flags, RESOLVE_NO_SYMLINKS)
             .map(File::from)
     }
 
@@ -419,7 +463,7 @@ impl TargetRoot {
     /// root.
     pub fn open_dir(&self, path: &Path) -> Result<Dir> {
         let fd = self
-            .open_with(path, libc::O_RDONLY | libc::O_DIRECTORY)
+            .open_with(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)
             .with_context(|| format!("cannot open {} of process {}", path.display(), self.pid))?;
         Ok(Dir::from_fd(
             fd,
@@ -427,12 +471,12 @@ impl TargetRoot {
         ))
     }
 
-    fn open_with(&self, path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    fn open_with(&self, path: &Path, flags: libc::c_int, resolve: u64) -> io::Result<OwnedFd> {
         let c = cstring(path.as_os_str())?;
         let how = OpenHow {
             flags: (flags | libc::O_CLOEXEC) as u64,
             mode: 0,
-            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve,
         };
         // SAFETY: a valid dirfd, a NUL-terminated path and an open_how of the size given.
         let fd = unsafe {
@@ -460,6 +504,7 @@ struct OpenHow {
     resolve: u64,
 }
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 /// What a file the target names must be before pinprof reads it.
@@ -467,8 +512,17 @@ const RESOLVE_IN_ROOT: u64 = 0x10;
 pub struct Expect {
     /// Larger files are refused.
     pub max_bytes: u64,
-    /// The file must belong to this user (None: anyone's).
-    pub owner: Option<u32>,
+    pub owner: Owner,
+}
+
+/// Whom a file the target names must belong to.
+#[derive(Clone, Copy, Debug)]
+pub enum Owner {
+    Anyone,
+    /// This user (the target's own files: its perf map).
+    Is(u32),
+    /// Root or this user (files of the target's installation: its JDK).
+    RootOr(u32),
 }
 
 /// Checks an opened file: a regular file (never a FIFO, device or directory), under the size
@@ -488,13 +542,17 @@ pub fn check_file(file: &File, what: &Path, expect: Expect) -> Result<std::fs::M
             expect.max_bytes
         );
     }
-    if let Some(owner) = expect.owner
-        && meta.uid() != owner
-    {
+    let trusted = match expect.owner {
+        Owner::Anyone => true,
+        Owner::Is(uid) => meta.uid() == uid,
+        Owner::RootOr(uid) => meta.uid() == uid || meta.uid() == 0,
+    };
+    if !trusted {
         bail!(
-            "{} belongs to uid {}, not to the target's uid {owner}",
+            "{} belongs to uid {}, neither the target's user nor root as expected ({:?})",
             what.display(),
-            meta.uid()
+            meta.uid(),
+            expect.owner
         );
     }
     Ok(meta)
@@ -542,7 +600,7 @@ impl MappedFile<'_> {
     pub fn open(&self, root: Option<&TargetRoot>, max_bytes: u64) -> Result<File> {
         let expect = Expect {
             max_bytes,
-            owner: None,
+            owner: Owner::Anyone,
         };
         let by_map = format!(
             "/proc/{}/map_files/{:x}-{:x}",

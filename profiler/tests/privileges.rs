@@ -581,7 +581,7 @@ fn a_planted_attach_trigger_link_reaches_no_root_file() {
 }
 
 #[test]
-fn planted_output_links_are_replaced_or_refused_never_followed() {
+fn planted_output_links_are_refused_never_followed() {
     let stage = Stage::new("outputs");
     let precious = precious(&stage);
     let jvm = stage.start_jvm();
@@ -604,19 +604,23 @@ fn planted_output_links_are_replaced_or_refused_never_followed() {
         pinprof_as_root(&stage, &args)
     };
 
-    // A link at the output: refused, and --force replaces the link, not what it points to.
+    // A link at the output: refused, with --force too; neither followed nor replaced.
     let out = dir.join("shop.pinrec");
     plant(&out, &precious);
-    let refused = record(&out, &[]);
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(said.contains("already exists"), "{said}");
-    assert_untouched(&precious);
-    let forced = record(&out, &["--force"]);
-    assert_ok(&forced, "pinprof record --force");
-    assert_untouched(&precious);
-    assert!(std::fs::symlink_metadata(&out).unwrap().is_file());
+    for extra in [&[][..], &["--force"][..]] {
+        let refused = record(&out, extra);
+        assert!(!refused.status.success());
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(said.contains("is a symbolic link"), "{said}");
+        assert_untouched(&precious);
+        assert!(std::fs::symlink_metadata(&out).unwrap().is_symlink());
+    }
+    // A regular file there is replaced with --force, by a new 0600 file.
+    std::fs::remove_file(&out).unwrap();
+    std::fs::write(&out, b"old").unwrap();
+    assert_ok(&record(&out, &["--force"]), "pinprof record --force");
     assert_eq!(mode_of(&out), 0o600, "recordings are 0600");
+    assert!(report_json(&out)["pinned"]["events"].as_u64().unwrap() > 0);
 
     // A link at the temporary name: another name is taken, the output is made all the same.
     let out = dir.join("temp.pinrec");
@@ -626,21 +630,53 @@ fn planted_output_links_are_replaced_or_refused_never_followed() {
     assert_eq!(mode_of(&out), 0o600);
     assert!(report_json(&out)["pinned"]["events"].as_u64().unwrap() > 0);
 
-    // The same for a flamegraph: links at the SVG and at its temporary name.
+    // The same for a flamegraph: a link at the SVG is refused, one at its temporary name
+    // passed by.
     let svg = dir.join("shop.svg");
     plant(&svg, &precious);
     plant(&dir.join(".shop.svg.pinprof.tmp"), &precious);
-    let graph = pinprof_as_root(
-        &stage,
-        &[
-            "flamegraph",
-            out.to_str().unwrap(),
-            "--output",
-            svg.to_str().unwrap(),
-        ],
-    );
-    assert_ok(&graph, "pinprof flamegraph");
+    let graph = |svg: &Path| {
+        let args = ["flamegraph", out.to_str().unwrap(), "--output"];
+        pinprof_as_root(&stage, &[&args[..], &[svg.to_str().unwrap()]].concat())
+    };
+    let refused = graph(&svg);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("is a symbolic link"), "{said}");
+    assert_untouched(&precious);
+    std::fs::remove_file(&svg).unwrap();
+    assert_ok(&graph(&svg), "pinprof flamegraph");
     assert_untouched(&precious);
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<?xml"));
     assert_eq!(mode_of(&svg), 0o600, "SVGs are 0600");
+}
+
+/// An installed pinprof may hold CAP_DAC_READ_SEARCH for everyone who runs it; reading a
+/// recording needs none, so it must not read a 0600 recording of someone else's with it.
+#[test]
+fn reading_a_recording_takes_no_capability() {
+    let stage = Stage::new("readers");
+    // A root 0600 recording, as pinprof writes them.
+    let recording = stage.dir.join("root.pinrec");
+    let out = Command::new(stage.pinprof())
+        .args(["record", "--quiet", "--duration", "0.5", "--pid"])
+        .arg(std::process::id().to_string())
+        .arg("--output")
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert_ok(&out, "pinprof record");
+    assert_eq!(mode_of(&recording), 0o600);
+    let path = recording.to_str().unwrap();
+    let svg = stage.out().join("x.svg");
+    for args in [
+        vec!["report", path],
+        vec!["flamegraph", path, "--output", svg.to_str().unwrap()],
+    ] {
+        let (output, _) = stage.pinprof_as(&RECORD_CAPS, &args);
+        assert!(!output.status.success(), "{args:?} read a root 0600 file");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(said.contains("Permission denied"), "{args:?}: {said}");
+    }
+    assert!(!svg.exists());
 }

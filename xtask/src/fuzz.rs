@@ -26,7 +26,7 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&corpus)?;
     let seeded = seed(&root().join("target"), &corpus)?;
     println!("fuzz: recording reader, {seconds} s, {seeded} new seeds");
-    run_cmd(
+    let fuzzed = run_cmd(
         Command::new("cargo")
             .current_dir(root().join("profiler"))
             .env("AYA_BUILD_SKIP", "1")
@@ -40,7 +40,12 @@ pub fn run(args: &[String]) -> Result<()> {
                 "-rss_limit_mb=1024",
                 "-max_len=262144",
             ]),
-    )
+    );
+    match fuzzed {
+        Ok(()) => println!("fuzz: no crash, hang or runaway allocation in {seconds} s"),
+        Err(_) => println!("fuzz: FAILED; the input that failed is under profiler/fuzz/artifacts/"),
+    }
+    fuzzed
 }
 
 fn cargo_fuzz() -> Result<()> {

@@ -65,7 +65,17 @@ pub fn describe(pid: u32, stop: &std::sync::atomic::AtomicBool) -> Result<String
         .ok()
         .and_then(|s| s.parallelism)
         .map(|p| format!("{p} (set in the JVM)"))
-        .or_else(|| runtime.parallelism.map(|p| format!("{p} (the CPU count)")))
+        .or_else(|| {
+            // Without the JVM's word: the command line's, else the CPUs it may use.
+            let flag = "-Djdk.virtualThreadScheduler.parallelism=";
+            let given = info.cmdline.iter().any(|a| a.starts_with(flag));
+            let source = if given {
+                "from the command line"
+            } else {
+                "the CPU count"
+            };
+            runtime.parallelism.map(|p| format!("{p} ({source})"))
+        })
         .unwrap_or_else(|| "unknown".into());
     let _ = writeln!(out, "virtual-thread scheduler parallelism: {parallelism}");
     if let Err(e) = &settings {

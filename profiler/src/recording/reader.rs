@@ -32,6 +32,8 @@ pub enum Damage {
     Corrupt { from: u64, to: u64 },
     /// Reading the file failed at `offset`.
     Unreadable { offset: u64, error: String },
+    /// The header was damaged: the target, the window's start and the settings are unknown.
+    HeaderLost,
 }
 
 impl std::fmt::Display for Damage {
@@ -49,6 +51,11 @@ impl std::fmt::Display for Damage {
             Self::Unreadable { offset, error } => {
                 write!(f, "cannot read the recording past byte {offset}: {error}")
             }
+            Self::HeaderLost => write!(
+                f,
+                "the recording's header is damaged: its target, start time and settings are \
+                 unknown (the window starts at its first event)"
+            ),
         }
     }
 }
@@ -59,6 +66,22 @@ impl Recording {
     pub fn open(path: &Path) -> Result<Self> {
         let records = Records::open(path)?;
         Self::read(records).with_context(|| format!("{} is not a usable recording", path.display()))
+    }
+
+    /// Whether `path` is a regular file that begins as a recording does (never blocking, never
+    /// following a symlink at its name).
+    pub fn is_one(path: &Path) -> bool {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path);
+        let Ok(mut file) = file else {
+            return false;
+        };
+        let mut magic = [0u8; MAGIC.len()];
+        file.metadata().is_ok_and(|m| m.is_file())
+            && read_up_to(&mut file, &mut magic).is_ok_and(|n| n == magic.len())
+            && &magic == MAGIC
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Self> {
@@ -77,14 +100,21 @@ impl Recording {
                 Record::End(e) => end = Some(e),
             }
         }
-        let Some(header) = header else {
-            bail!("recording has no readable header");
+        let mut damage = records.damage;
+        let header = match header {
+            Some(header) => header,
+            // The header alone was hit: the events are still worth reading.
+            None if !events.is_empty() => {
+                damage.push(Damage::HeaderLost);
+                unknown_header(&events)
+            }
+            None => bail!("recording has no readable header"),
         };
         Ok(Self {
             header,
             events,
             end,
-            damage: records.damage,
+            damage,
         })
     }
 
@@ -107,6 +137,31 @@ impl Recording {
         last.max()
             .unwrap_or(self.header.start_mono_ns)
             .max(self.header.start_mono_ns)
+    }
+}
+
+/// A header for a recording whose own is lost: what the events say, nothing more.
+fn unknown_header(events: &[Event]) -> Header {
+    Header {
+        pinprof_version: "unknown".into(),
+        target: crate::events::TargetInfo {
+            command: "(unknown: the recording's header is damaged)".into(),
+            ..Default::default()
+        },
+        start_mono_ns: events
+            .iter()
+            .filter_map(|e| match e {
+                Event::OffCpu(o) => Some(o.start_ns),
+                Event::Syscall(s) => Some(s.start_ns),
+                e => e.time_ns(),
+            })
+            .min()
+            .unwrap_or(0),
+        start_unix_ns: 0,
+        hostname: String::new(),
+        kernel_release: String::new(),
+        min_off_cpu_ns: 0,
+        min_syscall_ns: None,
     }
 }
 
@@ -173,7 +228,8 @@ impl<R: Read> Records<R> {
         if !(OLDEST_FORMAT_READ..=FORMAT_VERSION).contains(&version) {
             bail!(
                 "recording format {version} is not supported (this pinprof reads formats \
-                 {OLDEST_FORMAT_READ} to {FORMAT_VERSION})"
+                 {OLDEST_FORMAT_READ} to {FORMAT_VERSION}): a newer pinprof wrote it, or its \
+                 first bytes are damaged"
             );
         }
         let at = (MAGIC.len() + 4) as u64;

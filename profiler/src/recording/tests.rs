@@ -125,6 +125,20 @@ fn a_damaged_frame_is_skipped_and_reported() {
 }
 
 #[test]
+fn a_damaged_header_leaves_the_events_readable() {
+    let (mut bytes, ends) = write_sample(10);
+    // A byte inside the header record (it follows the magic, the version and its own
+    // fragment header).
+    bytes[MAGIC.len() + 4 + 7 + 3] ^= 0xff;
+    let r = Recording::parse(&bytes).unwrap();
+    assert_eq!(off_cpu_count(&r), 10);
+    assert!(r.damage.contains(&Damage::HeaderLost), "{:?}", r.damage);
+    assert_eq!(r.header.start_mono_ns, 1_000, "the first event's time");
+    assert!(r.warnings().iter().any(|w| w.contains("header is damaged")));
+    assert!(ends[0] > 20);
+}
+
+#[test]
 fn not_a_recording_is_a_clear_error() {
     let err = Recording::parse(b"hello world, this is text").unwrap_err();
     assert!(err.to_string().contains("not a pinprof recording"));

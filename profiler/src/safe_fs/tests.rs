@@ -86,16 +86,21 @@ fn a_symlink_at_the_output_is_never_followed() {
     let precious = s.precious();
     let path = s.0.join("out.pinrec");
     symlink(&precious, &path).unwrap();
-    let err = create_output(&path, Existing::Refuse).err().unwrap();
-    assert!(err.to_string().contains("already exists"), "{err:#}");
+    for existing in [Existing::Refuse, Existing::Replace] {
+        let err = create_output(&path, existing).err().unwrap();
+        assert!(err.to_string().contains("is a symbolic link"), "{err:#}");
+    }
+    assert!(std::fs::symlink_metadata(&path).unwrap().is_symlink());
     assert_untouched(&precious);
-    // Replacing replaces the link itself.
-    create_output(&path, Existing::Replace)
-        .unwrap()
-        .commit()
-        .unwrap();
-    assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
-    assert_untouched(&precious);
+    // Nor is anything but a regular file replaced: a device, a directory.
+    for (other, what) in [("/dev/null", "is a device"), ("/tmp", "is a directory")] {
+        let err = create_output(Path::new(other), Existing::Replace)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains(what), "{err:#}");
+        let err = write_output(Path::new(other), |_| Ok(())).unwrap_err();
+        assert!(err.to_string().contains(what), "{err:#}");
+    }
     // A dangling link (to a file that does not exist yet) creates nothing there either.
     let dangling = s.0.join("dangling.pinrec");
     let victim = s.0.join("victim");
@@ -110,16 +115,24 @@ fn outputs_written_at_once_go_through_a_temporary_file() {
     let precious = s.precious();
     let path = s.0.join("graph.svg");
     // Links planted at the output and at the first temporary name.
+    // A link at the output is refused (not followed, not replaced); one at the temporary
+    // name is passed by.
     symlink(&precious, &path).unwrap();
     symlink(&precious, s.0.join(".graph.svg.pinprof.tmp")).unwrap();
+    let err = write_output(&path, |out| Ok(out.write_all(b"<svg/>")?)).unwrap_err();
+    assert!(err.to_string().contains("is a symbolic link"), "{err:#}");
+    std::fs::remove_file(&path).unwrap();
     write_output(&path, |out| Ok(out.write_all(b"<svg/>")?)).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
     assert_eq!(mode(&path), 0o600);
     assert_untouched(&precious);
+    // A regular file there is replaced.
+    write_output(&path, |out| Ok(out.write_all(b"<svg>2</svg>")?)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"<svg>2</svg>");
     // A writer that fails leaves no temporary file and the old output as it was.
     let err = write_output(&path, |_| bail!("disk on fire")).unwrap_err();
     assert!(err.to_string().contains("disk on fire"));
-    assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
+    assert_eq!(std::fs::read(&path).unwrap(), b"<svg>2</svg>");
     let names: Vec<_> = std::fs::read_dir(&s.0)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -168,7 +181,7 @@ fn files_the_target_names_must_be_regular_and_small() {
     let root = TargetRoot::open(std::process::id()).unwrap();
     let expect = Expect {
         max_bytes: 1 << 20,
-        owner: None,
+        owner: Owner::Anyone,
     };
     // A device and a FIFO are refused at once (opening the FIFO does not wait for a writer).
     let err = read_target_file(&root, Path::new("/dev/zero"), expect).unwrap_err();
@@ -184,12 +197,12 @@ fn files_the_target_names_must_be_regular_and_small() {
     std::fs::write(&big, vec![b'x'; 2048]).unwrap();
     let small = Expect {
         max_bytes: 1024,
-        owner: None,
+        owner: Owner::Anyone,
     };
     assert!(read_target_file(&root, &big, small).is_err());
     let stranger = Expect {
         max_bytes: 1 << 20,
-        owner: Some(unsafe { libc::geteuid() } + 1),
+        owner: Owner::Is(unsafe { libc::geteuid() } + 1),
     };
     assert!(read_target_file(&root, &big, stranger).is_err());
     assert_eq!(read_target_file(&root, &big, expect).unwrap().len(), 2048);
@@ -242,7 +255,7 @@ fn paths_resolve_inside_the_targets_root() {
     let root = TargetRoot::open(child as u32).unwrap();
     let expect = Expect {
         max_bytes: 1 << 20,
-        owner: None,
+        owner: Owner::Anyone,
     };
     let release = read_target_file(&root, Path::new("/jdk/release"), expect).unwrap();
     assert_eq!(release, b"JAVA_VERSION=\"21\"\n");
