@@ -60,6 +60,9 @@ enum Command {
     Jvm {
         #[arg(long, short)]
         pid: u32,
+        /// Do not ask the JVM for its scheduler settings through the attach protocol.
+        #[arg(long)]
+        no_attach: bool,
     },
     /// Summarize a recording: per-thread time, top blocked stacks.
     Report {
@@ -275,9 +278,9 @@ fn run(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Vmstructs { pid, filter } => dump_vmstructs(pid, &filter),
-        Command::Jvm { pid } => {
+        Command::Jvm { pid, no_attach } => {
             let stop = profiler::signals::stop_flag()?;
-            print_stdout(&jvm::describe(pid, &stop)?)
+            print_stdout(&jvm::describe(pid, !no_attach, &stop)?)
         }
     }
 }

@@ -47,7 +47,7 @@ fn parse_scheduler_settings(properties: &str) -> SchedulerSettings {
 }
 
 /// `pinprof jvm`: what pinprof reads from a live JVM, for people.
-pub fn describe(pid: u32, stop: &std::sync::atomic::AtomicBool) -> Result<String> {
+pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) -> Result<String> {
     use std::fmt::Write as _;
     let target = crate::target::Target::open(pid)?;
     let info = target.info();
@@ -56,7 +56,11 @@ pub fn describe(pid: u32, stop: &std::sync::atomic::AtomicBool) -> Result<String
         .with_context(|| format!("process {pid} ({}) is not a HotSpot JVM", info.command))?;
     let mut hotspot = hotspot::Hotspot::attach(pid, runtime.major())?;
     let threads = hotspot.java_threads()?;
-    let settings = scheduler_settings(pid, &hotspot, stop);
+    let settings = if attach {
+        scheduler_settings(pid, &hotspot, stop)
+    } else {
+        Err(anyhow::anyhow!("--no-attach"))
+    };
     let mut out = String::new();
     let version = runtime.version.as_deref().unwrap_or("(version unknown)");
     let _ = writeln!(out, "pid {pid} ({}): HotSpot {version}", info.command);
