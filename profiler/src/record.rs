@@ -26,6 +26,7 @@ use crate::{
         memory::Memory,
         walk::Tier,
     },
+    mappings::Mappings,
     recording::{End, Header, RecordingWriter, StopReason},
     safe_fs::{self, Existing},
     symbolize::Symbolizer,
@@ -163,6 +164,8 @@ pub fn run_with(
         }
         writer.write_event(&Event::Warning(warning))?;
     }
+    // The target's mapped files, copied once for naming and unwinding alike.
+    let mut mappings = Mappings::new(options.pid);
     let mut session = Session {
         target_mem: std::fs::File::open(format!("/proc/{}/mem", target.pid)).ok(),
         symbolizer: Symbolizer::new(&target),
@@ -177,7 +180,8 @@ pub fn run_with(
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
-        native: NativeUnwinder::new(options.pid),
+        native: NativeUnwinder::new(&mut mappings),
+        mappings,
         fds: fdname::FdNamer::new(options.pid),
         native_stacks: HashMap::new(),
         unwound: HashMap::new(),
@@ -380,6 +384,8 @@ struct Session {
     /// System calls shorter than this are not events (u64::MAX: not traced).
     min_syscall_ns: u64,
     native: NativeUnwinder,
+    /// The target's executable mappings and sealed copies of their files.
+    mappings: Mappings,
     fds: fdname::FdNamer,
     /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
     native_stacks: HashMap<(u32, u64), u32>,
@@ -705,9 +711,13 @@ impl Session {
     /// Unwinds a native stack the kernel copied and keeps it for its event.
     fn native_stack(&mut self, copy: &profiler_ebpf::NativeStackCopy) -> Result<()> {
         let len = (copy.len as usize).min(copy.data.len());
-        let addrs = self
-            .native
-            .unwind(copy.ip, copy.sp, copy.bp, &copy.data[..len]);
+        let addrs = self.native.unwind(
+            &mut self.mappings,
+            copy.ip,
+            copy.sp,
+            copy.bp,
+            &copy.data[..len],
+        );
         if addrs.is_empty() {
             return Ok(());
         }
@@ -715,7 +725,7 @@ impl Session {
         let id = match self.unwound.get(&addrs) {
             Some(&id) => id,
             None => {
-                let frames = self.symbolizer.user(&addrs);
+                let frames = self.symbolizer.user(&mut self.mappings, &addrs);
                 let id = self.own_stack(frames)?;
                 self.unwound.insert(addrs, id);
                 id
@@ -965,7 +975,7 @@ impl Session {
             let frames = if kernel {
                 self.symbolizer.kernel(&addrs)
             } else {
-                self.symbolizer.user(&addrs)
+                self.symbolizer.user(&mut self.mappings, &addrs)
             };
             self.writer
                 .write_event(&Event::Stack(Stack { id, frames }))?;

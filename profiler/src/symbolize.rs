@@ -33,8 +33,6 @@ pub struct Symbolizer {
     perf_map_read: Option<Instant>,
     /// The version of the perf map last parsed.
     perf_map_stamp: Option<(u64, u64, i64, i64)>,
-    /// The target's executable file mappings, opened safely.
-    mappings: Mappings,
 }
 
 impl Symbolizer {
@@ -47,7 +45,6 @@ impl Symbolizer {
             perf_map: PerfMap::default(),
             perf_map_read: None,
             perf_map_stamp: None,
-            mappings: Mappings::new(target.pid),
         }
     }
 
@@ -81,7 +78,8 @@ impl Symbolizer {
             .collect()
     }
 
-    pub fn user(&mut self, addrs: &[u64]) -> Vec<Frame> {
+    /// Names a user stack from the target's mapped files (`mappings`) and its perf map.
+    pub fn user(&mut self, mappings: &mut Mappings, addrs: &[u64]) -> Vec<Frame> {
         let lookups = call_sites(addrs);
         let mut frames: Vec<Frame> = addrs
             .iter()
@@ -97,7 +95,7 @@ impl Symbolizer {
         // this process's own memfd, never by the target's path), one call per file.
         let mut by_file: Vec<(Arc<SealedFile>, Vec<usize>, Vec<u64>)> = Vec::new();
         for (i, &lookup) in lookups.iter().enumerate() {
-            let Some(m) = self.mappings.find_or_refresh(lookup) else {
+            let Some(m) = mappings.find_or_refresh(lookup) else {
                 continue;
             };
             let offset = m.file_offset(lookup);

@@ -24,7 +24,6 @@ const MAX_FRAMES: usize = 128;
 const MAX_MODULES: usize = 4096;
 
 pub struct NativeUnwinder {
-    mappings: Mappings,
     unwinder: UnwinderX86_64<Shared>,
     cache: CacheX86_64,
     /// Mappings already given to the unwinder: (start, end, offset).
@@ -37,23 +36,31 @@ pub struct NativeUnwinder {
 }
 
 impl NativeUnwinder {
-    pub fn new(pid: u32) -> Self {
+    /// An unwinder for the target whose files `mappings` holds.
+    pub fn new(mappings: &mut Mappings) -> Self {
         let mut unwinder = Self {
-            mappings: Mappings::new(pid),
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             known: HashSet::new(),
             sections: HashMap::new(),
             ranges: Vec::new(),
         };
-        unwinder.refresh_modules();
+        unwinder.add_modules(mappings);
         unwinder
     }
 
     /// The addresses of the stack, innermost first: `ip`, then return addresses.
-    pub fn unwind(&mut self, ip: u64, sp: u64, bp: u64, stack: &[u8]) -> Vec<u64> {
+    pub fn unwind(
+        &mut self,
+        mappings: &mut Mappings,
+        ip: u64,
+        sp: u64,
+        bp: u64,
+        stack: &[u8],
+    ) -> Vec<u64> {
         if !self.ranges.iter().any(|r| r.contains(&ip)) {
-            self.refresh_modules();
+            mappings.refresh();
+            self.add_modules(mappings);
         }
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let at = addr.checked_sub(sp).ok_or(())? as usize;
@@ -77,9 +84,8 @@ impl NativeUnwinder {
     }
 
     /// Gives the unwinder every file-backed executable mapping it does not have yet.
-    fn refresh_modules(&mut self) {
-        self.mappings.refresh();
-        for m in self.mappings.iter() {
+    fn add_modules(&mut self, mappings: &Mappings) {
+        for m in mappings.iter() {
             if self.known.len() >= MAX_MODULES || !self.known.insert((m.start, m.end, m.offset)) {
                 continue;
             }
