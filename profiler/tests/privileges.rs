@@ -26,7 +26,6 @@ use std::{
     os::unix::fs::{MetadataExt as _, PermissionsExt as _},
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
-    sync::mpsc,
     time::{Duration, Instant},
 };
 
@@ -131,7 +130,8 @@ impl Stage {
     /// 8 virtual threads that sleep 20 ms inside `synchronized`, so the carriers are pinned
     /// nearly all the time.
     fn start_jvm(&self) -> Jvm {
-        let mut child = Command::new("setpriv")
+        let mut command = Command::new("setpriv");
+        command
             .args(ids(JVM_ID))
             .arg("--")
             .arg(self.jdk().join("bin/java"))
@@ -139,34 +139,8 @@ impl Stage {
             .arg("-cp")
             .arg(self.classes())
             .arg("PinnedSleep")
-            .current_dir(self.jvm_home())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("run setpriv (util-linux) to start the JVM as nobody");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead as _;
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut jvm = Jvm {
-            child,
-            pid: 0,
-            lines,
-        };
-        let ready = jvm
-            .wait_for("ready ", Duration::from_secs(30))
-            .expect("the JVM started as nobody");
-        jvm.pid = ready.trim_start_matches("ready ").trim().parse().unwrap();
+            .current_dir(self.jvm_home());
+        let jvm = Jvm::spawn(command).expect("the JVM started as nobody (setpriv, util-linux)");
         let status = std::fs::metadata(format!("/proc/{}", jvm.pid)).unwrap();
         assert_eq!(status.uid(), JVM_ID, "the JVM runs as nobody");
         jvm

@@ -31,17 +31,25 @@ impl Jvm {
         main: &str,
         args: &[&str],
     ) -> Result<Self> {
-        let mut child = Command::new(java)
+        let mut command = Command::new(java);
+        command
             .args(options)
             .arg("-cp")
             .arg(classes)
             .arg(main)
-            .args(args)
+            .args(args);
+        Self::spawn(command).with_context(|| format!("cannot start {}", java.display()))
+    }
+
+    /// Starts a workload from a command of the caller's (another user, another directory):
+    /// its stdin and stdout piped, ready once it prints `ready <pid>`.
+    pub fn spawn(mut command: Command) -> Result<Self> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .with_context(|| format!("cannot start {}", java.display()))?;
+            .with_context(|| format!("cannot run {command:?}"))?;
         let stdout = child.stdout.take().context("no stdout")?;
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
