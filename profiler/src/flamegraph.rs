@@ -7,7 +7,7 @@ use std::io::Write;
 use anyhow::{Context as _, Result};
 
 use crate::{
-    events::Frame,
+    events::{Frame, FrameKind},
     model::{Model, add},
 };
 
@@ -34,11 +34,11 @@ pub enum Kind {
 impl Kind {
     fn title(self) -> &'static str {
         match self {
-            Self::OffCpu => "Off-CPU time (blocked)",
-            Self::Pinned => "Pinned carrier time",
-            Self::Futex => "Futex wait time (by waiter)",
-            Self::Syscall => "Long system call time",
-            Self::Locks => "Lock wait time, charged to the releasing holder's stack",
+            Self::OffCpu => "Blocked time of every thread, by the stack it blocked in",
+            Self::Pinned => "Pinned carrier time, by the pinned virtual thread's stack",
+            Self::Futex => "Long futex wait time, by the waiter's stack",
+            Self::Syscall => "Long system call time, by the caller's stack",
+            Self::Locks => "Lock wait time, charged to the stack that released the lock",
         }
     }
 }
@@ -50,15 +50,94 @@ pub struct Options {
     pub kind: Kind,
 }
 
-/// Folded stacks (`root;...;leaf weight`), outermost frame first, weights in microseconds.
-pub fn folded(model: &Model, options: &Options) -> Vec<String> {
+/// What a flamegraph adds up: how many waits, how long in all, on how many threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub events: u64,
+    pub total_ns: u64,
+    pub threads: usize,
+}
+
+/// Runs of the same frame longer than this (deep recursion) are drawn as one frame, so one
+/// very deep stack does not make the picture tall and empty.
+const MAX_REPEATS: usize = 8;
+
+/// The kernel frames a thread goes through to leave the CPU: drawn as one `schedule` frame.
+fn is_scheduler(name: &str) -> bool {
+    let name = name.trim_start_matches('_');
+    name.starts_with("schedule")
+        || name.starts_with("preempt_schedule")
+        || name.starts_with("io_schedule")
+        || matches!(
+            name,
+            "finish_task_switch" | "context_switch" | "do_task_dead"
+        )
+}
+
+/// A frame's name for inferno's Java palette: the annotations `_[k]` (kernel), `_[j]`
+/// (compiled Java or JIT code) and `_[i]` (inlined) pick the colour; interpreted Java frames
+/// (dotted names) are green, C++ (`::`) yellow, other native code red.
+fn label(frame: &Frame) -> String {
+    let name = frame.label().replace(';', ":");
+    match (frame.kind, frame.module.as_deref()) {
+        (FrameKind::Kernel, _) => format!("{name}_[k]"),
+        (FrameKind::Jit, _) | (FrameKind::Java, Some("compiled")) => format!("{name}_[j]"),
+        (FrameKind::Java, Some("inlined")) => format!("{name}_[i]"),
+        _ => name,
+    }
+}
+
+/// A stack's frames, outermost first, as the flamegraph draws them.
+fn parts(frames: &[&Frame]) -> Vec<String> {
+    // The innermost kernel frames that only switch the CPU away become one frame.
+    let scheduler = frames
+        .iter()
+        .take_while(|f| f.kind == FrameKind::Kernel && f.name.as_deref().is_some_and(is_scheduler))
+        .count();
+    let mut parts: Vec<String> = Vec::with_capacity(frames.len());
+    for frame in frames[scheduler..].iter().rev() {
+        parts.push(label(frame));
+    }
+    if scheduler > 0 {
+        parts.push("schedule_[k]".into());
+    }
+    fold_recursion(parts)
+}
+
+/// Replaces each run of more than `MAX_REPEATS` identical frames by its first `MAX_REPEATS`
+/// and one frame that says how many more there were.
+fn fold_recursion(parts: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(parts.len());
+    let mut i = 0;
+    while i < parts.len() {
+        let run = parts[i..].iter().take_while(|p| **p == parts[i]).count();
+        out.extend(parts[i..i + run.min(MAX_REPEATS)].iter().cloned());
+        if run > MAX_REPEATS {
+            out.push(format!(
+                "[{} more calls of the same method]",
+                run - MAX_REPEATS
+            ));
+        }
+        i += run;
+    }
+    out
+}
+
+/// Folded stacks (`root;...;leaf weight`), outermost frame first, weights in microseconds,
+/// and what they add up to.
+pub fn folded(model: &Model, options: &Options) -> (Vec<String>, Summary) {
     let mut weights: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let mut summary = Summary::default();
+    let mut threads = std::collections::HashSet::new();
     let mut add = |tid: u32, frames: Vec<&Frame>, ns: u64| {
+        summary.events += 1;
+        add(&mut summary.total_ns, ns);
+        threads.insert(tid);
         let mut parts: Vec<String> = Vec::new();
         if options.per_thread {
-            parts.push(model.thread_name(tid));
+            parts.push(model.thread_name(tid).replace(';', ":"));
         }
-        parts.extend(frames.iter().rev().map(|f| f.label().replace(';', ":")));
+        parts.extend(self::parts(&frames));
         if parts.is_empty() {
             parts.push("[no stack]".into());
         }
@@ -120,26 +199,52 @@ pub fn folded(model: &Model, options: &Options) -> Vec<String> {
         .map(|(k, w)| format!("{k} {w}"))
         .collect();
     lines.sort();
-    lines
+    summary.threads = threads.len();
+    (lines, summary)
 }
 
 pub fn write_svg(model: &Model, options: &Options, out: impl Write) -> Result<()> {
-    let lines = folded(model, options);
+    let (lines, summary) = folded(model, options);
     let mut inferno = inferno::flamegraph::Options::default();
     inferno.title = format!(
-        "{} in microseconds: pid {} ({})",
+        "{}: pid {} ({})",
         options.kind.title(),
         model.target.pid,
         model.target.command
     );
     inferno.count_name = "us".into();
-    inferno.subtitle = Some(crate::report::headline(model));
+    inferno.subtitle = Some(subtitle(model, options.kind, summary));
+    inferno.colors =
+        inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
     if lines.is_empty() {
         // inferno refuses empty input; say so in the picture instead.
         return write_empty(&inferno.title, out);
     }
     inferno::flamegraph::from_lines(&mut inferno, lines.iter().map(String::as_str), out)
         .context("cannot render the flamegraph")
+}
+
+/// What the picture adds up, in the words of its kind, and the colours' key.
+fn subtitle(model: &Model, kind: Kind, s: Summary) -> String {
+    let what = match kind {
+        Kind::OffCpu => "blocked intervals",
+        Kind::Pinned => "pinned waits",
+        Kind::Futex => "futex waits",
+        Kind::Syscall => "long system calls",
+        Kind::Locks => "lock waits",
+    };
+    let whose = match kind {
+        Kind::Pinned => "carriers",
+        Kind::Locks => "releasing threads",
+        _ => "threads",
+    };
+    format!(
+        "{} {what}, {} on {} {whose}, in a {} window; width: time in microseconds; green Java, aqua inlined, yellow C++, red native, orange kernel",
+        s.events,
+        crate::report::secs(s.total_ns),
+        s.threads,
+        crate::report::secs(model.duration_ns()),
+    )
 }
 
 fn write_empty(title: &str, mut out: impl Write) -> Result<()> {
@@ -149,4 +254,58 @@ fn write_empty(title: &str, mut out: impl Write) -> Result<()> {
         title.replace('&', "&amp;").replace('<', "&lt;")
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: FrameKind, name: &str, module: Option<&str>) -> Frame {
+        Frame {
+            kind,
+            addr: 0,
+            name: Some(name.into()),
+            module: module.map(Into::into),
+            holds_monitor: false,
+        }
+    }
+
+    #[test]
+    fn scheduler_frames_become_one_and_kinds_are_annotated() {
+        let frames = [
+            frame(FrameKind::Kernel, "__schedule", None),
+            frame(FrameKind::Kernel, "schedule", None),
+            frame(FrameKind::Kernel, "futex_wait_queue", None),
+            frame(FrameKind::Native, "ObjectMonitor::enter(JavaThread*)", None),
+            frame(FrameKind::Java, "a.B.inner", Some("inlined")),
+            frame(FrameKind::Java, "a.B.outer", Some("compiled")),
+            frame(FrameKind::Java, "a.B.run", Some("interpreted")),
+        ];
+        let refs: Vec<&Frame> = frames.iter().collect();
+        assert_eq!(
+            parts(&refs),
+            [
+                "a.B.run",
+                "a.B.outer_[j]",
+                "a.B.inner_[i]",
+                "ObjectMonitor::enter(JavaThread*)",
+                "futex_wait_queue_[k]",
+                "schedule_[k]",
+            ]
+        );
+    }
+
+    #[test]
+    fn deep_recursion_is_folded() {
+        let mut parts = vec!["main".to_string()];
+        parts.extend(std::iter::repeat_n("f".to_string(), 100));
+        parts.push("leaf".into());
+        let folded = fold_recursion(parts);
+        assert_eq!(folded.len(), 1 + MAX_REPEATS + 1 + 1);
+        assert_eq!(
+            folded[MAX_REPEATS + 1],
+            "[92 more calls of the same method]"
+        );
+        assert_eq!(folded.last().unwrap(), "leaf");
+    }
 }

@@ -215,7 +215,18 @@ fn flamegraph_is_a_time_weighted_svg() {
     assert_ok(&output, "pinprof flamegraph");
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<?xml"), "not an SVG");
-    assert!(text.contains("Off-CPU time"), "title missing");
+    assert!(
+        text.contains("Blocked time of every thread"),
+        "title missing"
+    );
+    // The scheduler's own frames are drawn as one (inferno shows names without the palette's
+    // annotations).
+    assert!(text.contains(">schedule ("), "no folded scheduler frame");
+    assert!(!text.contains("_[k]"), "an annotation is shown");
+    assert!(
+        !text.contains("__schedule"),
+        "the scheduler's own frames are drawn"
+    );
     assert!(
         text.contains("futex_wait"),
         "the sleeper's kernel path is missing"

@@ -147,6 +147,23 @@ fn jdk21_pinned_parks_match_jfr() {
         "two sleeping virtual threads: {sleepers:?}"
     );
     assert!(!sleepers.contains(&0), "{sleepers:?}");
+
+    // The pinned flamegraph says what it adds up: the report's pinned events and time.
+    let svg = scratch("pinned21.svg");
+    let output = pinprof()
+        .args(["flamegraph", "--kind", "pinned", "--output"])
+        .arg(&svg)
+        .arg(scratch("pinned21.svg").with_file_name("pinned21.pinrec"))
+        .output()
+        .unwrap();
+    assert_ok(&output, "pinprof flamegraph --kind pinned");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let events = report["pinned"]["events"].as_u64().unwrap();
+    let total = profiler::report::secs(report["pinned"]["total_ns"].as_u64().unwrap());
+    let said = format!("{events} pinned waits, {total} on ");
+    assert!(text.contains(&said), "the subtitle does not say {said:?}");
+    assert!(text.contains("Pinned carrier time"), "title missing");
+    assert!(!text.contains("threads blocked"), "an off-CPU subtitle");
 }
 
 #[test]
