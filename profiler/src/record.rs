@@ -76,14 +76,25 @@ const CHECKPOINT: Duration = Duration::from_secs(1);
 /// all the same), or the target exits.
 pub fn run(options: &Options) -> Result<Summary> {
     let stop = crate::signals::stop_flag()?;
-    run_with(options, &stop, None)
+    let stops = Stops {
+        signal: &stop,
+        quit: &AtomicBool::new(false),
+    };
+    run_with(options, stops, None)
 }
 
-/// Records until the duration ends, `stop` is set, or the target exits. With `tee`, the
+/// What ends a recording before its duration: a signal, or the user quitting a live view.
+#[derive(Clone, Copy)]
+pub struct Stops<'a> {
+    pub signal: &'a AtomicBool,
+    pub quit: &'a AtomicBool,
+}
+
+/// Records until the duration ends, a stop is set, or the target exits. With `tee`, the
 /// stream written to the file also goes there (a live view), and nothing is printed.
 pub fn run_with(
     options: &Options,
-    stop: &AtomicBool,
+    stop: Stops,
     tee: Option<std::sync::mpsc::Sender<crate::recording::Record>>,
 ) -> Result<Summary> {
     capture::check_privileges()?;
@@ -98,9 +109,9 @@ pub fn run_with(
     let output = safe_fs::create_output(&options.output, existing)?;
     let mut info = target.info();
     let mut warnings = Vec::new();
-    let hotspot = open_jvm(options, &mut info, &mut warnings, stop);
+    let hotspot = open_jvm(options, &mut info, &mut warnings, stop.signal);
     // Reading the JVM can take seconds (the attach protocol): a Ctrl-C meanwhile ends here.
-    if stop.load(Ordering::Relaxed) {
+    if stop.signal.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
     }
     // Known to the kernel before it sees the first event; read again when the list changes.
@@ -424,7 +435,7 @@ struct JvmWatch {
 }
 
 impl Session {
-    fn run(&mut self, options: &Options, stop: &AtomicBool) -> Result<StopReason> {
+    fn run(&mut self, options: &Options, stop: Stops) -> Result<StopReason> {
         for thread in self.target.threads() {
             self.known_threads.insert(thread.tid);
             self.writer.write_event(&Event::Thread(thread))?;
@@ -436,7 +447,10 @@ impl Session {
         let progress = Progress::new(options.progress);
         let mut wait = DRAIN_PERIOD;
         let reason = loop {
-            if stop.load(Ordering::Relaxed) {
+            if stop.quit.load(Ordering::Relaxed) {
+                break StopReason::Quit;
+            }
+            if stop.signal.load(Ordering::Relaxed) {
                 break StopReason::Interrupted;
             }
             if options.duration.is_some_and(|d| started.elapsed() >= d) {
@@ -461,7 +475,7 @@ impl Session {
                     break StopReason::TargetExited;
                 }
                 progress.show(
-                    started.elapsed(),
+                    self.window(capture::monotonic_ns()),
                     self.events,
                     self.writer.bytes(),
                     self.capture.counters().lost(),
@@ -479,12 +493,17 @@ impl Session {
         self.close_open_intervals(end_ns)?;
         self.close_open_syscalls(end_ns)?;
         progress.finish(
-            started.elapsed(),
+            self.window(end_ns),
             self.events,
             self.writer.bytes(),
             self.capture.counters().lost(),
         );
         Ok(reason)
+    }
+
+    /// The recording's window up to `now_ns`: what the progress line and the summary give.
+    fn window(&self, now_ns: u64) -> Duration {
+        Duration::from_nanos(now_ns.saturating_sub(self.capture.started_ns()))
     }
 
     /// Re-reads the JVM's threads when its thread list changed, and tells the kernel.
@@ -1100,25 +1119,26 @@ impl Progress {
         }
     }
 
-    fn show(&self, elapsed: Duration, events: u64, bytes: u64, lost: u64) {
+    /// `window`: the recording's time so far, as the summary at the end counts it.
+    fn show(&self, window: Duration, events: u64, bytes: u64, lost: u64) {
         if !self.enabled {
             return;
         }
         let line = format!(
             "recording: {:5.1}s, {events} events, {:.1} MiB, {lost} lost",
-            elapsed.as_secs_f64(),
+            window.as_secs_f64(),
             bytes as f64 / f64::from(1 << 20)
         );
         if self.tty {
             let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\r{line}   "));
-        } else if elapsed.as_secs().is_multiple_of(5) {
+        } else if window.as_secs().is_multiple_of(5) {
             say!("{line}");
         }
     }
 
-    fn finish(&self, elapsed: Duration, events: u64, bytes: u64, lost: u64) {
+    fn finish(&self, window: Duration, events: u64, bytes: u64, lost: u64) {
         if self.enabled && self.tty {
-            self.show(elapsed, events, bytes, lost);
+            self.show(window, events, bytes, lost);
             say!();
         }
     }

@@ -106,7 +106,20 @@ fn live_view_and_its_replay_show_what_the_report_says() {
     let mut term = Terminal::spawn(replay, ROWS, COLS);
     let screen = term.wait_for("the replayed recording", Duration::from_secs(20), ended);
     assert_eq!(pinned_on_screen(&screen), live_pinned, "{screen}");
-    term.send(b"\t\t\t");
+    // A resize redraws the screen at its new size at once, not at the next key, and the
+    // first key after it is taken.
+    term.resize(ROWS, COLS + 10);
+    term.wait_for("a redraw at the new size", Duration::from_secs(5), |s| {
+        s.lines()
+            .any(|l| l.chars().count() == usize::from(COLS + 10))
+    });
+    term.send(b"3");
+    term.wait_for(
+        "the threads view after a resize",
+        Duration::from_secs(5),
+        |s| s.contains("Threads (most blocked or pinned first)"),
+    );
+    term.send(b"\t");
     term.wait_for("the locks view", Duration::from_secs(5), |s| {
         s.contains("Locks (most wait time first)") && s.contains("futex")
     });
@@ -172,6 +185,9 @@ fn starvation_is_flagged_while_it_lasts() {
     });
     term.send(b"q");
     assert!(term.wait_exit(Duration::from_secs(15)).success());
+    // Quitting is said as such, not as an interruption.
+    let said = term.contents().replace('\n', "");
+    assert!(said.contains("stopped: quit from the live view"), "{said}");
 }
 
 #[test]

@@ -61,6 +61,8 @@ pub enum StopReason {
     Interrupted,
     TargetExited,
     Error(String),
+    /// The user quit the live view.
+    Quit,
 }
 
 impl std::fmt::Display for StopReason {
@@ -70,6 +72,7 @@ impl std::fmt::Display for StopReason {
             Self::Interrupted => write!(f, "interrupted"),
             Self::TargetExited => write!(f, "target exited"),
             Self::Error(e) => write!(f, "error: {e}"),
+            Self::Quit => write!(f, "quit from the live view"),
         }
     }
 }

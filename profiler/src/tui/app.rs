@@ -5,7 +5,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::{
     model::{
-        Model, PinnedSite, ThreadRow, add, carriers::PinnedEvent, total, waits::LockRow,
+        Model, PinnedSite, ThreadRow, add,
+        carriers::{Operation, PinnedEvent, Reason},
+        total,
+        waits::LockRow,
         waits::SyscallRow,
     },
     recording::{Record, StopReason},
@@ -97,6 +100,50 @@ impl View {
             .filter(|t| t.intervals > 0 || t.running_ns > 0)
     }
 
+    /// What identifies a tab's row `row`, so that the selection stays on it when the table
+    /// re-sorts.
+    fn key(&self, tab: Tab, row: usize) -> Option<RowKey> {
+        match tab {
+            Tab::Overview => self.carriers().nth(row).map(|t| RowKey::Thread(t.tid)),
+            Tab::Threads => self
+                .active_threads()
+                .nth(row)
+                .map(|t| RowKey::Thread(t.tid)),
+            Tab::Pinned => self
+                .sites
+                .get(row)
+                .map(|s| RowKey::Site(s.reason, s.operation, s.stack.frames.clone())),
+            Tab::Locks => self.locks.get(row).map(|l| RowKey::Lock(l.kind, l.address)),
+            Tab::Syscalls => self
+                .syscalls
+                .get(row)
+                .map(|c| RowKey::Syscall(c.name.clone())),
+        }
+    }
+
+    /// Where the row `key` is in a tab's table now.
+    fn find(&self, tab: Tab, key: &RowKey) -> Option<usize> {
+        match (tab, key) {
+            (Tab::Overview, RowKey::Thread(tid)) => self.carriers().position(|t| t.tid == *tid),
+            (Tab::Threads, RowKey::Thread(tid)) => {
+                self.active_threads().position(|t| t.tid == *tid)
+            }
+            (Tab::Pinned, RowKey::Site(reason, operation, frames)) => {
+                self.sites.iter().position(|s| {
+                    s.reason == *reason && s.operation == *operation && s.stack.frames == *frames
+                })
+            }
+            (Tab::Locks, RowKey::Lock(kind, address)) => self
+                .locks
+                .iter()
+                .position(|l| l.kind == *kind && l.address == *address),
+            (Tab::Syscalls, RowKey::Syscall(name)) => {
+                self.syscalls.iter().position(|c| c.name == *name)
+            }
+            _ => None,
+        }
+    }
+
     /// Rows of a tab's table (for moving the selection).
     fn rows(&self, tab: Tab) -> usize {
         match tab {
@@ -107,6 +154,15 @@ impl View {
             Tab::Syscalls => self.syscalls.len(),
         }
     }
+}
+
+/// A row of a table, whatever its place.
+#[derive(Clone, Debug, PartialEq)]
+enum RowKey {
+    Thread(u32),
+    Site(Reason, Operation, Vec<String>),
+    Lock(&'static str, u64),
+    Syscall(String),
 }
 
 pub struct App {
@@ -247,6 +303,10 @@ impl App {
                 .copied()
                 .unwrap_or(0);
         }
+        let selected_rows: Vec<Option<RowKey>> = Tab::ALL
+            .iter()
+            .map(|&tab| self.view.key(tab, self.selected[tab.index()]))
+            .collect();
         self.view = View {
             threads: model.threads(),
             pinned_events: pinned.len(),
@@ -271,10 +331,13 @@ impl App {
             pinned_per_second: per_second,
             first_second,
         };
-        for tab in Tab::ALL {
+        // The selection follows its row when the table re-sorts; a row gone leaves it where
+        // it was, within the table.
+        for (tab, key) in Tab::ALL.into_iter().zip(selected_rows) {
             let rows = self.view.rows(tab);
+            let found = key.and_then(|key| self.view.find(tab, &key));
             let selected = &mut self.selected[tab.index()];
-            *selected = (*selected).min(rows.saturating_sub(1));
+            *selected = found.unwrap_or(*selected).min(rows.saturating_sub(1));
         }
     }
 
@@ -404,6 +467,34 @@ mod tests {
         assert!(!app.quit);
         app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
         assert!(app.quit);
+    }
+
+    #[test]
+    fn the_selection_follows_its_row_when_the_table_re_sorts() {
+        use crate::{events::Event, model::intake::hostile};
+        let start = 5_000_000_000;
+        let mut app = App::new("test".into(), true, None);
+        app.on_record(Record::Header(hostile::header(start)));
+        let blocked = |tid, from_ms: u64, ms: u64| {
+            let from = start + from_ms * 1_000_000;
+            Record::Event(Event::OffCpu(hostile::off_cpu(
+                tid,
+                from,
+                from + ms * 1_000_000,
+            )))
+        };
+        app.on_record(blocked(1, 0, 300));
+        app.on_record(blocked(2, 0, 100));
+        app.refresh();
+        app.tab = Tab::Threads;
+        let tids = |app: &App| app.view.active_threads().map(|t| t.tid).collect::<Vec<_>>();
+        assert_eq!(tids(&app), [1, 2]);
+        app.on_key(key(KeyCode::Down));
+        // Thread 2 now blocked longest: it moves up, and the selection with it.
+        app.on_record(blocked(2, 200, 500));
+        app.refresh();
+        assert_eq!(tids(&app), [2, 1]);
+        assert_eq!(app.selected(), 0, "the selection stayed on thread 2");
     }
 
     /// A replay of a hostile recording: its records through the app's state, as the view

@@ -44,15 +44,20 @@ pub struct Options {
 pub fn live(record: &record::Options, options: &Options) -> Result<record::Summary> {
     require_terminal()?;
     let stop = crate::signals::stop_flag()?;
+    let quit = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let recorder = {
-        let (record, stop) = (record.clone(), Arc::clone(&stop));
+        let (record, stop, quit) = (record.clone(), Arc::clone(&stop), Arc::clone(&quit));
         thread::Builder::new()
             .name("recorder".into())
             .spawn(move || {
+                let stops = record::Stops {
+                    signal: &stop,
+                    quit: &quit,
+                };
                 // A bug in the recorder ends the recording with an error, not the process.
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    record::run_with(&record, &stop, Some(tx))
+                    record::run_with(&record, stops, Some(tx))
                 }))
                 .unwrap_or_else(|_| Err(anyhow!("the recorder stopped on an internal error")))
             })
@@ -78,7 +83,12 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
         show(&mut app, &rx, &stop, options)
     }))
     .unwrap_or_else(|_| Err(anyhow!("the live view stopped on an internal error")));
-    stop.store(true, Ordering::Relaxed);
+    // The recording says how it ended: the user quit, or anything else stopped the view.
+    if app.quit {
+        quit.store(true, Ordering::Relaxed);
+    } else {
+        stop.store(true, Ordering::Relaxed);
+    }
     let summary = join(recorder);
     // The footer showed the latest only; the screen is gone now.
     for warning in app.model.iter().flat_map(|m| &m.warnings) {
@@ -285,12 +295,13 @@ fn event_loop(
         } else {
             Duration::from_millis(200)
         };
-        // Keys are read only once the terminal has some: crossterm spins without end on a
-        // terminal that has gone (a closed window), where it would never see the hang-up.
-        match terminal_input(wait) {
-            Input::None => continue,
-            Input::Gone => break,
-            Input::Ready => {}
+        // crossterm spins without end on a terminal that has gone (a closed window), where it
+        // would never see the hang-up: it is asked only while the terminal is there. It is
+        // asked even without input, so that a resize is taken alone: taken together with
+        // the next key, it would hide that key until another one comes (crossterm returns
+        // the resize and loses the key's edge-triggered wake-up).
+        if let Input::Gone = terminal_input(wait) {
+            break;
         }
         // All that crossterm has read, so none waits in its buffer for more input to come.
         loop {

@@ -123,6 +123,23 @@ impl Terminal {
         self.drain();
     }
 
+    /// Resizes the terminal, as dragging its window would: the program gets a SIGWINCH.
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: a valid window size for the terminal we own.
+        let rc = unsafe { libc::ioctl(self.input.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+        assert_eq!(rc, 0, "resize: {}", std::io::Error::last_os_error());
+        self.screen.lock().unwrap().set_size(
+            NonZeroU16::new(rows).expect("rows"),
+            NonZeroU16::new(cols).expect("columns"),
+        );
+    }
+
     /// The screen's text now.
     pub fn contents(&self) -> String {
         self.screen.lock().unwrap().screen().contents()
