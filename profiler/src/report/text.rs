@@ -93,11 +93,16 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     let own = model.jdk_own_threads();
     let mut threads = model.threads();
     // Carriers first, then the application's threads, then the JVM's and the JDK's own,
-    // whose waits for work would lead otherwise; each most blocked or pinned first.
-    threads.sort_by_key(|t| match (t.role, own.contains(&t.tid)) {
-        ("carrier", _) => 0,
-        (_, false) => 1,
-        (_, true) => 2,
+    // whose waits for work would lead otherwise; each most blocked or pinned first. Threads
+    // seen doing nothing at all (asleep since before attach: a VM thread whose class and
+    // code say nothing, or a deadlock) come after the others of their kind.
+    threads.sort_by_key(|t| {
+        let group = match (t.role, own.contains(&t.tid)) {
+            ("carrier", _) => 0,
+            (_, false) => 1,
+            (_, true) => 2,
+        };
+        (group, t.intervals == 0 && t.running_ns == 0)
     });
     writeln!(
         out,
@@ -108,12 +113,20 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
         "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
         "tid", "name", "pinned", "blocked", "idle", "running", "preempted", "intervals"
     )?;
-    // Threads that never ran in the window (idle all along) are left to the JSON report.
-    for t in threads
+    // Threads idle all along (carriers with nothing to run) are left to the JSON report;
+    // a thread blocked all along (a wait from before attach, a deadlock) is not.
+    let shown: Vec<_> = threads
         .iter()
-        .filter(|t| t.intervals > 0 || t.running_ns > 0)
-        .take(20)
-    {
+        .filter(|t| t.intervals > 0 || t.running_ns > 0 || t.blocked_ns > 0 || t.pinned_ns > 0)
+        .collect();
+    if shown.len() > 20 {
+        writeln!(
+            out,
+            "  (the first 20 of {}; --format json lists every one)",
+            shown.len()
+        )?;
+    }
+    for t in shown.iter().take(20) {
         writeln!(
             out,
             "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
