@@ -1047,6 +1047,83 @@ mod tests {
     }
 
     #[test]
+    fn one_place_is_one_site_however_its_stack_ends_or_enters_the_monitor() {
+        let java = |name: &str, module: &str, holds_monitor: bool| Frame {
+            kind: FrameKind::Java,
+            addr: 0,
+            name: Some(name.into()),
+            module: Some(module.into()),
+            holds_monitor,
+        };
+        let top = [
+            java("jdk.internal.misc.Unsafe.park", "native", false),
+            java("java.lang.Thread.sleep", "interpreted", false),
+            java("Shop$PriceCache.refresh", "interpreted", true),
+            java("Shop.handle", "compiled", false),
+        ];
+        let place = |bottom: &[Frame]| {
+            let frames: Vec<&Frame> = top.iter().chain(bottom).collect();
+            site_place(&frames, &StackLabels::new(&frames, monitor_frames(&frames)))
+        };
+        let full = place(&[
+            java("Shop.serve", "compiled", false),
+            java("java.lang.VirtualThread.run", "interpreted", false),
+        ]);
+        assert_eq!(
+            full,
+            [
+                "jdk.internal.misc.Unsafe.park",
+                "java.lang.Thread.sleep",
+                "Shop$PriceCache.refresh"
+            ]
+        );
+        let frozen = [java(
+            "[callers frozen in the virtual thread's stack chunk]",
+            "stub",
+            false,
+        )];
+        assert_eq!(place(&frozen), full);
+        assert_eq!(
+            place(&[java("[more frames beyond the copied stack]", "", false)]),
+            full
+        );
+        // A Runtime1 stub on the way into the monitor is how, not where.
+        let mut stubbed = vec![java("[monitorenter_nofpu Runtime1 stub]", "stub", false)];
+        stubbed.extend(top.iter().cloned());
+        let frames: Vec<&Frame> = stubbed.iter().collect();
+        let labels = StackLabels::new(&frames, monitor_frames(&frames));
+        assert_eq!(site_place(&frames, &labels), full);
+        // Another monitor holder is another place.
+        let other = [java("Shop$Pool.take", "interpreted", true)];
+        let frames: Vec<&Frame> = top[..2].iter().chain(&other).collect();
+        let labels = StackLabels::new(&frames, monitor_frames(&frames));
+        assert_ne!(site_place(&frames, &labels), full);
+    }
+
+    #[test]
+    fn stacks_without_java_frames_are_not_merged_across_threads() {
+        let model = Model {
+            end_mono_ns: 100_000_000,
+            off_cpu: vec![
+                interval(1, 0, 10, OffCpuState::Sleeping),
+                interval(2, 0, 20, OffCpuState::Sleeping),
+                interval(2, 30, 20, OffCpuState::Sleeping),
+            ],
+            ..Default::default()
+        };
+        let rows = model.blocked_stacks();
+        let threads: Vec<(Vec<String>, u64)> =
+            rows.iter().map(|r| (r.threads.clone(), r.events)).collect();
+        assert_eq!(
+            threads,
+            [
+                (vec!["tid-2".to_string()], 2),
+                (vec!["tid-1".to_string()], 1)
+            ]
+        );
+    }
+
+    #[test]
     fn the_jvms_full_thread_name_outlives_the_kernels_cut_one() {
         use crate::events::ThreadName;
         let kernel = |name: &str| {
