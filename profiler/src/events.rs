@@ -395,6 +395,13 @@ pub enum Event {
         time_ns: u64,
         waits: Vec<OpenWait>,
     },
+    /// The class of each Java thread's `java.lang.Thread` object (`pkg.Class`), written
+    /// with each `JavaThreads`: it tells the JDK's own threads from the application's. (A
+    /// record of its own, so that recordings of format 4 stay as they were.)
+    JavaThreadClasses {
+        time_ns: u64,
+        threads: Vec<(u32, String)>,
+    },
 }
 
 /// A carrier's wait still under way at a checkpoint.
@@ -421,7 +428,8 @@ impl Event {
             | Event::SyscallSums { time_ns, .. }
             | Event::KernelLocks { time_ns, .. }
             | Event::MonitorClass { time_ns, .. }
-            | Event::OpenWaits { time_ns, .. } => Some(*time_ns),
+            | Event::OpenWaits { time_ns, .. }
+            | Event::JavaThreadClasses { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

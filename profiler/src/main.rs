@@ -72,6 +72,13 @@ enum Command {
         /// How many stacks to list.
         #[arg(long, default_value_t = 10)]
         top: usize,
+        /// Lines per stack in the text report (runs of JDK frames fold into one; the frame
+        /// holding a monitor, and the application frames next to it, always show).
+        #[arg(long, default_value_t = 16)]
+        depth: usize,
+        /// Every frame of every stack in the text report, none folded or cut.
+        #[arg(long)]
+        full: bool,
     },
     /// Render a recording's blocked time as a flamegraph SVG (time-weighted, microseconds).
     Flamegraph {
@@ -235,10 +242,18 @@ fn run(command: Command) -> Result<()> {
             };
             tui::replay(&file, speed, &options)
         }
-        Command::Report { file, format, top } => {
+        Command::Report {
+            file,
+            format,
+            top,
+            depth,
+            full,
+        } => {
             let model = load(&file)?;
             let options = report::Options {
                 top,
+                depth,
+                full,
                 ..Default::default()
             };
             let text = match format {

@@ -546,9 +546,20 @@ impl Session {
                 carrier: t.carrier,
             })
             .collect();
-        self.writer.write_event(&Event::JavaThreads {
-            time_ns: capture::monotonic_ns(),
-            threads,
+        let time_ns = capture::monotonic_ns();
+        self.writer
+            .write_event(&Event::JavaThreads { time_ns, threads })?;
+        let classes: Vec<(u32, String)> = jvm
+            .threads
+            .iter()
+            .filter_map(|t| Some((t.tid, t.class.clone()?)))
+            .collect();
+        if classes.is_empty() {
+            return Ok(());
+        }
+        self.writer.write_event(&Event::JavaThreadClasses {
+            time_ns,
+            threads: classes,
         })
     }
 

@@ -235,11 +235,20 @@ fn jvm_lock_waits_name_the_releasing_thread_and_its_java_stack() {
         .collect();
     assert!(!tellers.is_empty(), "locks the tellers waited on");
     // The JIT compilers' waits for work are the JVM's own, listed after every lock of the
-    // application; the tellers' locks are not.
+    // application; the tellers' locks are not (a teller's wait the VM thread ended, at a
+    // safepoint, is the JVM's).
     let locks = report["locks"].as_array().unwrap();
     for (i, lock) in locks.iter().enumerate() {
         let waiters = strings(&lock["waiters"]);
-        if waiters.iter().any(|w| w.starts_with("teller-")) {
+        let holders: Vec<&str> = lock["holders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["name"].as_str().unwrap())
+            .collect();
+        if waiters.iter().any(|w| w.starts_with("teller-"))
+            && holders.iter().all(|h| h.starts_with("teller-"))
+        {
             assert_eq!(lock["jvm_internal"], false, "{lock}");
         } else if !waiters.is_empty() && waiters.iter().all(|w| w.contains("CompilerThre")) {
             assert_eq!(lock["jvm_internal"], true, "{lock}");

@@ -73,6 +73,9 @@ pub struct JavaThread {
     pub name: Option<String>,
     /// An instance of `jdk.internal.misc.CarrierThread`: a virtual-thread carrier.
     pub carrier: bool,
+    /// The class of its `java.lang.Thread` object (`pkg.Class`, nested with `$`): what kind
+    /// of thread it is (the JDK's own threads are instances of the JDK's classes).
+    pub class: Option<String>,
 }
 
 pub struct Hotspot {
@@ -387,15 +390,15 @@ impl Hotspot {
                 continue;
             };
             let thread_obj = self.deref_handle(addr.wrapping_add(self.layout.thread_obj.into()));
-            let carrier = thread_obj
-                .and_then(|oop| self.class_name(oop))
-                .is_some_and(|name| name == CARRIER_CLASS);
+            let class = thread_obj.and_then(|oop| self.class_name(oop));
+            let carrier = class.as_deref() == Some(CARRIER_CLASS);
             let name = thread_obj.and_then(|oop| self.thread_name(oop));
             out.push(JavaThread {
                 tid,
                 addr,
                 name,
                 carrier,
+                class: class.as_deref().map(source_type_name),
             });
         }
         Ok(out)

@@ -247,6 +247,9 @@ fn cut_event(event: &mut Event) -> u64 {
             let names = threads.iter_mut().filter_map(|t| t.name.as_mut());
             return names.map(|n| text(n, MAX_TEXT)).sum();
         }
+        Event::JavaThreadClasses { threads, .. } => {
+            return threads.iter_mut().map(|(_, c)| text(c, MAX_TEXT)).sum();
+        }
         Event::Warning(w) => return text(w, MAX_TEXT),
         Event::Syscall(s) => {
             return text(&mut s.name, MAX_TEXT) + s.fd.as_mut().map_or(0, |f| text(f, MAX_TEXT));
@@ -425,6 +428,10 @@ pub(crate) mod hostile {
                         carrier: true,
                     })
                     .collect(),
+            },
+            Event::JavaThreadClasses {
+                time_ns: start,
+                threads: vec![(u32::MAX, format!("\u{1b}[2J{}", "C".repeat(1 << 20)))],
             },
             Event::Counters {
                 time_ns: start,

@@ -4,14 +4,14 @@
 
 pub mod carriers;
 pub mod intake;
+pub mod jdk;
 pub mod waits;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Said where a wait has no Java frames: its Java stack is walked only if it lasted long
 /// enough, and could be read.
-pub const NO_JAVA_STACK: &str =
-    "[no Java stack: short waits are not walked (--java-stack-min-us), or it could not be read]";
+pub const NO_JAVA_STACK: &str = "[no Java stack: short wait, or unreadable]";
 
 use carriers::{Episode, Operation, PinnedEvent, Reason, StackHints, Use};
 
@@ -47,6 +47,8 @@ pub struct Model {
     pub warnings: Vec<String>,
     /// Every Java thread seen; a thread once seen as a carrier stays one.
     pub java_threads: HashMap<u32, JavaThreadInfo>,
+    /// The class of each Java thread's `java.lang.Thread` object, by thread.
+    pub java_thread_classes: HashMap<u32, String>,
     /// Carriers alive, from each Java thread snapshot: (time, count).
     pub carrier_counts: Vec<(u64, u32)>,
     /// Java stacks of off-CPU intervals, by (thread, interval start).
@@ -176,6 +178,40 @@ fn holders(frames: &[&Frame], operation: Operation) -> Vec<usize> {
         marked.retain(|&i| i != first);
     }
     marked
+}
+
+/// Where a pinning is, as a user acts on it: the Java methods from the blocking operation out
+/// to the culprit (the frame that holds the monitor, else the innermost application frame).
+/// So the same place is one site whether or not its stack says how it ran (a Runtime1 stub on
+/// the way into a monitor) or how far the walk got below the culprit (callers frozen in the
+/// stack chunk, frames beyond the copy), and with or without kernel and libc frames (a wait
+/// from before attach has none). A stack without Java methods is its own place.
+fn site_place(stack: &[&Frame], labels: &StackLabels) -> Vec<String> {
+    let methods: Vec<(usize, &str)> = stack
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.kind == FrameKind::Java)
+        .filter_map(|(i, f)| Some((i, f.name.as_deref()?)))
+        .filter(|(_, name)| !jdk::is_marker(name))
+        .collect();
+    if methods.is_empty() {
+        return labels.frames.clone();
+    }
+    let culprit = methods
+        .iter()
+        .map(|&(i, _)| i)
+        .find(|i| labels.monitor_frames.contains(i))
+        .or_else(|| {
+            methods
+                .iter()
+                .map(|&(i, _)| i)
+                .find(|&i| jdk::is_application_frame(stack[i]))
+        });
+    methods
+        .iter()
+        .take_while(|(i, _)| culprit.is_none_or(|c| *i <= c))
+        .map(|(_, name)| name.to_string())
+        .collect()
 }
 
 /// Indexes of the frames that hold a monitor.
@@ -377,6 +413,12 @@ impl Model {
                 }
                 let carriers = u32::try_from(carriers).unwrap_or(u32::MAX);
                 self.carrier_counts.push((time_ns, carriers));
+            }
+            Event::JavaThreadClasses { threads, .. } => {
+                // (A thread's class never changes; the first read stands.)
+                for (tid, class) in threads {
+                    self.java_thread_classes.entry(tid).or_insert(class);
+                }
             }
             Event::Warning(w) => self.warnings.push(w),
             Event::FramePointerCheck(check) => self.fp_check = Some(check),
@@ -612,19 +654,7 @@ impl Model {
         for ((reason, operation, kernel, user, java), group) in by_ids {
             let stack = self.frames_of(kernel, user, java);
             let labels = StackLabels::new(&stack, holders(&stack, operation));
-            // One site per place in the Java code: the same Java frames with or without the
-            // kernel's and libc's (a wait from before attach has none) are one site, shown
-            // with the fuller stack.
-            let java: Vec<String> = stack
-                .iter()
-                .filter(|f| f.kind == FrameKind::Java)
-                .map(|f| f.label())
-                .collect();
-            let place = if java.is_empty() {
-                labels.frames.clone()
-            } else {
-                java
-            };
+            let place = site_place(&stack, &labels);
             let site = sites
                 .entry((reason, operation, place))
                 .or_insert_with(|| PinnedSite {
@@ -898,29 +928,43 @@ impl Model {
             by_thread: HashMap<u32, u64>,
             monitor_classes: std::collections::BTreeSet<String>,
         }
-        type Key = (Option<StackId>, Option<StackId>, Option<StackId>);
+        // One row is one cause: one stack, one class of monitor, and, for a stack without
+        // Java frames (which says nothing of what the thread was doing), one thread.
+        type Key<'a> = (
+            Option<StackId>,
+            Option<StackId>,
+            Option<StackId>,
+            Option<u32>,
+            Option<&'a str>,
+        );
         let mut by_stack: HashMap<Key, Acc> = HashMap::new();
         // An idle carrier is waiting for work, not blocked.
         let blocked = |o: &&OffCpu| o.state.is_blocked() && self.classify(o) != Some(Use::Idle);
         for o in self.off_cpu.iter().filter(blocked) {
-            let key = (o.kernel_stack, o.user_stack, self.java_stack(o));
+            let java = self.java_stack(o);
+            let has_java = java
+                .and_then(|id| self.stacks.get(&id))
+                .is_some_and(|frames| !frames.is_empty());
+            let class = o
+                .java
+                .as_ref()
+                .and_then(|j| j.pending_monitor.or(j.waiting_monitor))
+                .and_then(|m| self.monitor_class(m, o.start_ns));
+            let thread = (!has_java).then_some(o.tid);
+            let key = (o.kernel_stack, o.user_stack, java, thread, class);
             let entry = by_stack.entry(key).or_default();
             let d = o.duration_ns();
             entry.events += 1;
             add(&mut entry.total_ns, d);
             entry.max_ns = entry.max_ns.max(d);
             add(entry.by_thread.entry(o.tid).or_default(), d);
-            let java = o.java.as_ref();
-            if let Some(class) = java
-                .and_then(|j| j.pending_monitor.or(j.waiting_monitor))
-                .and_then(|m| self.monitor_class(m, o.start_ns))
-            {
+            if let Some(class) = class {
                 entry.monitor_classes.insert(class.to_string());
             }
         }
         let mut rows: Vec<StackRow> = by_stack
             .into_iter()
-            .map(|((k, u, j), acc)| {
+            .map(|((k, u, j, _, _), acc)| {
                 let stack = self.frames_of(k, u, j);
                 let Acc {
                     events,
@@ -1000,6 +1044,83 @@ mod tests {
             java.pending_monitor = Some(0x10);
         }
         o
+    }
+
+    #[test]
+    fn one_place_is_one_site_however_its_stack_ends_or_enters_the_monitor() {
+        let java = |name: &str, module: &str, holds_monitor: bool| Frame {
+            kind: FrameKind::Java,
+            addr: 0,
+            name: Some(name.into()),
+            module: Some(module.into()),
+            holds_monitor,
+        };
+        let top = [
+            java("jdk.internal.misc.Unsafe.park", "native", false),
+            java("java.lang.Thread.sleep", "interpreted", false),
+            java("Shop$PriceCache.refresh", "interpreted", true),
+            java("Shop.handle", "compiled", false),
+        ];
+        let place = |bottom: &[Frame]| {
+            let frames: Vec<&Frame> = top.iter().chain(bottom).collect();
+            site_place(&frames, &StackLabels::new(&frames, monitor_frames(&frames)))
+        };
+        let full = place(&[
+            java("Shop.serve", "compiled", false),
+            java("java.lang.VirtualThread.run", "interpreted", false),
+        ]);
+        assert_eq!(
+            full,
+            [
+                "jdk.internal.misc.Unsafe.park",
+                "java.lang.Thread.sleep",
+                "Shop$PriceCache.refresh"
+            ]
+        );
+        let frozen = [java(
+            "[callers frozen in the virtual thread's stack chunk]",
+            "stub",
+            false,
+        )];
+        assert_eq!(place(&frozen), full);
+        assert_eq!(
+            place(&[java("[more frames beyond the copied stack]", "", false)]),
+            full
+        );
+        // A Runtime1 stub on the way into the monitor is how, not where.
+        let mut stubbed = vec![java("[monitorenter_nofpu Runtime1 stub]", "stub", false)];
+        stubbed.extend(top.iter().cloned());
+        let frames: Vec<&Frame> = stubbed.iter().collect();
+        let labels = StackLabels::new(&frames, monitor_frames(&frames));
+        assert_eq!(site_place(&frames, &labels), full);
+        // Another monitor holder is another place.
+        let other = [java("Shop$Pool.take", "interpreted", true)];
+        let frames: Vec<&Frame> = top[..2].iter().chain(&other).collect();
+        let labels = StackLabels::new(&frames, monitor_frames(&frames));
+        assert_ne!(site_place(&frames, &labels), full);
+    }
+
+    #[test]
+    fn stacks_without_java_frames_are_not_merged_across_threads() {
+        let model = Model {
+            end_mono_ns: 100_000_000,
+            off_cpu: vec![
+                interval(1, 0, 10, OffCpuState::Sleeping),
+                interval(2, 0, 20, OffCpuState::Sleeping),
+                interval(2, 30, 20, OffCpuState::Sleeping),
+            ],
+            ..Default::default()
+        };
+        let rows = model.blocked_stacks();
+        let threads: Vec<(Vec<String>, u64)> =
+            rows.iter().map(|r| (r.threads.clone(), r.events)).collect();
+        assert_eq!(
+            threads,
+            [
+                (vec!["tid-2".to_string()], 2),
+                (vec!["tid-1".to_string()], 1)
+            ]
+        );
     }
 
     #[test]

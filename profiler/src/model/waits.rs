@@ -2,7 +2,7 @@
 //! threads that released them and where (the holders' release stacks), kernel lock
 //! contention, and system call time by call and by file.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::{FrameKind, Model, add};
 use crate::events::{Frame, Syscall};
@@ -27,8 +27,9 @@ pub struct LockRow {
     pub holder_frames: Vec<String>,
     /// A waiter's stack: the longest wait's with a Java stack, else the longest wait's.
     pub waiter_frames: Vec<String>,
-    /// Every waiter is one of the JVM's own threads (see `is_jvm_own_thread`): what they
-    /// wait for is work on their queues, not a lock of the application's.
+    /// Waits of the JVM's or the JDK's own threads for work (see `Model::jdk_own_threads`),
+    /// or waits those threads ended (a socket poller waking a reader): no lock of the
+    /// application's.
     pub jvm_internal: bool,
 }
 
@@ -40,35 +41,10 @@ impl LockRow {
     }
 }
 
-/// Threads HotSpot runs for itself (JIT compilers, GC, VM services) and the JDK's own
-/// housekeeping threads, by the names they are given (a kernel name is cut to 15 bytes).
-/// Not the finalizer or the common cleaner: they run the application's code.
-pub fn is_jvm_own_thread(name: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        "C1 CompilerThre",
-        "C2 CompilerThre",
-        "JVMCI",
-        "VM Thread",
-        "VM Periodic Tas",
-        "GC Thread#",
-        "G1 ",
-        "ZDirector",
-        "ZDriver",
-        "ZStat",
-        "ZWorker",
-        "Shenandoah",
-        "Service Thread",
-        "Monitor Deflati",
-        "Notification Th",
-        "Signal Dispatch",
-        "Sweeper thread",
-        "Attach Listener",
-        "Reference Handl",
-        "JFR ",
-        // The JDK's timer for virtual threads' timed parks and sleeps (JDK 21-23).
-        "VirtualThread-u",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
+/// What makes a lock wait the JDK's own (see `Model::jdk_internal_wait`).
+struct Internal {
+    threads: HashSet<u32>,
+    no_java: HashMap<u32, BTreeSet<u64>>,
 }
 
 /// Time spent in one system call, long calls and short ones together.
@@ -184,6 +160,42 @@ impl Model {
         self.frames_of(None, w.user_stack, java)
     }
 
+    /// The starts of the off-CPU intervals, by thread, in which a Java thread had no Java
+    /// frame on its stack (an empty anchor): it was starting, ending, or the JVM's own.
+    fn waits_without_java_frames(&self) -> HashMap<u32, BTreeSet<u64>> {
+        let mut out: HashMap<u32, BTreeSet<u64>> = HashMap::new();
+        for o in &self.off_cpu {
+            if o.java.as_ref().is_some_and(|j| j.anchor[0] == 0) {
+                out.entry(o.tid).or_default().insert(o.start_ns);
+            }
+        }
+        out
+    }
+
+    /// A lock wait that is the JDK's business, not the application's: a wait of one of the
+    /// JDK's own threads with no application frame under it (a finalizer or a cleaner may
+    /// run the application's code, and wait for its locks), a wait one of them ended (a
+    /// socket poller waking a reader is no lock's release), or a wait of a Java thread with
+    /// no Java frame under it (a new thread waiting for its start).
+    fn jdk_internal_wait(&self, s: &Syscall, own: &Internal) -> bool {
+        let waker = s.futex.as_ref().and_then(|f| f.waker.as_ref());
+        if waker.is_some_and(|w| own.threads.contains(&w.tid)) {
+            return true;
+        }
+        if own
+            .no_java
+            .get(&s.tid)
+            .is_some_and(|starts| starts.range(s.start_ns..=s.end_ns).next().is_some())
+        {
+            return true;
+        }
+        own.threads.contains(&s.tid)
+            && !self
+                .java_stack_within(s.tid, s.start_ns, s.end_ns)
+                .and_then(|id| self.stacks.get(&id))
+                .is_some_and(|frames| frames.iter().any(super::jdk::is_application_frame))
+    }
+
     /// Locks by wait time, most first: futex words from long waits, then kernel locks; the
     /// JVM's own waits for work last.
     pub fn locks(&self) -> Vec<LockRow> {
@@ -199,10 +211,17 @@ impl Model {
             /// The waits each holder released, for its stack.
             releases: HashMap<u32, Vec<&'a Syscall>>,
         }
-        let mut by_word: BTreeMap<u64, Acc> = BTreeMap::new();
+        // A word's waits for the JDK's own threads are a row of their own, apart from its
+        // waits for the application's (a carrier's parker serves both).
+        let own = Internal {
+            threads: self.jdk_own_threads(),
+            no_java: self.waits_without_java_frames(),
+        };
+        let mut by_word: BTreeMap<(u64, bool), Acc> = BTreeMap::new();
         for s in self.lock_waits() {
             let futex = s.futex.as_ref().expect("futex wait");
-            let acc = by_word.entry(futex.uaddr).or_default();
+            let internal = self.jdk_internal_wait(s, &own);
+            let acc = by_word.entry((futex.uaddr, internal)).or_default();
             let d = s.duration_ns();
             acc.waits += 1;
             add(&mut acc.wait_ns, d);
@@ -222,7 +241,7 @@ impl Model {
         let hotspot = self.jdk_major().is_some();
         let mut rows: Vec<LockRow> = by_word
             .into_iter()
-            .map(|(address, acc)| {
+            .map(|((address, internal), acc)| {
                 let mut holders: Vec<(u32, u64, u64)> = acc
                     .holders
                     .iter()
@@ -271,9 +290,7 @@ impl Model {
                             .map(labels)
                             .unwrap_or_default()
                     },
-                    jvm_internal: hotspot
-                        && !acc.waiters.is_empty()
-                        && acc.waiters.iter().all(|w| is_jvm_own_thread(w)),
+                    jvm_internal: internal,
                     waiters: acc.waiters,
                 }
             })
@@ -348,37 +365,5 @@ fn empty_row(name: &str) -> SyscallRow {
         max_ns: 0,
         long_events: 0,
         files: Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_jvm_own_thread;
-
-    #[test]
-    fn the_jvms_own_threads_are_told_by_name() {
-        // Full names, and kernel names cut to 15 bytes.
-        for name in [
-            "C2 CompilerThread0",
-            "C1 CompilerThre",
-            "VM Thread",
-            "GC Thread#1",
-            "G1 Conc#0",
-            "Service Thread",
-            "Monitor Deflati",
-            "VirtualThread-unparker",
-        ] {
-            assert!(is_jvm_own_thread(name), "{name}");
-        }
-        for name in [
-            "main",
-            "teller-0",
-            "ForkJoinPool-1-worker-1",
-            "http-nio-8080-exec-1",
-            "Finalizer",
-            "Common-Cleaner",
-        ] {
-            assert!(!is_jvm_own_thread(name), "{name}");
-        }
     }
 }

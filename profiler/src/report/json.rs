@@ -16,6 +16,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         })
     });
     let rows = model.threads();
+    let own = model.jdk_own_threads();
     let threads: Vec<Value> = rows
         .iter()
         .map(|t| {
@@ -23,6 +24,8 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                 "tid": t.tid,
                 "name": t.name,
                 "role": t.role,
+                // One of the JVM's or the JDK's own threads (see `Model::jdk_own_threads`).
+                "jvm_internal": own.contains(&t.tid),
                 "running_ns": t.running_ns,
                 "idle_ns": t.idle_ns,
                 "blocked_ns": t.blocked_ns,

@@ -1,6 +1,7 @@
 //! `pinprof report`: the model said in words (text) or as the fixed JSON contract.
 
 mod json;
+mod stack;
 mod text;
 
 pub use json::to_json;
@@ -11,8 +12,11 @@ pub use text::{headline, runtime_label, secs, to_text};
 pub struct Options {
     /// Stacks listed.
     pub top: usize,
-    /// Frames shown per stack in the text report (JSON always has them all).
+    /// Lines shown per stack in the text report, the culprit frames aside (JSON always has
+    /// every frame).
     pub depth: usize,
+    /// Every frame of every stack in the text report, none folded or cut.
+    pub full: bool,
     /// A lock whose release ended a wait at least this long is long-held.
     pub long_held_ns: u64,
 }
@@ -22,6 +26,7 @@ impl Default for Options {
         Self {
             top: 10,
             depth: 16,
+            full: false,
             long_held_ns: 10_000_000,
         }
     }

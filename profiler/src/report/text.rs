@@ -2,8 +2,11 @@
 
 use std::fmt::Write as _;
 
-use super::Options;
-use crate::model::{Model, blocked_total_ns, total};
+use super::{
+    Options,
+    stack::{self, ShownFrame},
+};
+use crate::model::{Model, StackLabels, blocked_total_ns, total};
 
 pub fn to_text(model: &Model, options: &Options) -> String {
     let mut out = String::new();
@@ -44,6 +47,13 @@ pub fn headline(model: &Model) -> String {
 
 fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
     writeln!(out, "{}", headline(model))?;
+    if model.target.runtime.is_none() {
+        writeln!(
+            out,
+            "note: no JVM found in the target: its threads' times and stacks are shown; \
+             carriers, pinning and Java stacks need a HotSpot JVM"
+        )?;
+    }
     if let Some(t) = model.target_exit_ns {
         writeln!(
             out,
@@ -80,19 +90,43 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     write_locks(out, model, options)?;
     write_syscalls(out, model, options)?;
 
-    writeln!(out, "\nThreads (most blocked or pinned first):")?;
+    let own = model.jdk_own_threads();
+    let mut threads = model.threads();
+    // Carriers first, then the application's threads, then the JVM's and the JDK's own,
+    // whose waits for work would lead otherwise; each most blocked or pinned first. Threads
+    // seen doing nothing at all (asleep since before attach: a VM thread whose class and
+    // code say nothing, or a deadlock) come after the others of their kind.
+    threads.sort_by_key(|t| {
+        let group = match (t.role, own.contains(&t.tid)) {
+            ("carrier", _) => 0,
+            (_, false) => 1,
+            (_, true) => 2,
+        };
+        (group, t.intervals == 0 && t.running_ns == 0)
+    });
+    writeln!(
+        out,
+        "\nThreads (carriers, the application's, then the JVM's own; most blocked or pinned first):"
+    )?;
     writeln!(
         out,
         "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
         "tid", "name", "pinned", "blocked", "idle", "running", "preempted", "intervals"
     )?;
-    // Threads that never ran in the window (idle all along) are left to the JSON report.
-    for t in model
-        .threads()
+    // Threads idle all along (carriers with nothing to run) are left to the JSON report;
+    // a thread blocked all along (a wait from before attach, a deadlock) is not.
+    let shown: Vec<_> = threads
         .iter()
-        .filter(|t| t.intervals > 0 || t.running_ns > 0)
-        .take(20)
-    {
+        .filter(|t| t.intervals > 0 || t.running_ns > 0 || t.blocked_ns > 0 || t.pinned_ns > 0)
+        .collect();
+    if shown.len() > 20 {
+        writeln!(
+            out,
+            "  (the first 20 of {}; --format json lists every one)",
+            shown.len()
+        )?;
+    }
+    for t in shown.iter().take(20) {
         writeln!(
             out,
             "  {:>8}  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
@@ -128,16 +162,31 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
                 .join(", "),
             on_monitors(&s.monitor_classes)
         )?;
-        for frame in s.stack.frames.iter().take(options.depth) {
-            writeln!(out, "      {frame}")?;
-        }
-        if s.stack.frames.len() > options.depth {
-            writeln!(
-                out,
-                "      ... {} more frames",
-                s.stack.frames.len() - options.depth
-            )?;
-        }
+        let frames = shown_frames(&s.stack, |_| true);
+        write_frames(out, "      ", &frames, options)?;
+    }
+    Ok(())
+}
+
+/// The frames of a stack for `stack::lines`, those `keep` keeps.
+fn shown_frames(stack: &StackLabels, keep: impl Fn(usize) -> bool) -> Vec<ShownFrame<'_>> {
+    (0..stack.frames.len())
+        .filter(|&i| keep(i))
+        .map(|i| ShownFrame {
+            label: &stack.frames[i],
+            holds_monitor: stack.monitor_frames.contains(&i),
+        })
+        .collect()
+}
+
+fn write_frames(
+    out: &mut String,
+    indent: &str,
+    frames: &[ShownFrame],
+    options: &Options,
+) -> std::fmt::Result {
+    for line in stack::lines(frames, options.depth, options.full) {
+        writeln!(out, "{indent}{line}")?;
     }
     Ok(())
 }
@@ -236,35 +285,16 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
                 .collect();
             writeln!(out, "      monitor released by: {}", names.join(", "))?;
         }
-        // Java frames say where; kernel and native frames only say how, so they go last.
-        let label = |(i, f): (usize, &String)| {
-            if site.stack.monitor_frames.contains(&i) {
-                format!("{f}  [holds monitor]")
-            } else {
-                f.clone()
-            }
-        };
-        let java: Vec<String> = site
-            .stack
-            .frames
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !matches!(site.stack.frame_kinds[*i], "kernel" | "native"))
-            .map(label)
-            .collect();
-        let shown: Vec<String> = if java.is_empty() {
-            std::iter::once(crate::model::NO_JAVA_STACK.to_string())
-                .chain(site.stack.frames.iter().enumerate().map(label))
-                .collect()
+        // Java frames say where; kernel and native frames only say how, so they are left
+        // out when there are Java frames.
+        let java = |i: usize| !matches!(site.stack.frame_kinds[i], "kernel" | "native");
+        let frames = if (0..site.stack.frames.len()).any(java) {
+            shown_frames(&site.stack, java)
         } else {
-            java
+            writeln!(out, "      {}", crate::model::NO_JAVA_STACK)?;
+            shown_frames(&site.stack, |_| true)
         };
-        for frame in shown.iter().take(options.depth) {
-            writeln!(out, "      {frame}")?;
-        }
-        if shown.len() > options.depth {
-            writeln!(out, "      ... {} more frames", shown.len() - options.depth)?;
-        }
+        write_frames(out, "      ", &frames, options)?;
     }
     Ok(())
 }
@@ -326,16 +356,26 @@ fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::
             writeln!(out, "      released by: {}", holders.join(", "))?;
         }
         // Both sides: where the longest wait waited, and where its holder let go.
+        let plain = |labels: &[String]| -> Vec<String> {
+            let frames: Vec<ShownFrame> = labels
+                .iter()
+                .map(|label| ShownFrame {
+                    label,
+                    holds_monitor: false,
+                })
+                .collect();
+            stack::lines(&frames, options.depth, options.full)
+        };
         if !l.waiter_frames.is_empty() {
             writeln!(out, "      wait stack (longest wait):")?;
-            for frame in l.waiter_frames.iter().take(options.depth) {
-                writeln!(out, "        {frame}")?;
+            for line in plain(&l.waiter_frames) {
+                writeln!(out, "        {line}")?;
             }
         }
         if !l.holder_frames.is_empty() {
             writeln!(out, "      release stack (top holder):")?;
-            for frame in l.holder_frames.iter().take(options.depth) {
-                writeln!(out, "        {frame}")?;
+            for line in plain(&l.holder_frames) {
+                writeln!(out, "        {line}")?;
             }
         }
     }
