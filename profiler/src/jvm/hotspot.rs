@@ -7,9 +7,10 @@ use anyhow::{Context, Result, bail};
 use profiler_ebpf::{JavaState, JvmLayout, java_flags};
 
 use super::{
+    chunk::{ChunkLayout, Frozen},
     memory::{Libjvm, Memory},
     vmstructs::{self, Target, VmStructs},
-    walk::{JavaFrame, StackBytes, Walker},
+    walk::{FROZEN_CALLERS, JavaFrame, StackBytes, Walker},
 };
 
 /// Offsets HotSpot keeps in static ints of its own (`java_lang_Thread::_tid_offset`...): the
@@ -19,6 +20,19 @@ const JAVA_FIELD_OFFSETS: &[&str] = &[
     "_ZN16java_lang_Thread12_name_offsetE",
     "_ZN16java_lang_String13_value_offsetE",
     "_ZN16java_lang_String13_coder_offsetE",
+];
+
+/// The same for the virtual thread's frozen frames (see `chunk`): `VirtualThread.cont`,
+/// `Continuation.tail`, `StackChunk.parent`, `.size`, `.sp`, `.bottom`, and where a chunk's
+/// stack begins (`InstanceStackChunkKlass::_offset_of_stack`).
+const CHUNK_FIELD_OFFSETS: [&str; 7] = [
+    "_ZN23java_lang_VirtualThread20_continuation_offsetE",
+    "_ZN28jdk_internal_vm_Continuation12_tail_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk14_parent_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk12_size_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk10_sp_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk14_bottom_offsetE",
+    "_ZN23InstanceStackChunkKlass16_offset_of_stackE",
 ];
 
 /// `SafepointSynchronize::_state`: not in VMStructs, but its symbol is in libjvm's symbol
@@ -94,6 +108,8 @@ pub struct Hotspot {
     /// Class names by Klass*, which never move.
     klass_names: HashMap<u64, String>,
     walker: Option<Walker>,
+    /// Where virtual threads keep their frozen frames (None: not understood in this JVM).
+    chunks: Option<ChunkLayout>,
     /// Why Java stacks cannot be walked in this JVM, if they cannot.
     pub walk_error: Option<String>,
     /// What this JVM's settings or layout keep pinprof from seeing.
@@ -109,6 +125,7 @@ impl Hotspot {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
+            .chain(&CHUNK_FIELD_OFFSETS)
             .chain([&SAFEPOINT_STATE])
             .copied()
             .collect();
@@ -163,6 +180,11 @@ impl Hotspot {
             window_len: 0,
             _pad: 0,
             safepoint_state: lib.symbol(SAFEPOINT_STATE).unwrap_or(0),
+            vthread_cont: 0,
+            cont_tail: 0,
+            chunk_sp: 0,
+            oop_shift: u32::MAX,
+            oop_base: 0,
         };
         let mut layout = layout;
         // The fields read at every block, in one span of JavaThread if they fit (JDK 21 and 25:
@@ -244,6 +266,34 @@ impl Hotspot {
             None
         };
         let mut limits: Vec<String> = Vec::new();
+        let chunks = CHUNK_FIELD_OFFSETS
+            .iter()
+            .map(|name| java_offset(name))
+            .collect::<Result<Vec<u64>>>()
+            .map(|o| ChunkLayout {
+                thread_tid: layout.java_tid.into(),
+                vthread_cont: o[0],
+                cont_tail: o[1],
+                chunk_parent: o[2],
+                chunk_size: o[3],
+                chunk_sp: o[4],
+                chunk_bottom: o[5],
+                stack_offset: o[6],
+                narrow: compressed_oops,
+            });
+        match &chunks {
+            Ok(c) => {
+                // (Each offset was checked small.)
+                layout.vthread_cont = c.vthread_cont as u32;
+                layout.cont_tail = c.cont_tail as u32;
+                layout.chunk_sp = c.chunk_sp as u32;
+                (layout.oop_base, layout.oop_shift) = compressed_oops.unwrap_or((0, u32::MAX));
+            }
+            Err(e) => limits.push(format!(
+                "the frames a virtual thread froze in its stack chunk are not read in this JVM \
+                 ({e:#}): its stacks end where they begin"
+            )),
+        }
         let (klass, array_length_offset, array_base_offset) = if compact_headers {
             // A byte array's length follows the mark word; its elements follow the length.
             let klass = compressed_klass.and_then(|(base, shift)| {
@@ -293,6 +343,7 @@ impl Hotspot {
         }
         Ok(Self {
             walker,
+            chunks: chunks.ok(),
             walk_error,
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
@@ -314,12 +365,35 @@ impl Hotspot {
     }
 
     /// The Java frames of a stack copied as its thread blocked, innermost first; empty when
-    /// this JVM's stacks cannot be walked.
-    pub fn walk(&mut self, base: u64, data: &[u8], anchor: [u64; 3]) -> Vec<JavaFrame> {
-        match &mut self.walker {
-            Some(w) => w.walk(&self.mem, &StackBytes { base, data }, anchor),
-            None => Vec::new(),
+    /// this JVM's stacks cannot be walked. A virtual thread's stack goes on with the frames
+    /// still frozen in its stack chunks (`frozen`, noted by the kernel), read from the heap
+    /// now, when they can be.
+    pub fn walk(
+        &mut self,
+        base: u64,
+        data: &[u8],
+        anchor: [u64; 3],
+        frozen: Option<Frozen>,
+    ) -> Vec<JavaFrame> {
+        let Some(w) = &mut self.walker else {
+            return Vec::new();
+        };
+        let mut frames = w.walk(&self.mem, &StackBytes { base, data }, anchor);
+        if frames.last().is_some_and(|f| f.name == FROZEN_CALLERS)
+            && let (Some(layout), Some(frozen)) = (&self.chunks, frozen)
+        {
+            match layout.read(&self.mem, &frozen) {
+                Ok(chunks) => {
+                    let callers = w.walk_chunks(&self.mem, &chunks);
+                    if !callers.is_empty() {
+                        frames.pop();
+                        frames.extend(callers);
+                    }
+                }
+                Err(why) => w.say_unread(why),
+            }
         }
+        frames
     }
 
     /// The frame-pointer view of the same copied stack (see `walk::frame_pointer_chain`).

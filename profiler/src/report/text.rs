@@ -128,8 +128,8 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
                 .join(", "),
             on_monitors(&s.monitor_classes)
         )?;
-        for frame in s.stack.frames.iter().take(options.depth) {
-            writeln!(out, "      {frame}")?;
+        for i in 0..s.stack.frames.len().min(options.depth) {
+            writeln!(out, "      {}", s.stack.display(i))?;
         }
         if s.stack.frames.len() > options.depth {
             writeln!(
@@ -237,11 +237,12 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
             writeln!(out, "      monitor released by: {}", names.join(", "))?;
         }
         // Java frames say where; kernel and native frames only say how, so they go last.
-        let label = |(i, f): (usize, &String)| {
+        let label = |(i, _): (usize, &String)| {
+            let f = site.stack.display(i);
             if site.stack.monitor_frames.contains(&i) {
                 format!("{f}  [holds monitor]")
             } else {
-                f.clone()
+                f
             }
         };
         let java: Vec<String> = site
