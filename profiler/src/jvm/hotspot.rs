@@ -35,6 +35,10 @@ const CHUNK_FIELD_OFFSETS: [&str; 7] = [
     "_ZN23InstanceStackChunkKlass16_offset_of_stackE",
 ];
 
+/// `ContinuationEntry::_return_pc`: where `Continuation.enterSpecial` calls the virtual
+/// thread's frames, the frame below its oldest frozen one. Not in VMStructs.
+const CONTINUATION_RETURN_PC: &str = "_ZN17ContinuationEntry10_return_pcE";
+
 /// `SafepointSynchronize::_state`: not in VMStructs, but its symbol is in libjvm's symbol
 /// table; 0 (`_not_synchronized`) when no safepoint is under way, in every JDK since 9.
 const SAFEPOINT_STATE: &str = "_ZN20SafepointSynchronize6_stateE";
@@ -110,6 +114,8 @@ pub struct Hotspot {
     walker: Option<Walker>,
     /// Where virtual threads keep their frozen frames (None: not understood in this JVM).
     chunks: Option<ChunkLayout>,
+    /// Where `ContinuationEntry::_return_pc` is.
+    continuation_return_pc: Option<u64>,
     /// Why Java stacks cannot be walked in this JVM, if they cannot.
     pub walk_error: Option<String>,
     /// What this JVM's settings or layout keep pinprof from seeing.
@@ -126,7 +132,7 @@ impl Hotspot {
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
             .chain(&CHUNK_FIELD_OFFSETS)
-            .chain([&SAFEPOINT_STATE])
+            .chain([&SAFEPOINT_STATE, &CONTINUATION_RETURN_PC])
             .copied()
             .collect();
         let lib = Libjvm::load(pid, &wanted)?;
@@ -344,6 +350,7 @@ impl Hotspot {
         Ok(Self {
             walker,
             chunks: chunks.ok(),
+            continuation_return_pc: lib.symbol(CONTINUATION_RETURN_PC).ok(),
             walk_error,
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
@@ -384,7 +391,10 @@ impl Hotspot {
         {
             match layout.read(&self.mem, &frozen) {
                 Ok(chunks) => {
-                    let callers = w.walk_chunks(&self.mem, &chunks);
+                    let entry = self
+                        .continuation_return_pc
+                        .and_then(|a| self.mem.u64(a).ok());
+                    let callers = w.walk_chunks(&self.mem, &chunks, entry);
                     if !callers.is_empty() {
                         frames.pop();
                         frames.extend(callers);

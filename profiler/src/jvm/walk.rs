@@ -393,7 +393,14 @@ impl Walker {
     /// The frames frozen in a virtual thread's stack chunks (tail first), innermost first: the
     /// callers of a stack that ended at `FROZEN_CALLERS`. Interpreted frames there keep their
     /// frame pointer, sender sp and locals as word offsets (HotSpot's `StackChunkFrameStream`).
-    pub fn walk_chunks(&mut self, mem: &impl Target, chunks: &[ChunkFrames]) -> Vec<JavaFrame> {
+    /// Below the oldest comes the continuation's entry frame (`Continuation.enterSpecial`) on
+    /// the thread's stack, named from `entry_pc`, its return address.
+    pub fn walk_chunks(
+        &mut self,
+        mem: &impl Target,
+        chunks: &[ChunkFrames],
+        entry_pc: Option<u64>,
+    ) -> Vec<JavaFrame> {
         let mut frames = Vec::new();
         for chunk in chunks {
             let stack = chunk.stack();
@@ -444,6 +451,14 @@ impl Walker {
                 }
                 (sp, unextended) = next;
             }
+        }
+        if !frames.is_empty()
+            && let Some(pc) = entry_pc
+            && let Some(blob) = self.blob(mem, pc)
+            && blob.method.is_some()
+        {
+            let empty = StackBytes { base: 0, data: &[] };
+            self.code_frames(mem, &empty, &blob, 0, pc, &mut frames);
         }
         frames
     }
