@@ -135,6 +135,14 @@ fn check(major: u32, mode: &str) {
             deep += usize::from(mine.frames.iter().any(|(n, _)| n == "DeepPin.task"));
         } else if first_difference.is_none() {
             first_difference = Some((mine.frames.clone(), event.frames.clone()));
+        } else if std::env::var_os("FROZEN_STACKS_DIFFS").is_some() {
+            let line = |f: &[(String, Option<u32>)]| {
+                f.iter()
+                    .map(|(n, l)| format!("{n}:{}", l.unwrap_or(0)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            eprintln!("ours {}\njfr  {}", line(&mine.frames), line(&event.frames));
         }
     }
     eprintln!(
