@@ -118,6 +118,15 @@ pub struct JvmLayout {
     pub _pad: u32,
     /// Address of `SafepointSynchronize::_state` (non-zero while a safepoint is under way).
     pub safepoint_state: u64,
+    /// Where a mounted virtual thread's frozen frames are (0: not read): in a `VirtualThread`
+    /// its `Continuation`, in that its `tail` `StackChunk`, in that the `sp` (an int, in
+    /// words) where the chunk's frames begin.
+    pub vthread_cont: u32,
+    pub cont_tail: u32,
+    pub chunk_sp: u32,
+    /// Compressed oops: `base + (narrow << shift)`; `u32::MAX`: oop fields are full pointers.
+    pub oop_shift: u32,
+    pub oop_base: u64,
 }
 
 /// Bytes of user stack copied for unwinding native code with its DWARF call frame information
@@ -263,9 +272,15 @@ pub struct StackCopy {
     pub anchor_sp: u64,
     pub anchor_pc: u64,
     pub anchor_fp: u64,
+    /// The mounted virtual thread (its oop and `Thread.threadId()`), and the `StackChunk`
+    /// holding its older frames with the `sp` they began at, as the thread left its system
+    /// call (0: none). The chunk's frames are read later, from the heap.
+    pub vthread: u64,
+    pub vthread_id: u64,
+    pub chunk: u64,
+    pub chunk_sp: u32,
     /// Bytes of `data` that hold the stack from `anchor_sp`.
     pub len: u32,
-    pub _pad: u32,
     pub data: [u8; STACK_COPY_BYTES],
 }
 
@@ -404,7 +419,7 @@ mod tests {
         assert_eq!(size_of::<ThreadRename>(), 4 + 4 + 16);
         assert_eq!(
             size_of::<StackCopy>(),
-            4 + 4 + 8 * 4 + 4 + 4 + STACK_COPY_BYTES
+            4 + 4 + 8 * 4 + 8 * 3 + 4 + 4 + STACK_COPY_BYTES
         );
         assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + java);
         assert_eq!(

@@ -50,6 +50,11 @@ static JVM_LAYOUT: JvmLayout = JvmLayout {
     window_len: 0,
     _pad: 0,
     safepoint_state: 0,
+    vthread_cont: 0,
+    cont_tail: 0,
+    chunk_sp: 0,
+    oop_shift: u32::MAX,
+    oop_base: 0,
 };
 /// Java stacks are copied for blocks at least this long (0: never).
 #[unsafe(no_mangle)]
@@ -608,7 +613,11 @@ fn copy_java_stack(tid: u32) {
         (*copy).anchor_sp = sp;
         (*copy).anchor_pc = read_user::<u64>(field(layout.anchor_pc)).unwrap_or(0);
         (*copy).anchor_fp = read_user::<u64>(field(layout.anchor_fp)).unwrap_or(0);
-        (*copy)._pad = 0;
+        let (vthread, vthread_id, chunk, chunk_sp) = frozen_frames(&layout, thread, entry);
+        (*copy).vthread = vthread;
+        (*copy).vthread_id = vthread_id;
+        (*copy).chunk = chunk;
+        (*copy).chunk_sp = chunk_sp;
         // A length the verifier can bound: 1..=STACK_COPY_BYTES.
         let len = ((len as usize).wrapping_sub(1) & (STACK_COPY_BYTES - 1)) + 1;
         let read = aya_ebpf::helpers::generated::bpf_probe_read_user(
@@ -622,6 +631,49 @@ fn copy_java_stack(tid: u32) {
         }
     }
     slot.submit(BPF_RB_NO_WAKEUP as u64);
+}
+
+/// The mounted virtual thread of carrier `thread` (its oop and id) and where its frozen
+/// frames begin: its continuation's tail `StackChunk` and that chunk's `sp`. Read as the thread
+/// leaves its system call, before it runs again: only the thread itself changes its chunk
+/// while mounted. All zero when nothing is mounted or the layout lacks the offsets.
+#[inline(always)]
+fn frozen_frames(layout: &JvmLayout, thread: u64, entry: u64) -> (u64, u64, u64, u32) {
+    let none = (0, 0, 0, 0);
+    if entry & CARRIER_BIT == 0 || layout.vthread_cont == 0 {
+        return none;
+    }
+    let handle = |offset: u32| read_user::<u64>(thread + offset as u64).and_then(read_user::<u64>);
+    let (Some(own), Some(vthread)) = (handle(layout.thread_obj), handle(layout.vthread)) else {
+        return none;
+    };
+    if own == vthread || vthread == 0 {
+        return none;
+    }
+    let id = read_user::<u64>(vthread + layout.java_tid as u64).unwrap_or(0);
+    let oop = |obj: u64, offset: u32| -> u64 {
+        let at = obj + offset as u64;
+        if layout.oop_shift == u32::MAX {
+            read_user::<u64>(at).unwrap_or(0)
+        } else {
+            match read_user::<u32>(at) {
+                Some(0) | None => 0,
+                Some(narrow) => layout.oop_base + ((narrow as u64) << (layout.oop_shift & 63)),
+            }
+        }
+    };
+    let cont = oop(vthread, layout.vthread_cont);
+    let chunk = if cont == 0 {
+        0
+    } else {
+        oop(cont, layout.cont_tail)
+    };
+    let sp = if chunk == 0 {
+        0
+    } else {
+        read_user::<u32>(chunk + layout.chunk_sp as u64).unwrap_or(0)
+    };
+    (vthread, id, chunk, sp)
 }
 
 #[inline(always)]

@@ -72,6 +72,8 @@ pub struct Frame {
     /// A Java frame that holds a monitor (a `synchronized` method, or an interpreted frame
     /// with a locked monitor in its frame).
     pub holds_monitor: bool,
+    /// A Java frame's source line, from its method's line number table (format 5 on).
+    pub line: Option<u32>,
 }
 
 impl Frame {

@@ -267,6 +267,7 @@ mod tests {
             name: Some(name.into()),
             module: module.map(Into::into),
             holds_monitor: false,
+            line: None,
         }
     }
 

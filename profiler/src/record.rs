@@ -22,6 +22,7 @@ use crate::{
     fdname,
     jvm::{
         self,
+        chunk::Frozen,
         hotspot::{Hotspot, JavaThread, ThreadStates},
         memory::Memory,
         walk::Tier,
@@ -781,7 +782,15 @@ impl Session {
             return Ok(());
         }
         let anchor = [copy.anchor_sp, copy.anchor_pc, copy.anchor_fp];
-        let walked = jvm.hotspot.walk(copy.anchor_sp, &copy.data[..len], anchor);
+        let frozen = (copy.chunk != 0).then_some(Frozen {
+            vthread: copy.vthread,
+            vthread_id: copy.vthread_id,
+            chunk: copy.chunk,
+            sp: copy.chunk_sp,
+        });
+        let walked = jvm
+            .hotspot
+            .walk(copy.anchor_sp, &copy.data[..len], anchor, frozen);
         if let Some(check) = &mut self.fp_check {
             // Unwinding: both walks must find the same compiled frames (by return address).
             // Naming: where the perf map knows a frame, it must give the same method.
@@ -825,6 +834,7 @@ impl Session {
                 name: Some(f.name),
                 module: Some(f.tier.as_str().to_string()),
                 holds_monitor: f.holds_monitor,
+                line: f.line,
             })
             .collect();
         if frames.is_empty() {
@@ -987,8 +997,12 @@ impl Session {
             anchor_sp: java.anchor_sp,
             anchor_pc: java.anchor_pc,
             anchor_fp: java.anchor_fp,
+            // Read now, like the stack: the frozen frames of a thread still blocked.
+            vthread: 0,
+            vthread_id: 0,
+            chunk: 0,
+            chunk_sp: 0,
             len: data.len() as u32,
-            _pad: 0,
             data: [0; profiler_ebpf::STACK_COPY_BYTES],
         });
         copy.data[..data.len()].copy_from_slice(&data);

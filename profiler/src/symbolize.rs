@@ -73,6 +73,7 @@ impl Symbolizer {
                     name,
                     module: None,
                     holds_monitor: false,
+                    line: None,
                 }
             })
             .collect()
@@ -89,6 +90,7 @@ impl Symbolizer {
                 name: None,
                 module: None,
                 holds_monitor: false,
+                line: None,
             })
             .collect();
         // Named from sealed copies of the files the target has mapped (handed to blazesym as

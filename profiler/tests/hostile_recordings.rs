@@ -80,6 +80,7 @@ fn frame(kind: FrameKind, name: &str, holds_monitor: bool) -> Frame {
         name: Some(name.into()),
         module: None,
         holds_monitor,
+        line: None,
     }
 }
 

@@ -7,9 +7,10 @@ use anyhow::{Context, Result, bail};
 use profiler_ebpf::{JavaState, JvmLayout, java_flags};
 
 use super::{
+    chunk::{ChunkLayout, Frozen},
     memory::{Libjvm, Memory},
     vmstructs::{self, Target, VmStructs},
-    walk::{JavaFrame, StackBytes, Walker},
+    walk::{FROZEN_CALLERS, JavaFrame, StackBytes, Walker},
 };
 
 /// Offsets HotSpot keeps in static ints of its own (`java_lang_Thread::_tid_offset`...): the
@@ -20,6 +21,23 @@ const JAVA_FIELD_OFFSETS: &[&str] = &[
     "_ZN16java_lang_String13_value_offsetE",
     "_ZN16java_lang_String13_coder_offsetE",
 ];
+
+/// The same for the virtual thread's frozen frames (see `chunk`): `VirtualThread.cont`,
+/// `Continuation.tail`, `StackChunk.parent`, `.size`, `.sp`, `.bottom`, and where a chunk's
+/// stack begins (`InstanceStackChunkKlass::_offset_of_stack`).
+const CHUNK_FIELD_OFFSETS: [&str; 7] = [
+    "_ZN23java_lang_VirtualThread20_continuation_offsetE",
+    "_ZN28jdk_internal_vm_Continuation12_tail_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk14_parent_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk12_size_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk10_sp_offsetE",
+    "_ZN26jdk_internal_vm_StackChunk14_bottom_offsetE",
+    "_ZN23InstanceStackChunkKlass16_offset_of_stackE",
+];
+
+/// `ContinuationEntry::_return_pc`: where `Continuation.enterSpecial` calls the virtual
+/// thread's frames, the frame below its oldest frozen one. Not in VMStructs.
+const CONTINUATION_RETURN_PC: &str = "_ZN17ContinuationEntry10_return_pcE";
 
 /// `SafepointSynchronize::_state`: not in VMStructs, but its symbol is in libjvm's symbol
 /// table; 0 (`_not_synchronized`) when no safepoint is under way, in every JDK since 9.
@@ -97,6 +115,10 @@ pub struct Hotspot {
     /// Class names by Klass*, which never move.
     klass_names: HashMap<u64, String>,
     walker: Option<Walker>,
+    /// Where virtual threads keep their frozen frames (None: not understood in this JVM).
+    chunks: Option<ChunkLayout>,
+    /// Where `ContinuationEntry::_return_pc` is.
+    continuation_return_pc: Option<u64>,
     /// Why Java stacks cannot be walked in this JVM, if they cannot.
     pub walk_error: Option<String>,
     /// What this JVM's settings or layout keep pinprof from seeing.
@@ -112,7 +134,8 @@ impl Hotspot {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
-            .chain([&SAFEPOINT_STATE])
+            .chain(&CHUNK_FIELD_OFFSETS)
+            .chain([&SAFEPOINT_STATE, &CONTINUATION_RETURN_PC])
             .copied()
             .collect();
         let lib = Libjvm::load(pid, &wanted)?;
@@ -166,6 +189,11 @@ impl Hotspot {
             window_len: 0,
             _pad: 0,
             safepoint_state: lib.symbol(SAFEPOINT_STATE).unwrap_or(0),
+            vthread_cont: 0,
+            cont_tail: 0,
+            chunk_sp: 0,
+            oop_shift: u32::MAX,
+            oop_base: 0,
         };
         let mut layout = layout;
         // The fields read at every block, in one span of JavaThread if they fit (JDK 21 and 25:
@@ -247,6 +275,34 @@ impl Hotspot {
             None
         };
         let mut limits: Vec<String> = Vec::new();
+        let chunks = CHUNK_FIELD_OFFSETS
+            .iter()
+            .map(|name| java_offset(name))
+            .collect::<Result<Vec<u64>>>()
+            .map(|o| ChunkLayout {
+                thread_tid: layout.java_tid.into(),
+                vthread_cont: o[0],
+                cont_tail: o[1],
+                chunk_parent: o[2],
+                chunk_size: o[3],
+                chunk_sp: o[4],
+                chunk_bottom: o[5],
+                stack_offset: o[6],
+                narrow: compressed_oops,
+            });
+        match &chunks {
+            Ok(c) => {
+                // (Each offset was checked small.)
+                layout.vthread_cont = c.vthread_cont as u32;
+                layout.cont_tail = c.cont_tail as u32;
+                layout.chunk_sp = c.chunk_sp as u32;
+                (layout.oop_base, layout.oop_shift) = compressed_oops.unwrap_or((0, u32::MAX));
+            }
+            Err(e) => limits.push(format!(
+                "the frames a virtual thread froze in its stack chunk are not read in this JVM \
+                 ({e:#}): its stacks end where they begin"
+            )),
+        }
         let (klass, array_length_offset, array_base_offset) = if compact_headers {
             // A byte array's length follows the mark word; its elements follow the length.
             let klass = compressed_klass.and_then(|(base, shift)| {
@@ -296,6 +352,8 @@ impl Hotspot {
         }
         Ok(Self {
             walker,
+            chunks: chunks.ok(),
+            continuation_return_pc: lib.symbol(CONTINUATION_RETURN_PC).ok(),
             walk_error,
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
@@ -317,12 +375,38 @@ impl Hotspot {
     }
 
     /// The Java frames of a stack copied as its thread blocked, innermost first; empty when
-    /// this JVM's stacks cannot be walked.
-    pub fn walk(&mut self, base: u64, data: &[u8], anchor: [u64; 3]) -> Vec<JavaFrame> {
-        match &mut self.walker {
-            Some(w) => w.walk(&self.mem, &StackBytes { base, data }, anchor),
-            None => Vec::new(),
+    /// this JVM's stacks cannot be walked. A virtual thread's stack goes on with the frames
+    /// still frozen in its stack chunks (`frozen`, noted by the kernel), read from the heap
+    /// now, when they can be.
+    pub fn walk(
+        &mut self,
+        base: u64,
+        data: &[u8],
+        anchor: [u64; 3],
+        frozen: Option<Frozen>,
+    ) -> Vec<JavaFrame> {
+        let Some(w) = &mut self.walker else {
+            return Vec::new();
+        };
+        let mut frames = w.walk(&self.mem, &StackBytes { base, data }, anchor);
+        if frames.last().is_some_and(|f| f.name == FROZEN_CALLERS)
+            && let (Some(layout), Some(frozen)) = (&self.chunks, frozen)
+        {
+            match layout.read(&self.mem, &frozen) {
+                Ok(chunks) => {
+                    let entry = self
+                        .continuation_return_pc
+                        .and_then(|a| self.mem.u64(a).ok());
+                    let callers = w.walk_chunks(&self.mem, &chunks, entry);
+                    if !callers.is_empty() {
+                        frames.pop();
+                        frames.extend(callers);
+                    }
+                }
+                Err(why) => w.say_unread(why),
+            }
         }
+        frames
     }
 
     /// The frame-pointer view of the same copied stack (see `walk::frame_pointer_chain`).

@@ -63,6 +63,9 @@ struct Tables {
     deopt_handlers: [Option<u64>; 2],
 }
 
+/// A method running in a compiled frame (`Method*`) and the bytecode it is at.
+pub type Scope = (u64, i32);
+
 /// Bounds against reading garbage from a stale or racing nmethod.
 const MAX_PC_DESCS: u64 = 1 << 20;
 const MAX_SCOPES: usize = 64;
@@ -74,7 +77,7 @@ pub struct Inlining {
     /// has another id.
     tables: HashMap<(u64, u32), Tables>,
     /// Scope chains by (nmethod, compile id, pc): methods innermost first, or None.
-    chains: HashMap<(u64, u32, u64), Option<Vec<u64>>>,
+    chains: HashMap<(u64, u32, u64), Option<Vec<Scope>>>,
 }
 
 impl Inlining {
@@ -119,8 +122,9 @@ impl Inlining {
     }
 
     /// The methods running at `pc` in the frame of nmethod `nm` whose stack pointer is `sp`,
-    /// innermost first, ending with the nmethod's own method. None when the nmethod has no
-    /// debug information for that pc (native wrappers, a pc not at a call).
+    /// with their bytecode index, innermost first, ending with the nmethod's own method. None
+    /// when the nmethod has no debug information for that pc (native wrappers, a pc not at a
+    /// call).
     pub fn scopes(
         &mut self,
         mem: &impl Target,
@@ -128,7 +132,7 @@ impl Inlining {
         nm: u64,
         sp: u64,
         pc: u64,
-    ) -> Option<Vec<u64>> {
+    ) -> Option<Vec<Scope>> {
         let compile_id = mem.u32(nm.wrapping_add(self.layout.compile_id)).ok()?;
         if self.tables.len() >= MAX_CACHED {
             self.tables.clear();
@@ -269,7 +273,7 @@ impl Inlining {
 /// Follows the scope records from `offset`: each is (sender offset, metadata index, bci + 1)
 /// in UNSIGNED5; the chain ends at sender offset 0. Offsets strictly decrease (callers are
 /// written first), which also bounds a walk through garbage.
-fn decode_chain(mem: &impl Target, tables: &Tables, mut offset: u32) -> Option<Vec<u64>> {
+fn decode_chain(mem: &impl Target, tables: &Tables, mut offset: u32) -> Option<Vec<Scope>> {
     let (scopes, scopes_end) = tables.scopes;
     let (metadata, metadata_end) = tables.metadata;
     let mut methods = Vec::new();
@@ -279,19 +283,21 @@ fn decode_chain(mem: &impl Target, tables: &Tables, mut offset: u32) -> Option<V
             return None;
         }
         let at = scopes.checked_add(offset as u64)?;
-        // Two UNSIGNED5 ints of at most 5 bytes each, then the bci we do not need.
-        let mut record = [0u8; 10];
+        // Three UNSIGNED5 ints of at most 5 bytes each.
+        let mut record = [0u8; 15];
         let len = scopes_end.checked_sub(at)?.min(record.len() as u64) as usize;
         mem.read(at, &mut record[..len]).ok()?;
         let mut pos = 0;
         let sender = read_unsigned5(&record[..len], &mut pos)?;
         let index = read_unsigned5(&record[..len], &mut pos)? as u64;
+        // Stored plus one (`InvocationEntryBci` is -1).
+        let bci = (read_unsigned5(&record[..len], &mut pos)? as i32).wrapping_sub(1);
         // Index 0 is null; the array is biased by one.
         let slot = metadata.checked_add(index.checked_sub(1)?.checked_mul(8)?)?;
         if slot.checked_add(8)? > metadata_end {
             return None;
         }
-        methods.push(mem.u64(slot).ok().filter(|&m| m != 0)?);
+        methods.push((mem.u64(slot).ok().filter(|&m| m != 0)?, bci));
         previous = offset;
         offset = sender;
     }
@@ -300,7 +306,7 @@ fn decode_chain(mem: &impl Target, tables: &Tables, mut offset: u32) -> Option<V
 
 /// HotSpot's `UNSIGNED5` (`CompressedReadStream::read_int`, JDK 20+): bytes 1..=191 end a
 /// value, 192..=255 carry 6 more bits each, at most 5 bytes; 0 never occurs.
-fn read_unsigned5(bytes: &[u8], pos: &mut usize) -> Option<u32> {
+pub(super) fn read_unsigned5(bytes: &[u8], pos: &mut usize) -> Option<u32> {
     const X: u32 = 1;
     const L: u32 = 191;
     const LG_H: u32 = 6;
@@ -348,7 +354,7 @@ mod tests {
             .put_u64(METADATA + 16, 0xa3)
             // (sender offset, metadata index, bci + 1), each + 1 in UNSIGNED5
             .put(SCOPES + 10, &[0x01, 0x02, 0x01])
-            .put(SCOPES + 20, &[0x0b, 0x03, 0x01]);
+            .put(SCOPES + 20, &[0x0b, 0x03, 0x06]);
         for (i, (pc, scope)) in [(-1i32, 0u32), (0x40, 20), (0x80, 10)].iter().enumerate() {
             let at = PCS + 16 * i as u64;
             mem.put_u32(at, *pc as u32)
@@ -384,8 +390,12 @@ mod tests {
     #[test]
     fn scope_chains_decode_innermost_first() {
         let mem = memory();
-        assert_eq!(decode_chain(&mem, &tables(), 20), Some(vec![0xa2, 0xa1]));
-        assert_eq!(decode_chain(&mem, &tables(), 10), Some(vec![0xa1]));
+        // With their bcis: stored plus one, then plus one again in UNSIGNED5.
+        assert_eq!(
+            decode_chain(&mem, &tables(), 20),
+            Some(vec![(0xa2, 4), (0xa1, -1)])
+        );
+        assert_eq!(decode_chain(&mem, &tables(), 10), Some(vec![(0xa1, -1)]));
     }
 
     #[test]
@@ -412,11 +422,12 @@ mod tests {
         high.metadata = (u64::MAX - 8, 0);
         assert_eq!(decode_chain(&mem, &high, 20), None);
         // A chain of the longest length allowed is read; one longer is not. Records of two
-        // bytes (the bci is not read), each the sender of the next.
+        // bytes, each the sender of the next (its bci is the next record's first byte).
         let mut deep = memory();
         for i in 1..=MAX_SCOPES as u8 + 1 {
             deep.put(SCOPES + 2 * u64::from(i), &[1 + 2 * (i - 1), 0x02]);
         }
+        deep.put(SCOPES + 2 * (MAX_SCOPES as u64 + 2), &[0x01]);
         let longest = decode_chain(&deep, &tables(), 2 * MAX_SCOPES as u32);
         assert_eq!(longest.map(|c| c.len()), Some(MAX_SCOPES));
         assert_eq!(

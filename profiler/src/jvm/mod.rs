@@ -2,6 +2,7 @@
 //! are virtual-thread carriers and what is mounted on them.
 
 pub mod attach;
+pub mod chunk;
 pub mod hotspot;
 mod inlining;
 pub mod memory;

@@ -32,10 +32,14 @@ pub const SYMBOLS: &[&str] = &[
     "gHotSpotVMLongConstantEntryArrayStride",
     // JDK 21 lists a few more JavaThread fields only in the JVMCI copy of the table.
     JVMCI_STRUCTS,
+    JVMCI_INTS,
 ];
 
 /// `JVMCIVMStructs::localHotSpotVMStructs`: JDK 21 lists `_held_monitor_count` only here.
 const JVMCI_STRUCTS: &str = "_ZN14JVMCIVMStructs21localHotSpotVMStructsE";
+/// `JVMCIVMStructs::localHotSpotVMIntConstants`: `ConstMethodFlags::_misc_is_hidden` is only
+/// here.
+const JVMCI_INTS: &str = "_ZN14JVMCIVMStructs26localHotSpotVMIntConstantsE";
 
 /// Tables end at a NULL type name; this bounds a corrupt one.
 const MAX_ENTRIES: usize = 20_000;
@@ -65,7 +69,13 @@ impl VmStructs {
             .has(JVMCI_STRUCTS)
             .then(|| jvm.symbol(JVMCI_STRUCTS))
             .transpose()?;
-        Self::read_with(mem, &|name| jvm.symbol(name), jvmci)
+        let mut out = Self::read_with(mem, &|name| jvm.symbol(name), jvmci)?;
+        // Same entry type; the array itself, not a pointer. Its names add to the main table's.
+        if let Ok(table) = jvm.symbol(JVMCI_INTS) {
+            let sym = |name: &str| -> Result<u64> { mem.u64(jvm.symbol(name)?) };
+            let _ = out.read_constants(mem, &sym, "Int", 4, Some(table));
+        }
+        Ok(out)
     }
 
     /// Reads the tables given where libjvm's symbols are (`symbol`), and the JVMCI table's
@@ -127,8 +137,8 @@ impl VmStructs {
         // Int and long constants (the mark word's layout) share the map: their names are
         // distinct. The longs are optional (only compact headers need them): a bad table
         // costs those alone.
-        out.read_constants(mem, &sym, "Int", 4)?;
-        let _ = out.read_constants(mem, &sym, "Long", 8);
+        out.read_constants(mem, &sym, "Int", 4, None)?;
+        let _ = out.read_constants(mem, &sym, "Long", 8, None);
         if out.fields.is_empty() {
             bail!("the JVM's VMStructs table is empty");
         }
@@ -142,8 +152,12 @@ impl VmStructs {
         sym: &impl Fn(&str) -> Result<u64>,
         kind: &str,
         width: u8,
+        table: Option<u64>,
     ) -> Result<()> {
-        let table = sym(&format!("gHotSpotVM{kind}Constants"))?;
+        let table = match table {
+            Some(t) => t,
+            None => sym(&format!("gHotSpotVM{kind}Constants"))?,
+        };
         let stride = sym(&format!("gHotSpotVM{kind}ConstantEntryArrayStride"))?;
         let name_at = sym(&format!("gHotSpotVM{kind}ConstantEntryNameOffset"))?;
         let value_at = sym(&format!("gHotSpotVM{kind}ConstantEntryValueOffset"))?;
@@ -156,7 +170,7 @@ impl VmStructs {
                 4 => mem.u32(at)? as i32 as i64,
                 _ => mem.u64(at)? as i64,
             };
-            self.int_constants.insert(name, value);
+            self.int_constants.entry(name).or_insert(value);
             Ok(())
         })
     }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 
 use super::{
+    chunk::ChunkFrames,
     inlining::Inlining,
     vmstructs::{Target, VmStructs},
 };
@@ -26,6 +27,11 @@ const INTERPRETER_MONITOR_BLOCK: i64 = -9;
 /// `JVM_ACC_SYNCHRONIZED` (JVMS 4.6).
 const ACC_SYNCHRONIZED: u16 = 0x0020;
 const ENTRY_FRAME_CALL_WRAPPER: i64 = -6;
+const INTERPRETER_LOCALS: i64 = -7;
+const INTERPRETER_BCP: i64 = -8;
+/// Bytes of a line number table read at most (two bytes a line in most methods).
+const MAX_LINE_TABLE: usize = 4096;
+const MORE_FRAMES: &str = "[more frames not walked]";
 const MAX_FRAMES: usize = 128;
 /// Bounds each name cache: their keys (code addresses, `Method*`s) come from the target.
 const MAX_CACHED: usize = 1 << 16;
@@ -69,7 +75,26 @@ pub struct JavaFrame {
     /// The frame holds a monitor: a `synchronized` method, or an interpreted frame with a
     /// locked entry in its monitor block.
     pub holds_monitor: bool,
+    /// The source line it is at, from the method's line number table.
+    pub line: Option<u32>,
 }
+
+impl JavaFrame {
+    /// A frame that is not a method (a stub, a marker saying where the walk stopped).
+    fn other(pc: u64, name: impl Into<String>, tier: Tier) -> Self {
+        Self {
+            pc,
+            name: name.into(),
+            tier,
+            holds_monitor: false,
+            line: None,
+        }
+    }
+}
+
+/// Where a mounted virtual thread's stack returns into frames still frozen in its stack
+/// chunk on the heap (read by `walk_chunks` when they can be).
+pub const FROZEN_CALLERS: &str = "[callers frozen in the virtual thread's stack chunk]";
 
 /// A copy of stack memory starting at `base`, made as the thread blocked. Nothing outside it is
 /// read: the live stack has moved on since.
@@ -127,12 +152,28 @@ struct Layout {
     anchor_sp: u64,
     anchor_pc: u64,
     anchor_fp: u64,
+    lines: Option<LineLayout>,
+    /// `ConstMethod`'s flags and its `is_hidden` bit.
+    hidden: Option<(u64, u32)>,
+}
+
+/// Where a method's line number table is: after its bytecodes, which follow its `ConstMethod`.
+#[derive(Clone, Copy)]
+struct LineLayout {
+    const_size: u64,
+    code_size: u64,
+    flags: u64,
+    has_table: u32,
 }
 
 pub struct Walker {
     layout: Layout,
     heaps: Vec<Heap>,
     methods: HashMap<u64, Option<String>>,
+    /// Source lines by (`Method*`, bci).
+    lines: HashMap<(u64, i32), Option<u32>>,
+    /// Whether Java's stack traces hide a method, by `Method*`.
+    hidden: HashMap<u64, bool>,
     blobs: HashMap<u64, Blob>,
     /// None when this JVM's debug information cannot be found: compiled frames are then
     /// named by their own method only.
@@ -195,6 +236,23 @@ impl Walker {
             anchor_sp: anchor("_last_Java_sp")?,
             anchor_pc: anchor("_last_Java_pc")?,
             anchor_fp: anchor("_last_Java_fp")?,
+            lines: (|| -> Result<LineLayout> {
+                let flag = vm.int_constant("ConstMethodFlags::_misc_has_linenumber_table")?;
+                Ok(LineLayout {
+                    const_size: vm.type_size("ConstMethod")?,
+                    code_size: f("ConstMethod", "_code_size")?,
+                    flags: f("ConstMethod", "_flags._flags")?,
+                    has_table: u32::try_from(flag).context("implausible line table flag")?,
+                })
+            })()
+            .ok(),
+            hidden: (|| -> Option<(u64, u32)> {
+                let flag = vm.int_constant("ConstMethodFlags::_misc_is_hidden").ok()?;
+                Some((
+                    f("ConstMethod", "_flags._flags").ok()?,
+                    u32::try_from(flag).ok()?,
+                ))
+            })(),
         };
         let (inlining, inlining_error) = match Inlining::new(vm) {
             Ok(i) => (Some(i), None),
@@ -204,6 +262,8 @@ impl Walker {
             layout,
             heaps: Vec::new(),
             methods: HashMap::new(),
+            lines: HashMap::new(),
+            hidden: HashMap::new(),
             blobs: HashMap::new(),
             inlining,
             inlining_error,
@@ -256,24 +316,11 @@ impl Walker {
         loop {
             if frames.len() >= MAX_FRAMES {
                 // Say where the walk stopped rather than end the stack silently.
-                frames.push(JavaFrame {
-                    pc,
-                    name: "[more frames not walked]".into(),
-                    tier: Tier::Unknown,
-                    holds_monitor: false,
-                });
+                frames.push(JavaFrame::other(pc, MORE_FRAMES, Tier::Unknown));
                 break;
             }
-            let (lo, hi) = self.layout.interpreter;
-            let next = if (lo..hi).contains(&pc) {
-                let method = stack.word(slot(fp, INTERPRETER_METHOD));
-                frames.push(JavaFrame {
-                    pc,
-                    name: self.method_name(mem, method),
-                    tier: Tier::Interpreted,
-                    holds_monitor: self.synchronized(mem, method)
-                        || interpreted_frame_locks(stack, fp),
-                });
+            let next = if self.interpreted(pc) {
+                frames.extend(self.interpreted_frame(mem, stack, pc, fp));
                 // sender sp, return address, saved fp
                 (
                     stack.word(slot(fp, INTERPRETER_SENDER_SP)),
@@ -283,12 +330,7 @@ impl Walker {
             } else if pc == self.layout.call_stub_return {
                 // An entry frame: Java called from C++. The JavaCallWrapper keeps the anchor of
                 // the Java frames that made that call, if any.
-                frames.push(JavaFrame {
-                    pc,
-                    name: "[called from the VM]".into(),
-                    tier: Tier::VmCall,
-                    holds_monitor: false,
-                });
+                frames.push(JavaFrame::other(pc, "[called from the VM]", Tier::VmCall));
                 let Some(wrapper) = stack.word(slot(fp, ENTRY_FRAME_CALL_WRAPPER)) else {
                     break;
                 };
@@ -307,48 +349,7 @@ impl Walker {
                     .or_else(|| stack.word(caller_sp.wrapping_sub(8)));
                 (Some(caller_sp), caller_pc, at(self.layout.anchor_fp))
             } else if let Some(blob) = self.blob(mem, pc) {
-                let tier = match (&blob.method, blob.name.as_str()) {
-                    (Some(_), "native nmethod") => Tier::Native,
-                    (Some(_), _) => Tier::Compiled,
-                    (None, _) => Tier::Stub,
-                };
-                // A return into the continuation stubs (the return barrier): the callers
-                // are still frozen in the virtual thread's stack chunk on the heap.
-                let frozen = blob.method.is_none() && blob.name.contains("continuation");
-                let name = match blob.method {
-                    Some(m) => self.method_name(mem, Some(m)),
-                    None if frozen => "[callers frozen in the virtual thread's stack chunk]".into(),
-                    None => format!("[{}]", blob.name),
-                };
-                // The virtual thread's frames end at its continuation's entry.
-                let bottom = frozen || name == "jdk.internal.vm.Continuation.enterSpecial";
-                // Methods the JIT inlined here come first, innermost first; the chain must end
-                // with the frame's own method to be trusted.
-                if tier == Tier::Compiled
-                    && let Some(mut scopes) = self
-                        .inlining
-                        .as_mut()
-                        .and_then(|i| i.scopes(mem, stack, blob.start, sp, pc))
-                    && scopes.pop() == blob.method
-                {
-                    // Marked from the method's `synchronized` flag: C2 may have elided the lock
-                    // of a receiver that does not escape.
-                    for method in scopes {
-                        frames.push(JavaFrame {
-                            pc,
-                            name: self.method_name(mem, Some(method)),
-                            tier: Tier::Inlined,
-                            holds_monitor: self.synchronized(mem, Some(method)),
-                        });
-                    }
-                }
-                let holds_monitor = self.synchronized(mem, blob.method);
-                frames.push(JavaFrame {
-                    pc,
-                    name,
-                    tier,
-                    holds_monitor,
-                });
+                let bottom = self.code_frames(mem, stack, &blob, sp, pc, &mut frames);
                 if bottom || blob.frame_words == 0 {
                     break;
                 }
@@ -359,12 +360,7 @@ impl Walker {
                     stack.word(sender_sp.wrapping_sub(16)),
                 )
             } else {
-                frames.push(JavaFrame {
-                    pc,
-                    name: UNKNOWN_JAVA_FRAME.into(),
-                    tier: Tier::Unknown,
-                    holds_monitor: false,
-                });
+                frames.push(JavaFrame::other(pc, UNKNOWN_JAVA_FRAME, Tier::Unknown));
                 self.debug(format_args!(
                     "pc {pc:#x} (sp {sp:#x}) is neither in the interpreter nor in a code blob"
                 ));
@@ -377,12 +373,11 @@ impl Walker {
                 {
                     if next_sp >= stack.end() {
                         // Deeper than the copy the kernel made: say so rather than guess.
-                        frames.push(JavaFrame {
-                            pc: next_pc,
-                            name: "[more frames beyond the copied stack]".into(),
-                            tier: Tier::Unknown,
-                            holds_monitor: false,
-                        });
+                        frames.push(JavaFrame::other(
+                            next_pc,
+                            "[more frames beyond the copied stack]",
+                            Tier::Unknown,
+                        ));
                         break;
                     }
                     sp = next_sp;
@@ -393,6 +388,258 @@ impl Walker {
             }
         }
         frames
+    }
+
+    /// The frames frozen in a virtual thread's stack chunks (tail first), innermost first: the
+    /// callers of a stack that ended at `FROZEN_CALLERS`. Interpreted frames there keep their
+    /// frame pointer, sender sp and locals as word offsets (HotSpot's `StackChunkFrameStream`).
+    /// Below the oldest comes the continuation's entry frame (`Continuation.enterSpecial`) on
+    /// the thread's stack, named from `entry_pc`, its return address.
+    pub fn walk_chunks(
+        &mut self,
+        mem: &impl Target,
+        chunks: &[ChunkFrames],
+        entry_pc: Option<u64>,
+    ) -> Vec<JavaFrame> {
+        let mut frames = Vec::new();
+        for chunk in chunks {
+            let stack = chunk.stack();
+            let end = chunk.end;
+            // A frame's sp, and its unextended sp (where a compiled frame's size counts from).
+            let (mut sp, mut unextended) = (chunk.sp, chunk.sp);
+            while sp < end {
+                if frames.len() >= MAX_FRAMES {
+                    frames.push(JavaFrame::other(0, MORE_FRAMES, Tier::Unknown));
+                    return frames;
+                }
+                let Some(pc) = stack.word(sp.wrapping_sub(8)) else {
+                    frames.push(JavaFrame::other(0, MORE_FRAMES, Tier::Unknown));
+                    return frames;
+                };
+                let next = if self.interpreted(pc) {
+                    let link = sp.wrapping_sub(16);
+                    let Some(fp) = relative(&stack, link, link) else {
+                        break;
+                    };
+                    frames.extend(self.interpreted_frame(mem, &stack, pc, fp));
+                    let locals = relative(&stack, fp, slot(fp, INTERPRETER_LOCALS));
+                    if locals.is_none_or(|l| l.saturating_add(8) >= end) {
+                        break; // the chunk's bottom frame
+                    }
+                    let Some(sender) = relative(&stack, fp, slot(fp, INTERPRETER_SENDER_SP)) else {
+                        break;
+                    };
+                    (fp.wrapping_add(16), sender)
+                } else if let Some(blob) = self.blob(mem, pc) {
+                    let bottom = self.code_frames(mem, &stack, &blob, sp, pc, &mut frames);
+                    if bottom || blob.frame_words == 0 {
+                        break;
+                    }
+                    let next = unextended.wrapping_add(blob.frame_words.wrapping_mul(8));
+                    if next >= end.saturating_sub(16) {
+                        break;
+                    }
+                    (next, next)
+                } else {
+                    frames.push(JavaFrame::other(pc, UNKNOWN_JAVA_FRAME, Tier::Unknown));
+                    self.debug(format_args!("pc {pc:#x} in a stack chunk is not code"));
+                    return frames;
+                };
+                // Frames go up the chunk: anything else is garbage.
+                if next.0 <= sp || !next.0.is_multiple_of(8) {
+                    return frames;
+                }
+                (sp, unextended) = next;
+            }
+        }
+        if !frames.is_empty()
+            && let Some(pc) = entry_pc
+            && let Some(blob) = self.blob(mem, pc)
+            && blob.method.is_some()
+        {
+            let empty = StackBytes { base: 0, data: &[] };
+            self.code_frames(mem, &empty, &blob, 0, pc, &mut frames);
+        }
+        frames
+    }
+
+    fn interpreted(&self, pc: u64) -> bool {
+        let (lo, hi) = self.layout.interpreter;
+        (lo..hi).contains(&pc)
+    }
+
+    /// The frame of an interpreted method whose frame pointer is `fp` (None: a method Java's
+    /// own stack traces hide).
+    fn interpreted_frame(
+        &mut self,
+        mem: &impl Target,
+        stack: &StackBytes,
+        pc: u64,
+        fp: u64,
+    ) -> Option<JavaFrame> {
+        let method = stack.word(slot(fp, INTERPRETER_METHOD));
+        if self.hidden(mem, method) {
+            return None;
+        }
+        // The bytecode pointer stays absolute, on a stack and in a chunk.
+        let bci = stack
+            .word(slot(fp, INTERPRETER_BCP))
+            .zip(method)
+            .and_then(|(bcp, m)| self.bci_of(mem, m, bcp));
+        Some(JavaFrame {
+            pc,
+            name: self.method_name(mem, method),
+            tier: Tier::Interpreted,
+            holds_monitor: self.synchronized(mem, method) || interpreted_frame_locks(stack, fp),
+            line: method.zip(bci).and_then(|(m, b)| self.line(mem, m, b)),
+        })
+    }
+
+    /// Whether Java's own stack traces (JFR's, jstack's, a `Throwable`'s) leave a method out:
+    /// lambda forms, methods of hidden classes (a lambda's `call`), the JDK's `@Hidden`
+    /// plumbing (`Continuation.enter`, `Thread.runWith`).
+    fn hidden(&mut self, mem: &impl Target, method: Option<u64>) -> bool {
+        let (Some(method), Some(flag)) = (method.filter(|&m| m != 0), self.layout.hidden) else {
+            return false;
+        };
+        if let Some(&known) = self.hidden.get(&method) {
+            return known;
+        }
+        let hidden = mem
+            .u64(method.wrapping_add(self.layout.method_const))
+            .and_then(|c| mem.u32(c.wrapping_add(flag.0)))
+            .is_ok_and(|flags| flags & flag.1 != 0);
+        if self.hidden.len() >= MAX_CACHED {
+            self.hidden.clear();
+        }
+        self.hidden.insert(method, hidden);
+        hidden
+    }
+
+    /// The frames of code blob `blob` at `pc`: the methods the JIT inlined there, then its own
+    /// (or the stub it is). True when the virtual thread's frames end with it.
+    fn code_frames(
+        &mut self,
+        mem: &impl Target,
+        stack: &StackBytes,
+        blob: &Blob,
+        sp: u64,
+        pc: u64,
+        frames: &mut Vec<JavaFrame>,
+    ) -> bool {
+        let tier = match (&blob.method, blob.name.as_str()) {
+            (Some(_), "native nmethod") => Tier::Native,
+            (Some(_), _) => Tier::Compiled,
+            (None, _) => Tier::Stub,
+        };
+        // A return into the continuation stubs (the return barrier): the callers are still
+        // frozen in the virtual thread's stack chunk on the heap.
+        let frozen = blob.method.is_none() && blob.name.contains("continuation");
+        let name = match blob.method {
+            Some(m) => self.method_name(mem, Some(m)),
+            None if frozen => FROZEN_CALLERS.into(),
+            None => format!("[{}]", blob.name),
+        };
+        // The virtual thread's frames end at its continuation's entry.
+        let bottom = frozen || name == "jdk.internal.vm.Continuation.enterSpecial";
+        // Methods the JIT inlined here come first, innermost first; the chain must end with
+        // the frame's own method to be trusted.
+        let mut own_bci = None;
+        if tier == Tier::Compiled
+            && let Some(mut scopes) = self
+                .inlining
+                .as_mut()
+                .and_then(|i| i.scopes(mem, stack, blob.start, sp, pc))
+            && scopes.pop().map(|(m, bci)| {
+                own_bci = Some(bci);
+                m
+            }) == blob.method
+        {
+            // Marked from the method's `synchronized` flag: C2 may have elided the lock of a
+            // receiver that does not escape.
+            for (method, bci) in scopes {
+                if self.hidden(mem, Some(method)) {
+                    continue;
+                }
+                frames.push(JavaFrame {
+                    pc,
+                    name: self.method_name(mem, Some(method)),
+                    tier: Tier::Inlined,
+                    holds_monitor: self.synchronized(mem, Some(method)),
+                    line: self.line(mem, method, bci),
+                });
+            }
+        }
+        if blob.method.is_some() && self.hidden(mem, blob.method) {
+            return bottom;
+        }
+        let holds_monitor = self.synchronized(mem, blob.method);
+        let line = blob
+            .method
+            .zip(own_bci)
+            .and_then(|(m, bci)| self.line(mem, m, bci));
+        frames.push(JavaFrame {
+            pc,
+            name,
+            tier,
+            holds_monitor,
+            line,
+        });
+        bottom
+    }
+
+    /// The bytecode index `bcp` points at in `method`.
+    fn bci_of(&self, mem: &impl Target, method: u64, bcp: u64) -> Option<i32> {
+        let lines = self.layout.lines?;
+        let const_method = mem
+            .u64(method.wrapping_add(self.layout.method_const))
+            .ok()?;
+        let code = const_method.checked_add(lines.const_size)?;
+        i32::try_from(bcp.checked_sub(code)?).ok()
+    }
+
+    /// The source line of bytecode `bci` of `method`, from its line number table (HotSpot's
+    /// `Method::line_number_from_bci`: the entry at `bci`, else the last one before it).
+    fn line(&mut self, mem: &impl Target, method: u64, bci: i32) -> Option<u32> {
+        if let Some(&known) = self.lines.get(&(method, bci)) {
+            return known;
+        }
+        let line = self.read_line(mem, method, bci);
+        if self.lines.len() >= MAX_CACHED {
+            self.lines.clear();
+        }
+        self.lines.insert((method, bci), line);
+        line
+    }
+
+    fn read_line(&self, mem: &impl Target, method: u64, bci: i32) -> Option<u32> {
+        let lines = self.layout.lines?;
+        let const_method = mem
+            .u64(method.wrapping_add(self.layout.method_const))
+            .ok()?;
+        let flags = mem.u32(const_method.wrapping_add(lines.flags)).ok()?;
+        if flags & lines.has_table == 0 {
+            return None;
+        }
+        let code_size = mem.u16(const_method.wrapping_add(lines.code_size)).ok()?;
+        // (A synchronized method's entry, -1, counts as its first bytecode.)
+        let bci = u32::try_from(bci.max(0)).ok()?;
+        if bci >= u32::from(code_size) {
+            return None;
+        }
+        let table = const_method
+            .checked_add(lines.const_size)?
+            .checked_add(code_size.into())?;
+        let mut bytes = vec![0; MAX_LINE_TABLE];
+        // The table may end near the end of the mapping: read what can be read.
+        let mut len = MAX_LINE_TABLE;
+        while mem.read(table, &mut bytes[..len]).is_err() {
+            len /= 4;
+            if len < 16 {
+                return None;
+            }
+        }
+        line_at(&bytes[..len], bci)
     }
 
     /// The code blob holding `pc`, through the code heap's segment map.
@@ -503,6 +750,13 @@ impl Walker {
         self.blob(mem, pc).is_some_and(|b| b.method.is_some())
     }
 
+    /// Says why a virtual thread's frozen frames were not read, when PINPROF_DEBUG is set.
+    pub fn say_unread(&self, why: super::chunk::Unread) {
+        if self.debug {
+            say!("pinprof: debug: frozen frames not read: {why:?}");
+        }
+    }
+
     /// Says why a frame could not be named, when PINPROF_DEBUG is set: never a guessed name.
     fn debug(&self, why: std::fmt::Arguments) {
         if self.debug {
@@ -583,6 +837,50 @@ fn interpreted_frame_locks(stack: &StackBytes, fp: u64) -> bool {
     })
 }
 
+/// A chunk slot holding a word offset from `from`, as an address.
+fn relative(stack: &StackBytes, from: u64, at: u64) -> Option<u64> {
+    let offset = stack.word(at)? as i64;
+    // Offsets within a frame: anything larger is garbage.
+    if offset.unsigned_abs() > 1 << 20 {
+        return None;
+    }
+    Some(slot(from, offset))
+}
+
+/// The line of `bci` in a compressed line number table (`CompressedLineNumberReadStream`):
+/// pairs of (bci, line) deltas from (0, 0), a byte of 5 + 3 bits each, or 0xFF then two
+/// signed UNSIGNED5 ints; a 0 byte ends it.
+fn line_at(table: &[u8], bci: u32) -> Option<u32> {
+    let (mut at_bci, mut line) = (0i64, 0i64);
+    let mut best: Option<(i64, i64)> = None;
+    let mut pos = 0;
+    while let Some(&b) = table.get(pos) {
+        if b == 0 {
+            break;
+        }
+        if b == 0xFF {
+            pos += 1;
+            let mut signed = || {
+                let v = super::inlining::read_unsigned5(table, &mut pos)?;
+                Some(i64::from((v >> 1) as i32 ^ -((v & 1) as i32)))
+            };
+            at_bci += signed()?;
+            line += signed()?;
+        } else {
+            pos += 1;
+            at_bci += i64::from(b >> 3);
+            line += i64::from(b & 7);
+        }
+        if at_bci == i64::from(bci) {
+            return u32::try_from(line).ok();
+        }
+        if at_bci < i64::from(bci) && best.is_none_or(|(b, _)| at_bci >= b) {
+            best = Some((at_bci, line));
+        }
+    }
+    best.and_then(|(_, l)| u32::try_from(l).ok())
+}
+
 fn slot(fp: u64, words: i64) -> u64 {
     fp.wrapping_add_signed(words.wrapping_mul(8))
 }
@@ -630,6 +928,8 @@ mod tests {
             anchor_sp: 0,
             anchor_pc: 8,
             anchor_fp: 16,
+            lines: None,
+            hidden: None,
         }
     }
 
@@ -643,6 +943,8 @@ mod tests {
                 log2_segment: 6,
             }],
             methods: HashMap::new(),
+            lines: HashMap::new(),
+            hidden: HashMap::new(),
             blobs: HashMap::new(),
             inlining: None,
             inlining_error: None,

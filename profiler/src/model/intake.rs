@@ -401,6 +401,7 @@ pub(crate) mod hostile {
                         name: Some(format!("f{i} 18446744073709551615\u{1b}")),
                         module: Some("compiled".into()),
                         holds_monitor: true,
+                        line: None,
                     })
                     .collect(),
             }),
@@ -412,6 +413,7 @@ pub(crate) mod hostile {
                     name: Some("y".repeat(1 << 20)),
                     module: None,
                     holds_monitor: false,
+                    line: None,
                 }],
             }),
             Event::Thread(ThreadName {

@@ -160,6 +160,7 @@ mod tests {
             name: Some(name.into()),
             module: Some("interpreted".into()),
             holds_monitor: false,
+            line: None,
         }
     }
 

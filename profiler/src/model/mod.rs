@@ -149,6 +149,8 @@ pub struct StackLabels {
     pub frame_kinds: Vec<&'static str>,
     /// Indexes of the frames known to hold a monitor.
     pub monitor_frames: Vec<usize>,
+    /// Each frame's source line, where known (Java frames).
+    pub lines: Vec<Option<u32>>,
 }
 
 impl StackLabels {
@@ -157,6 +159,16 @@ impl StackLabels {
             frames: stack.iter().map(|f| f.label()).collect(),
             frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
             monitor_frames,
+            lines: stack.iter().map(|f| f.line).collect(),
+        }
+    }
+
+    /// Frame `i` as people read it: `pkg.Class.method:159` where its line is known.
+    pub fn display(&self, i: usize) -> String {
+        match (self.frames.get(i), self.lines.get(i).copied().flatten()) {
+            (Some(name), Some(line)) => format!("{name}:{line}"),
+            (Some(name), None) => name.clone(),
+            (None, _) => String::new(),
         }
     }
 }
@@ -1054,6 +1066,7 @@ mod tests {
             name: Some(name.into()),
             module: Some(module.into()),
             holds_monitor,
+            line: None,
         };
         let top = [
             java("jdk.internal.misc.Unsafe.park", "native", false),
@@ -1176,6 +1189,7 @@ mod tests {
                 name: Some(innermost.to_string()),
                 module: None,
                 holds_monitor: false,
+                line: None,
             };
             model.stacks.insert(id, vec![frame]);
             model.java_stacks.insert((1, start_ms * 1_000_000), id);

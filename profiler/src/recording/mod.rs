@@ -6,12 +6,14 @@
 //! disk, `kill -9`) still holds every record before the cut. A damaged fragment is skipped and
 //! reported; reading goes on at the next fragment, or at the next block when the damage hides
 //! where that is, so recovering from damage costs time linear in the file's size. Formats 2
-//! and 3 (records one after another, each `u32 length | u32 crc32 | payload`) are still read.
+//! and 3 (records one after another, each `u32 length | u32 crc32 | payload`) are still read,
+//! and so are the frames of formats 2 to 4, which had no source lines.
 //!
 //! A recording is untrusted input (it may come from anywhere): the reader streams it with
 //! memory bounded by the largest record, and refuses anything but a regular file.
 
 mod blocks;
+mod legacy;
 mod reader;
 mod writer;
 
@@ -25,9 +27,10 @@ use serde::{Deserialize, Serialize};
 use crate::events::{Event, TargetInfo};
 
 pub const MAGIC: &[u8; 8] = b"PINPREC\0";
-pub const FORMAT_VERSION: u32 = 4;
-/// The oldest format this pinprof still reads: formats only ever add kinds of records
-/// (3 added `MonitorClass` and `OpenWaits`; 4 changed the framing into blocks).
+pub const FORMAT_VERSION: u32 = 5;
+/// The oldest format this pinprof still reads: formats add kinds of records (3 added
+/// `MonitorClass` and `OpenWaits`), 4 changed the framing into blocks, 5 added source lines to
+/// frames (older stacks are read by `legacy`).
 pub const OLDEST_FORMAT_READ: u32 = 2;
 /// The first format written in blocks.
 pub const BLOCK_FORMAT: u32 = 4;

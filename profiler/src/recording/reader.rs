@@ -169,6 +169,8 @@ fn unknown_header(events: &[Event]) -> Header {
 /// the largest record. Damage met on the way is skipped and kept in `damage`.
 pub struct Records<R> {
     framing: Framing<R>,
+    /// The file's format: older ones decode some records as they were then.
+    version: u32,
     pub damage: Vec<Damage>,
 }
 
@@ -240,6 +242,7 @@ impl<R: Read> Records<R> {
         };
         Ok(Self {
             framing,
+            version,
             damage: Vec::new(),
         })
     }
@@ -254,10 +257,10 @@ impl<R: Read> Iterator for Records<R> {
                 Framing::Blocks(d) => d.next_payload(&mut self.damage)?,
                 Framing::Frames(f) => f.next_payload(&mut self.damage)?,
             };
-            match postcard::from_bytes::<Record>(&payload) {
-                Ok(record) => return Some(record),
+            match super::legacy::decode(self.version, &payload) {
+                Some(record) => return Some(record),
                 // Intact framing around a payload this pinprof cannot decode.
-                Err(_) => push_corrupt(&mut self.damage, at, at + payload.len() as u64),
+                None => push_corrupt(&mut self.damage, at, at + payload.len() as u64),
             }
         }
     }

@@ -148,15 +148,61 @@ fn not_a_recording_is_a_clear_error() {
 
 /// A format-3 file as earlier pinprof versions wrote it: frames one after another.
 fn legacy_file(records: &[Record]) -> Vec<u8> {
+    let payloads: Vec<Vec<u8>> = records
+        .iter()
+        .map(|r| postcard::to_stdvec(r).unwrap())
+        .collect();
+    legacy_payloads(&payloads)
+}
+
+fn legacy_payloads(payloads: &[Vec<u8>]) -> Vec<u8> {
     let mut bytes = MAGIC.to_vec();
     bytes.extend_from_slice(&3u32.to_le_bytes());
-    for record in records {
-        let payload = postcard::to_stdvec(record).unwrap();
+    for payload in payloads {
         bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        bytes.extend_from_slice(&payload);
+        bytes.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        bytes.extend_from_slice(payload);
     }
     bytes
+}
+
+#[test]
+fn stacks_of_formats_before_5_are_read_without_lines() {
+    use crate::events::{Frame, FrameKind, Stack};
+    /// A frame as formats 2 to 4 wrote it.
+    #[derive(serde::Serialize)]
+    struct OldFrame {
+        kind: FrameKind,
+        addr: u64,
+        name: Option<String>,
+        module: Option<String>,
+        holds_monitor: bool,
+    }
+    let old = OldFrame {
+        kind: FrameKind::Java,
+        addr: 0x1234,
+        name: Some("Shop.buy".into()),
+        module: Some("interpreted".into()),
+        holds_monitor: true,
+    };
+    // Record::Event, Event::Stack, then the stack's id and frames.
+    let mut stack = vec![1u8, 1];
+    stack.extend(postcard::to_stdvec(&(7u32, vec![old])).unwrap());
+    let header = postcard::to_stdvec(&Record::Header(header())).unwrap();
+    let r = Recording::parse(&legacy_payloads(&[header, stack])).unwrap();
+    assert!(r.damage.is_empty(), "{:?}", r.damage);
+    let expected = Stack {
+        id: 7,
+        frames: vec![Frame {
+            kind: FrameKind::Java,
+            addr: 0x1234,
+            name: Some("Shop.buy".into()),
+            module: Some("interpreted".into()),
+            holds_monitor: true,
+            line: None,
+        }],
+    };
+    assert_eq!(r.events, vec![Event::Stack(expected)]);
 }
 
 #[test]

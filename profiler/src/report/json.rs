@@ -190,9 +190,11 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
     })
 }
 
-/// `object` with a stack's `frames` (innermost first), `frame_kinds` and `monitor_frames`.
+/// `object` with a stack's `frames` (innermost first), `frame_kinds`, `monitor_frames` and
+/// `lines` (each frame's source line, or null).
 fn with_stack(stack: &StackLabels, mut object: Value) -> Value {
     object["frames"] = json!(stack.frames);
+    object["lines"] = json!(stack.lines);
     object["frame_kinds"] = json!(stack.frame_kinds);
     object["monitor_frames"] = json!(stack.monitor_frames);
     object

@@ -7,7 +7,8 @@ use crate::model::jdk::{is_jdk_method, is_marker};
 
 /// One frame to show: its label, and whether it holds a monitor.
 pub struct ShownFrame<'a> {
-    pub label: &'a str,
+    /// The frame as people read it (with its source line where known).
+    pub label: std::borrow::Cow<'a, str>,
     pub holds_monitor: bool,
 }
 
@@ -38,7 +39,7 @@ pub fn lines(frames: &[ShownFrame], depth: usize, full: bool) -> Vec<String> {
         return frames.iter().map(label).collect();
     }
     let application = |i: usize| {
-        let l = frames[i].label;
+        let l = &*frames[i].label;
         !foldable(l) && !is_marker(l) && l.contains('.')
     };
     // The culprits: frames holding a monitor, else the innermost application frame; and
@@ -60,10 +61,10 @@ pub fn lines(frames: &[ShownFrame], depth: usize, full: bool) -> Vec<String> {
     let mut i = 0;
     while i < frames.len() {
         let f = &frames[i];
-        if i > 0 && !f.holds_monitor && foldable(f.label) {
+        if i > 0 && !f.holds_monitor && foldable(&f.label) {
             let run = frames[i..]
                 .iter()
-                .take_while(|f| !f.holds_monitor && foldable(f.label))
+                .take_while(|f| !f.holds_monitor && foldable(&f.label))
                 .count();
             if run >= 2 {
                 folded.push(Line::Jdk(run));
@@ -123,7 +124,7 @@ mod tests {
         labels
             .iter()
             .map(|&(label, holds_monitor)| ShownFrame {
-                label,
+                label: label.into(),
                 holds_monitor,
             })
             .collect()

@@ -173,7 +173,7 @@ fn shown_frames(stack: &StackLabels, keep: impl Fn(usize) -> bool) -> Vec<ShownF
     (0..stack.frames.len())
         .filter(|&i| keep(i))
         .map(|i| ShownFrame {
-            label: &stack.frames[i],
+            label: stack.display(i).into(),
             holds_monitor: stack.monitor_frames.contains(&i),
         })
         .collect()
@@ -360,7 +360,7 @@ fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::
             let frames: Vec<ShownFrame> = labels
                 .iter()
                 .map(|label| ShownFrame {
-                    label,
+                    label: label.as_str().into(),
                     holds_monitor: false,
                 })
                 .collect();

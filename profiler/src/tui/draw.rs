@@ -594,6 +594,7 @@ mod tests {
                 frames: frames.iter().map(|(f, _)| f.to_string()).collect(),
                 frame_kinds: frames.iter().map(|(_, k)| *k).collect(),
                 monitor_frames,
+                lines: vec![None; frames.len()],
             },
             events: 1,
             total_ns: 1,

@@ -15,6 +15,13 @@ pub struct Pinned {
     /// JDK 24+ only.
     pub reason: Option<String>,
     pub operation: Option<String>,
+    /// `Thread.threadId()` of the virtual thread that pinned.
+    pub thread_id: Option<u64>,
+    /// Its stack, innermost first: `pkg.Class.method` and the line, where JFR gives one.
+    /// Frames of hidden methods (which Java's stack traces leave out, JFR's text view too)
+    /// are left out.
+    pub frames: Vec<(String, Option<u32>)>,
+    pub truncated: bool,
 }
 
 pub struct Jfr {
@@ -59,7 +66,8 @@ impl Jfr {
             .expect("run jcmd");
         assert_ok(&out, "jcmd JFR.stop");
         let out = Command::new(jdk_tool(self.major, "jfr"))
-            .args(["print", "--json", "--events", "jdk.VirtualThreadPinned"])
+            .args(["print", "--json", "--stack-depth", "128"])
+            .args(["--events", "jdk.VirtualThreadPinned"])
             .arg(&self.file)
             .output()
             .expect("run jfr");
@@ -76,10 +84,33 @@ impl Jfr {
                     duration_ns: iso_duration_ns(v["duration"].as_str().unwrap()),
                     reason: v["pinnedReason"].as_str().map(String::from),
                     operation: v["blockingOperation"].as_str().map(String::from),
+                    thread_id: v["eventThread"]["javaThreadId"].as_u64(),
+                    frames: v["stackTrace"]["frames"]
+                        .as_array()
+                        .map(|frames| {
+                            frames
+                                .iter()
+                                .filter(|f| f["method"]["hidden"] != true)
+                                .map(frame)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    truncated: v["stackTrace"]["truncated"].as_bool().unwrap_or(false),
                 }
             })
             .collect()
     }
+}
+
+/// A JFR stack frame as `pkg.Class.method` and its line (JFR says -1 or 0 for none).
+fn frame(f: &Value) -> (String, Option<u32>) {
+    let class = f["method"]["type"]["name"].as_str().unwrap_or("?");
+    let method = f["method"]["name"].as_str().unwrap_or("?");
+    let line = f["lineNumber"]
+        .as_i64()
+        .and_then(|l| u32::try_from(l).ok())
+        .filter(|&l| l > 0);
+    (format!("{}.{method}", class.replace('/', ".")), line)
 }
 
 /// `2026-11-30T04:45:05.475477190Z` (UTC) as ns since the Unix epoch.

@@ -1,0 +1,178 @@
+//! Virtual threads' stacks to the bottom, with source lines, against JFR: virtual threads that
+//! unmounted once (their older frames frozen in a stack chunk on the heap) pin three calls
+//! deeper; each pinned event pinprof walked is matched to JFR's `jdk.VirtualThreadPinned` of
+//! the same virtual thread at the same time, and their Java frames compared from JFR's
+//! innermost frame down to the bottom (`Continuation.enterSpecial`), lines included.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{jfr::Jfr, *};
+use profiler::{
+    events::{Event, FrameKind},
+    recording::Recording,
+};
+
+/// A walked pinned event: its virtual thread, start (Unix ns) and Java frames with lines.
+struct Walked {
+    vthread: u64,
+    start_unix_ns: u64,
+    frames: Vec<(String, Option<u32>)>,
+}
+
+/// The Java stacks pinprof recorded for intervals of carriers with a virtual thread mounted.
+/// Also the recording's window, in Unix ns.
+fn walked(path: &std::path::Path) -> (Vec<Walked>, std::ops::Range<u64>) {
+    let recording = Recording::open(path).unwrap();
+    let header = &recording.header;
+    let mut stacks = std::collections::HashMap::new();
+    let mut vthreads = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for event in &recording.events {
+        match event {
+            Event::Stack(s) => {
+                stacks.insert(s.id, s.frames.clone());
+            }
+            Event::OffCpu(e) => {
+                if let Some(v) = e.java.as_ref().and_then(|j| j.vthread) {
+                    vthreads.insert((e.tid, e.start_ns), v);
+                }
+            }
+            Event::JavaStack {
+                tid,
+                start_ns,
+                stack,
+            } => {
+                let (Some(&vthread), Some(frames)) =
+                    (vthreads.get(&(*tid, *start_ns)), stacks.get(stack))
+                else {
+                    continue;
+                };
+                let frames = frames
+                    .iter()
+                    // Methods: not the marks of a call from the VM or of a VM stub, which
+                    // JFR does not show. (A frame the walk could not name stays, and differs.)
+                    .filter(|f| {
+                        f.kind == FrameKind::Java
+                            && !matches!(f.module.as_deref(), Some("vm" | "stub"))
+                    })
+                    .map(|f| (f.label(), f.line))
+                    .collect();
+                out.push(Walked {
+                    vthread,
+                    start_unix_ns: header.start_unix_ns + (start_ns - header.start_mono_ns),
+                    frames,
+                });
+            }
+            _ => {}
+        }
+    }
+    let end_mono = recording.end.as_ref().map_or(0, |e| e.end_mono_ns);
+    let start = header.start_unix_ns;
+    (
+        out,
+        start..start + end_mono.saturating_sub(header.start_mono_ns),
+    )
+}
+
+/// `Foo$$Lambda/0x...` (JFR), `Foo$$Lambda+0x...` (HotSpot's name) read the same.
+fn normalized(name: &str) -> String {
+    match name.find("$$Lambda") {
+        Some(at) => {
+            let method = name.rsplit('.').next().unwrap_or("");
+            format!("{}$$Lambda.{method}", &name[..at])
+        }
+        None => name.to_string(),
+    }
+}
+
+/// Whether our frames, from JFR's innermost frame on, are JFR's to the bottom, lines
+/// included (where JFR gives one).
+fn same(ours: &[(String, Option<u32>)], jfr: &[(String, Option<u32>)]) -> bool {
+    let Some((first, _)) = jfr.first() else {
+        return false;
+    };
+    let Some(from) = ours.iter().position(|(n, _)| n == first) else {
+        return false;
+    };
+    let ours = &ours[from..];
+    ours.len() == jfr.len()
+        && ours
+            .iter()
+            .zip(jfr)
+            .all(|((n, l), (jn, jl))| normalized(n) == normalized(jn) && (jl.is_none() || l == jl))
+}
+
+fn check(major: u32, mode: &str) {
+    let jvm = start_vt(major, 4, "DeepPin", &[mode, "4", "3"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let jfr = Jfr::start(major, jvm.pid, &format!("frozen{major}"));
+    let path = record(jvm.pid, 4.0, &format!("frozen{major}.pinrec"));
+    let truth = jfr.stop();
+    let (ours, window) = walked(&path);
+    // JFR records longer than pinprof: its events inside pinprof's window count.
+    let truth: Vec<_> = truth
+        .into_iter()
+        .filter(|e| window.contains(&e.start_unix_ns))
+        .collect();
+    let in_window = truth.len();
+    let (mut matched, mut equal, mut deep) = (0, 0, 0);
+    let mut first_difference = None;
+    for event in truth.iter().filter(|e| !e.truncated) {
+        // Ours of the same virtual thread that began closest to JFR's (within 2 ms).
+        let Some(mine) = ours
+            .iter()
+            .filter(|w| Some(w.vthread) == event.thread_id)
+            .min_by_key(|w| w.start_unix_ns.abs_diff(event.start_unix_ns))
+            .filter(|w| w.start_unix_ns.abs_diff(event.start_unix_ns) < 2_000_000)
+        else {
+            continue;
+        };
+        matched += 1;
+        if same(&mine.frames, &event.frames) {
+            equal += 1;
+            deep += usize::from(mine.frames.iter().any(|(n, _)| n == "DeepPin.task"));
+        } else if first_difference.is_none() {
+            first_difference = Some((mine.frames.clone(), event.frames.clone()));
+        } else if std::env::var_os("FROZEN_STACKS_DIFFS").is_some() {
+            let line = |f: &[(String, Option<u32>)]| {
+                f.iter()
+                    .map(|(n, l)| format!("{n}:{}", l.unwrap_or(0)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            eprintln!("ours {}\njfr  {}", line(&mine.frames), line(&event.frames));
+        }
+    }
+    eprintln!(
+        "JDK {major} ({mode}): JFR {} pinned events, {matched} matched to ours, {equal} with \
+         the same Java frames and lines to the bottom ({:.1}%)",
+        truth.len(),
+        100.0 * equal as f64 / matched.max(1) as f64
+    );
+    assert!(
+        equal as f64 >= 0.95 * matched as f64,
+        "JDK {major}: {equal} of {matched} equal; first difference (ours, JFR): {:#?}",
+        first_difference
+    );
+    assert!(matched >= 100, "JDK {major}: only {matched} events matched");
+    assert!(
+        matched as f64 >= 0.9 * in_window as f64,
+        "JDK {major}: {matched} of JFR's {in_window} events in the window matched"
+    );
+    assert_eq!(
+        deep, equal,
+        "the task's own frames are in every equal stack"
+    );
+}
+
+#[test]
+fn jdk21_pinned_stacks_equal_jfr_to_the_bottom() {
+    check(21, "monitor");
+}
+
+#[test]
+fn jdk25_pinned_stacks_equal_jfr_to_the_bottom() {
+    check(25, "clinit");
+}
