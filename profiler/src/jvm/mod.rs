@@ -2,7 +2,9 @@
 //! are virtual-thread carriers and what is mounted on them.
 
 pub mod attach;
+mod classinit;
 pub mod hotspot;
+pub mod initwait;
 mod inlining;
 pub mod memory;
 pub mod vmstructs;

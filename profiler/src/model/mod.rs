@@ -63,6 +63,10 @@ pub struct Model {
     pub kernel_lock_threads: HashMap<u32, (u64, u64)>,
     /// The class of each monitor's object, as read over time: time to class.
     pub monitor_classes: HashMap<u64, BTreeMap<u64, String>>,
+    /// Monitors whose object is a `java.lang.Class`: the class it stands for, over time.
+    pub monitor_class_objects: HashMap<u64, BTreeMap<u64, String>>,
+    /// Monitors seen as the lock of a class initialization under way: read time to what.
+    pub class_init_locks: HashMap<u64, BTreeMap<u64, ClassInitWait>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
     /// The carriers' waits still under way at the latest checkpoint: (time, waits).
@@ -85,6 +89,72 @@ pub struct FoldedIntervals {
     pub preempted_ns: u64,
 }
 
+/// A wait for another thread's initialization of a class.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClassInitWait {
+    pub class: String,
+    /// The thread running the class's static initializer, if it could be told.
+    pub initializer: Option<crate::events::Initializer>,
+}
+
+/// A class initialization a site waited for, with its initializer's name, as views show it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InitWaitedFor {
+    pub class: String,
+    pub initializer: Option<InitializerThread>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InitializerThread {
+    pub tid: u32,
+    pub name: String,
+    /// The virtual thread it ran, if one was mounted.
+    pub vthread: Option<u64>,
+}
+
+impl std::fmt::Display for InitWaitedFor {
+    /// `Shop$Fmt by worker-3 (virtual thread #25)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.class)?;
+        if let Some(t) = &self.initializer {
+            write!(f, " by {}", t.name)?;
+            if let Some(v) = t.vthread {
+                write!(f, " (virtual thread #{v})")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What waits on monitors were on, in words: `on a Shop$Till or class Shop$Registry`, or
+/// `waiting for the initialization of Shop$Fmt by worker-3`; None when nothing is known.
+pub fn monitors_said(
+    classes: &std::collections::BTreeSet<String>,
+    class_objects: &std::collections::BTreeSet<String>,
+    inits: &std::collections::BTreeSet<InitWaitedFor>,
+) -> Option<String> {
+    const SHOWN: usize = 3;
+    if !inits.is_empty() {
+        let mut said: Vec<String> = inits.iter().take(SHOWN).map(|i| i.to_string()).collect();
+        if inits.len() > SHOWN {
+            said.push(format!("{} more", inits.len() - SHOWN));
+        }
+        return Some(format!(
+            "waiting for the initialization of {}",
+            said.join(", ")
+        ));
+    }
+    // A `java.lang.Class` object is said by the class it stands for.
+    let objects = classes
+        .iter()
+        .filter(|c| class_objects.is_empty() || c.as_str() != "java.lang.Class")
+        .map(|c| format!("a {c}"));
+    let said: Vec<String> = objects
+        .chain(class_objects.iter().map(|c| format!("class {c}")))
+        .collect();
+    (!said.is_empty()).then(|| format!("on {}", said.join(" or ")))
+}
+
 /// Pinned time at one site: same reason, operation and stack.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PinnedSite {
@@ -100,6 +170,10 @@ pub struct PinnedSite {
     pub carriers: std::collections::BTreeSet<u32>,
     /// Classes of the objects whose monitors they entered or waited on.
     pub monitor_classes: std::collections::BTreeSet<String>,
+    /// Of those that were `java.lang.Class` objects (`static synchronized`): their classes.
+    pub class_monitors: std::collections::BTreeSet<String>,
+    /// For waits for another thread's class initialization: which class, run by whom.
+    pub class_inits: std::collections::BTreeSet<InitWaitedFor>,
     /// For monitor entries: the threads whose release of the monitor let them in (the
     /// holders), with how many entries each released.
     pub released_by: BTreeMap<u32, u64>,
@@ -257,6 +331,8 @@ pub struct StackRow {
     pub threads: Vec<String>,
     /// Classes of the objects whose monitors they entered or waited on.
     pub monitor_classes: std::collections::BTreeSet<String>,
+    /// Of those that were `java.lang.Class` objects (`static synchronized`): their classes.
+    pub class_monitors: std::collections::BTreeSet<String>,
 }
 
 impl Model {
@@ -404,6 +480,23 @@ impl Model {
                 let seen = self.monitor_classes.entry(monitor).or_default();
                 seen.insert(time_ns, class);
             }
+            Event::MonitorClassObject {
+                time_ns,
+                monitor,
+                class,
+            } => {
+                let seen = self.monitor_class_objects.entry(monitor).or_default();
+                seen.insert(time_ns, class);
+            }
+            Event::ClassInitLock {
+                time_ns,
+                monitor,
+                class,
+                initializer,
+            } => {
+                let seen = self.class_init_locks.entry(monitor).or_default();
+                seen.insert(time_ns, ClassInitWait { class, initializer });
+            }
             Event::JavaStack {
                 tid,
                 start_ns,
@@ -499,6 +592,64 @@ impl Model {
             .map(|(_, class)| class.as_str())
     }
 
+    /// For a monitor whose object was a `java.lang.Class` at `time_ns`: the class it stands
+    /// for (read as `monitor_class` is).
+    pub fn monitor_class_object(&self, monitor: u64, time_ns: u64) -> Option<&str> {
+        if self.monitor_class(monitor, time_ns)? != "java.lang.Class" {
+            return None;
+        }
+        let seen = self.monitor_class_objects.get(&monitor)?;
+        seen.range(..=time_ns)
+            .next_back()
+            .or_else(|| seen.iter().next())
+            .map(|(_, class)| class.as_str())
+    }
+
+    /// The class initialization a wait on `monitor` from `start_ns` to `end_ns` waited for:
+    /// the monitor was read as that class's init lock during the wait (its object may be
+    /// another one before or after).
+    pub fn class_init_wait(
+        &self,
+        monitor: u64,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> Option<&ClassInitWait> {
+        let seen = self.class_init_locks.get(&monitor)?;
+        (start_ns <= end_ns)
+            .then(|| seen.range(start_ns..=end_ns).next_back())
+            .flatten()
+            .map(|(_, wait)| wait)
+    }
+
+    /// A class initialization with its initializer named.
+    fn init_waited_for(&self, wait: &ClassInitWait) -> InitWaitedFor {
+        InitWaitedFor {
+            class: wait.class.clone(),
+            initializer: wait.initializer.map(|t| InitializerThread {
+                tid: t.tid,
+                name: self.thread_name(t.tid),
+                vthread: t.vthread,
+            }),
+        }
+    }
+
+    /// Adds what a wait on `monitor` at `time_ns` was on: the class of the monitor's object
+    /// and, for a `java.lang.Class` object, the class it stands for.
+    fn note_monitor(
+        &self,
+        monitor: u64,
+        time_ns: u64,
+        classes: &mut std::collections::BTreeSet<String>,
+        class_objects: &mut std::collections::BTreeSet<String>,
+    ) {
+        if let Some(class) = self.monitor_class(monitor, time_ns) {
+            classes.insert(class.to_string());
+        }
+        if let Some(class) = self.monitor_class_object(monitor, time_ns) {
+            class_objects.insert(class.to_string());
+        }
+    }
+
     pub fn is_carrier(&self, tid: u32) -> bool {
         self.java_threads.get(&tid).is_some_and(|t| t.carrier)
     }
@@ -535,8 +686,35 @@ impl Model {
         let hints = StackHints {
             in_clinit: self.in_clinit(java_stack),
             in_vm_call: self.in_vm_call(java_stack),
+            class_init_wait: self.waits_for_class_init(o, java_stack),
         };
         carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), hints)
+    }
+
+    /// Whether an interval waited for another thread's class initialization: its monitor was
+    /// read as a class's init lock during the wait or, when the wait was too short to be seen
+    /// so, it waited on an `int[]` (HotSpot's init locks, JDK 21 and 25) in a call into the
+    /// VM rather than in `Object.wait`.
+    fn waits_for_class_init(&self, o: &OffCpu, java_stack: Option<StackId>) -> bool {
+        let Some(java) = &o.java else {
+            return false;
+        };
+        if let Some(m) = java.pending_monitor.or(java.waiting_monitor)
+            && self.class_init_wait(m, o.start_ns, o.end_ns).is_some()
+        {
+            return true;
+        }
+        let Some(m) = java.waiting_monitor else {
+            return false;
+        };
+        self.monitor_class(m, o.start_ns) == Some("int[]")
+            && java_stack
+                .and_then(|id| self.stacks.get(&id))
+                .and_then(|frames| frames.first())
+                .and_then(|f| f.name.as_deref())
+                .is_some_and(|name| {
+                    !name.starts_with("java.lang.Object.wait") && name != UNKNOWN_JAVA_FRAME
+                })
     }
 
     /// Whether a Java stack blocked in a call into the VM rather than in a park: its
@@ -637,6 +815,8 @@ impl Model {
                     virtual_threads: Default::default(),
                     carriers: Default::default(),
                     monitor_classes: Default::default(),
+                    class_monitors: Default::default(),
+                    class_inits: Default::default(),
                     released_by: Default::default(),
                 });
             // (The same one whatever order the groups come in.)
@@ -649,8 +829,18 @@ impl Model {
                 {
                     *site.released_by.entry(holder).or_default() += 1;
                 }
-                if let Some(class) = e.monitor.and_then(|m| self.monitor_class(m, e.start_ns)) {
-                    site.monitor_classes.insert(class.to_string());
+                if let Some(m) = e.monitor {
+                    self.note_monitor(
+                        m,
+                        e.start_ns,
+                        &mut site.monitor_classes,
+                        &mut site.class_monitors,
+                    );
+                    if e.reason == Reason::ClassInit
+                        && let Some(wait) = self.class_init_wait(m, e.start_ns, e.end_ns)
+                    {
+                        site.class_inits.insert(self.init_waited_for(wait));
+                    }
                 }
                 site.virtual_threads.insert(e.vthread);
                 site.carriers.insert(e.carrier);
@@ -897,6 +1087,7 @@ impl Model {
             max_ns: u64,
             by_thread: HashMap<u32, u64>,
             monitor_classes: std::collections::BTreeSet<String>,
+            class_monitors: std::collections::BTreeSet<String>,
         }
         type Key = (Option<StackId>, Option<StackId>, Option<StackId>);
         let mut by_stack: HashMap<Key, Acc> = HashMap::new();
@@ -911,11 +1102,13 @@ impl Model {
             entry.max_ns = entry.max_ns.max(d);
             add(entry.by_thread.entry(o.tid).or_default(), d);
             let java = o.java.as_ref();
-            if let Some(class) = java
-                .and_then(|j| j.pending_monitor.or(j.waiting_monitor))
-                .and_then(|m| self.monitor_class(m, o.start_ns))
-            {
-                entry.monitor_classes.insert(class.to_string());
+            if let Some(m) = java.and_then(|j| j.pending_monitor.or(j.waiting_monitor)) {
+                self.note_monitor(
+                    m,
+                    o.start_ns,
+                    &mut entry.monitor_classes,
+                    &mut entry.class_monitors,
+                );
             }
         }
         let mut rows: Vec<StackRow> = by_stack
@@ -928,6 +1121,7 @@ impl Model {
                     max_ns,
                     by_thread,
                     monitor_classes,
+                    class_monitors,
                 } = acc;
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -941,6 +1135,7 @@ impl Model {
                         .map(|(tid, _)| self.thread_name(tid))
                         .collect(),
                     monitor_classes,
+                    class_monitors,
                 }
             })
             .collect();
