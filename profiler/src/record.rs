@@ -936,8 +936,16 @@ impl Session {
             let Some(start) = self.capture.open_interval(t.tid) else {
                 continue;
             };
-            let java = &start.java;
-            if java.flags & KNOWN == 0 || java.flags & MOUNTED == 0 {
+            // A carrier that blocked before the kernel knew it for a Java thread (one just
+            // started) has its JVM state read now: it has not moved since.
+            let java = match start.java.flags & KNOWN {
+                0 => match jvm.hotspot.java_state(t) {
+                    Some(state) => state,
+                    None => continue,
+                },
+                _ => start.java,
+            };
+            if java.flags & MOUNTED == 0 {
                 continue;
             }
             for monitor in [java.waiting_monitor, java.pending_monitor] {

@@ -15,7 +15,14 @@ pub struct Pinned {
     /// JDK 24+ only.
     pub reason: Option<String>,
     pub operation: Option<String>,
+    /// The Java frames, innermost first (`pkg.Class.method`), up to `STACK_DEPTH`.
+    pub frames: Vec<String>,
+    /// The virtual thread's `Thread.threadId()`.
+    pub vthread_id: Option<u64>,
 }
+
+/// Frames of each event's stack trace read back.
+const STACK_DEPTH: u32 = 64;
 
 pub struct Jfr {
     major: u32,
@@ -60,6 +67,7 @@ impl Jfr {
         assert_ok(&out, "jcmd JFR.stop");
         let out = Command::new(jdk_tool(self.major, "jfr"))
             .args(["print", "--json", "--events", "jdk.VirtualThreadPinned"])
+            .args(["--stack-depth", &STACK_DEPTH.to_string()])
             .arg(&self.file)
             .output()
             .expect("run jfr");
@@ -76,6 +84,17 @@ impl Jfr {
                     duration_ns: iso_duration_ns(v["duration"].as_str().unwrap()),
                     reason: v["pinnedReason"].as_str().map(String::from),
                     operation: v["blockingOperation"].as_str().map(String::from),
+                    frames: v["stackTrace"]["frames"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|f| {
+                            let m = &f["method"];
+                            let class = m["type"]["name"].as_str()?.replace('/', ".");
+                            Some(format!("{class}.{}", m["name"].as_str()?))
+                        })
+                        .collect(),
+                    vthread_id: v["eventThread"]["javaThreadId"].as_u64(),
                 }
             })
             .collect()

@@ -1,3 +1,5 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
@@ -6,11 +8,11 @@ import java.util.concurrent.Future;
 /**
  * Class initialization and class monitors for the class-init tests, chosen by the arguments:
  * <ul>
- * <li>{@code init}: every 2.5 s, 4 virtual threads call a static method of a class not yet
- *     initialized ({@code ClassInit$Fmt1}, then {@code Fmt2}...) whose static initializer
- *     sleeps 1.5 s: the first runs it, the others wait for it (pinned on 21 and 25). The
+ * <li>{@code init}: at each line {@code init N} on standard input (N from 1 to 6), 4 virtual
+ *     threads call a static method of class {@code ClassInit$FmtN}, whose static initializer
+ *     sleeps 2 s: the first runs it, the others wait for it (pinned on 21 and 25). The
  *     initializer prints {@code clinit <class> <start nanoTime> <end nanoTime> vthread <id>
- *     carrier <name>} as it ends;</li>
+ *     carrier <name>} as it ends, and {@code done N} follows once all 4 are through;</li>
  * <li>{@code static}: a platform thread {@code registry-holder} holds the monitor of class
  *     {@code ClassInit$Registry} (a {@code static synchronized} method) 40 ms at a time, while
  *     2 virtual threads and a platform thread {@code registry-waiter} try to enter it.</li>
@@ -18,7 +20,7 @@ import java.util.concurrent.Future;
  * Prints {@code ready <pid>} first.
  */
 public final class ClassInit {
-    static final long INIT_MS = 1500;
+    static final long INIT_MS = 2000;
 
     /** Runs in a static initializer: sleeps, then says who ran it and when. */
     static void slowInit(String name) {
@@ -91,16 +93,25 @@ public final class ClassInit {
             platform.setDaemon(true);
             platform.start();
         }
+        if (modes.contains("init")) {
+            // Every carrier started before the test attaches: 4 tasks at once, spinning.
+            List<Future<?>> warm = new ArrayList<>();
+            for (int i = 0; i < 4; i++) warm.add(vts.submit(() -> Vt.spin(200_000_000)));
+            for (Future<?> f : warm) f.get();
+        }
         Vt.ready();
         if (modes.contains("init")) {
-            for (int n = 1; n <= 6; n++) {
-                final int which = n;
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+            for (String line; (line = in.readLine()) != null; ) {
+                if (!line.startsWith("init ")) continue;
+                int which = Integer.parseInt(line.substring(5).trim());
                 List<Future<?>> done = new ArrayList<>();
                 for (int i = 0; i < 4; i++) {
                     done.add(vts.submit(() -> use(which)));
                 }
                 for (Future<?> f : done) f.get();
-                Thread.sleep(1000);
+                System.out.println("done " + which);
+                System.out.flush();
             }
         }
         Thread.sleep(Long.MAX_VALUE);
