@@ -359,6 +359,23 @@ mod tests {
             ),
             Some(Use::Pinned(Reason::ClassInit, Operation::ObjectWait))
         );
+        // A class-init wait on 21 (no pin count there): neither the program's monitor nor
+        // its Object.wait.
+        let mut vm_wait = block(JavaThreadState::Blocked, Some(42));
+        vm_wait.waiting_monitor = Some(0x2000);
+        let class_init = StackHints {
+            class_init_wait: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            classify(
+                &interval(1, 0, 10, Some(vm_wait)),
+                true,
+                Some(21),
+                class_init
+            ),
+            Some(Use::Pinned(Reason::ClassInit, Operation::ObjectWait))
+        );
         held.pin_count = 1;
         assert_eq!(
             classify(

@@ -1353,6 +1353,136 @@ mod tests {
         );
     }
 
+    /// Virtual thread 7 on carrier 1 waits on monitor 0x20 (an `int[]`), no monitor held.
+    fn init_lock_wait(start_ms: u64, ms: u64) -> OffCpu {
+        let mut o = parked(1, start_ms, ms, Some(7));
+        if let Some(java) = &mut o.java {
+            java.waiting_monitor = Some(0x20);
+            java.held_monitors = 0;
+        }
+        o
+    }
+
+    fn java_frame(name: &str) -> Frame {
+        Frame {
+            kind: FrameKind::Java,
+            addr: 0,
+            name: Some(name.into()),
+            module: Some("interpreted".into()),
+            holds_monitor: false,
+        }
+    }
+
+    #[test]
+    fn class_init_waits_are_named_by_the_lock_read_during_them() {
+        use crate::events::Initializer;
+        let ms = 1_000_000;
+        let mut model = Model::default();
+        make_carrier(&mut model, 1);
+        model.names.insert(2, "worker-2".into());
+        model.apply(&Event::MonitorClass {
+            time_ns: 100 * ms,
+            monitor: 0x20,
+            class: "int[]".into(),
+        });
+        // Read during the first wait; the second, later, on the same monitor is another.
+        model.apply(&Event::ClassInitLock {
+            time_ns: 500 * ms,
+            monitor: 0x20,
+            class: "Shop$Fmt".into(),
+            initializer: Some(Initializer {
+                tid: 2,
+                vthread: Some(9),
+            }),
+        });
+        model.apply(&Event::OffCpu(init_lock_wait(100, 1000)));
+        model.apply(&Event::OffCpu(init_lock_wait(3000, 100)));
+        let events = model.pinned_events();
+        let reasons: Vec<Reason> = events.iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, [Reason::ClassInit, Reason::Monitor]);
+        let sites = model.pinned_sites(&events);
+        let init = sites
+            .iter()
+            .find(|s| s.reason == Reason::ClassInit)
+            .unwrap();
+        let said = monitors_said(
+            &init.monitor_classes,
+            &init.class_monitors,
+            &init.class_inits,
+        );
+        assert_eq!(
+            said.as_deref(),
+            Some("waiting for the initialization of Shop$Fmt by worker-2 (virtual thread #9)")
+        );
+        let other = sites.iter().find(|s| s.reason == Reason::Monitor).unwrap();
+        assert!(other.class_inits.is_empty());
+    }
+
+    #[test]
+    fn unseen_class_init_waits_are_told_by_their_stack() {
+        // Too short to be read while they lasted: an `int[]` monitor waited on from a call
+        // into the VM is an init lock; from Object.wait, the program's own.
+        let mut model = Model::default();
+        make_carrier(&mut model, 1);
+        model.apply(&Event::MonitorClass {
+            time_ns: 0,
+            monitor: 0x20,
+            class: "int[]".into(),
+        });
+        for (start_ms, top) in [(10, "Shop.price"), (50, "java.lang.Object.wait0")] {
+            let id = 100 + start_ms as u32;
+            model
+                .stacks
+                .insert(id, vec![java_frame(top), java_frame("Shop.run")]);
+            model.java_stacks.insert((1, start_ms * 1_000_000), id);
+            model.apply(&Event::OffCpu(init_lock_wait(start_ms, 5)));
+        }
+        let reasons: Vec<Reason> = model.pinned_events().iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, [Reason::ClassInit, Reason::Monitor]);
+    }
+
+    #[test]
+    fn class_objects_are_said_by_their_class() {
+        let set = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
+        let none = Default::default();
+        assert_eq!(
+            monitors_said(&set(&["java.lang.Class"]), &set(&["Shop$Registry"]), &none).as_deref(),
+            Some("on class Shop$Registry")
+        );
+        assert_eq!(
+            monitors_said(
+                &set(&["Shop$Till", "java.lang.Class"]),
+                &set(&["Shop$Registry"]),
+                &none
+            )
+            .as_deref(),
+            Some("on a Shop$Till or class Shop$Registry")
+        );
+        assert_eq!(monitors_said(&set(&[]), &set(&[]), &none), None);
+
+        let mut model = Model::default();
+        for event in [
+            Event::MonitorClass {
+                time_ns: 0,
+                monitor: 0x10,
+                class: "java.lang.Class".into(),
+            },
+            Event::MonitorClassObject {
+                time_ns: 0,
+                monitor: 0x10,
+                class: "Shop$Registry".into(),
+            },
+            Event::OffCpu(entering(42, 1)),
+        ] {
+            model.apply(&event);
+        }
+        let stacks = model.blocked_stacks();
+        assert_eq!(
+            stacks[0].class_monitors.iter().collect::<Vec<_>>(),
+            ["Shop$Registry"]
+        );
+    }
+
     #[test]
     fn forgetting_keeps_thread_times_and_drops_old_pinning() {
         let mut model = Model {
