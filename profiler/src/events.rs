@@ -404,6 +404,31 @@ pub enum Event {
         time_ns: u64,
         threads: Vec<(u32, String)>,
     },
+    /// The object of monitor `monitor` (an `ObjectMonitor*`) is the `java.lang.Class` object
+    /// of `class`, the monitor of its `static synchronized` methods; read as `MonitorClass`.
+    MonitorClassObject {
+        time_ns: u64,
+        monitor: u64,
+        class: String,
+    },
+    /// At `time_ns`, when it was read, the object of monitor `monitor` was the lock of the
+    /// initialization of `class`, which `initializer` was running: a thread waiting on that
+    /// monitor then waited for another thread's class initialization.
+    ClassInitLock {
+        time_ns: u64,
+        monitor: u64,
+        class: String,
+        initializer: Option<Initializer>,
+    },
+}
+
+/// The thread running a class's static initializer.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Initializer {
+    /// The platform thread (a carrier, for a virtual thread).
+    pub tid: u32,
+    /// `Thread.threadId()` of the virtual thread mounted on it then, if one was.
+    pub vthread: Option<u64>,
 }
 
 /// A carrier's wait still under way at a checkpoint.
@@ -431,7 +456,9 @@ impl Event {
             | Event::KernelLocks { time_ns, .. }
             | Event::MonitorClass { time_ns, .. }
             | Event::OpenWaits { time_ns, .. }
-            | Event::JavaThreadClasses { time_ns, .. } => Some(*time_ns),
+            | Event::JavaThreadClasses { time_ns, .. }
+            | Event::MonitorClassObject { time_ns, .. }
+            | Event::ClassInitLock { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

@@ -188,6 +188,7 @@ pub fn run_with(
         known_threads: HashSet::new(),
         known_stacks: HashSet::new(),
         monitor_classes: HashMap::new(),
+        init_waits: Default::default(),
         own_stacks: HashMap::new(),
         min_syscall_ns: options
             .min_syscall
@@ -389,7 +390,11 @@ struct Session {
     known_stacks: HashSet<u32>,
     /// The class last said for each monitor, and when it was read (re-read after a while: a
     /// deflated monitor may serve another object).
-    monitor_classes: HashMap<u64, (Instant, String)>,
+    /// Per monitor: when it was named, its object's class and, for a `java.lang.Class`
+    /// object, the class that stands for.
+    monitor_classes: HashMap<u64, (Instant, String, Option<String>)>,
+    /// The class initializations carriers wait for.
+    init_waits: crate::jvm::initwait::InitWaits,
     /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
     /// their ids start at `OWN_STACK_IDS`.
     own_stacks: HashMap<Vec<Frame>, u32>,
@@ -469,6 +474,7 @@ impl Session {
             if self.handle(&raws)? {
                 break StopReason::TargetExited;
             }
+            self.name_class_init_waits()?;
             if last_checkpoint.elapsed() >= CHECKPOINT {
                 last_checkpoint = Instant::now();
                 self.checkpoint()?;
@@ -589,7 +595,7 @@ impl Session {
         if self
             .monitor_classes
             .get(&monitor)
-            .is_some_and(|(read, _)| read.elapsed() < FRESH)
+            .is_some_and(|(read, _, _)| read.elapsed() < FRESH)
         {
             return Ok(());
         }
@@ -599,20 +605,33 @@ impl Session {
         let Some(class) = jvm.hotspot.monitor_class(monitor) else {
             return Ok(());
         };
+        let class_object = (class == "java.lang.Class")
+            .then(|| jvm.hotspot.monitor_class_object(monitor))
+            .flatten();
         // One entry per monitor seen; a program that inflates monitors without end would
         // grow it for ever, so it is forgotten now and then (and re-read).
         if self.monitor_classes.len() >= 100_000 {
             self.monitor_classes.clear();
         }
-        let said = self
-            .monitor_classes
-            .insert(monitor, (Instant::now(), class.clone()));
-        if said.is_none_or(|(_, before)| before != class) {
+        let said = self.monitor_classes.insert(
+            monitor,
+            (Instant::now(), class.clone(), class_object.clone()),
+        );
+        let changed =
+            said.is_none_or(|(_, before, object)| before != class || object != class_object);
+        if changed {
             self.writer.write_event(&Event::MonitorClass {
                 time_ns,
                 monitor,
                 class,
             })?;
+            if let Some(class) = class_object {
+                self.writer.write_event(&Event::MonitorClassObject {
+                    time_ns,
+                    monitor,
+                    class,
+                })?;
+            }
         }
         Ok(())
     }
@@ -940,6 +959,56 @@ impl Session {
             if still_open.contains(&key) {
                 self.java_stack(&copy)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Names the class initializations that mounted virtual threads wait for now, while the
+    /// waits last (the class's init lock is gone once it is initialized): a look-up per
+    /// carrier, and a walk of the loaded classes only when one waits on an init lock.
+    fn name_class_init_waits(&mut self) -> Result<()> {
+        use profiler_ebpf::java_flags::{KNOWN, MOUNTED};
+        let Some(jvm) = &self.jvm else {
+            return Ok(());
+        };
+        let mut waits: Vec<(u64, u64)> = Vec::new();
+        for t in jvm.threads.iter().filter(|t| t.carrier) {
+            let Some(start) = self.capture.open_interval(t.tid) else {
+                continue;
+            };
+            // A carrier that blocked before the kernel knew it for a Java thread (one just
+            // started) has its JVM state read now: it has not moved since.
+            let java = match start.java.flags & KNOWN {
+                0 => match jvm.hotspot.java_state(t) {
+                    Some(state) => state,
+                    None => continue,
+                },
+                _ => start.java,
+            };
+            if java.flags & MOUNTED == 0 {
+                continue;
+            }
+            for monitor in [java.waiting_monitor, java.pending_monitor] {
+                if monitor != 0 {
+                    waits.push((monitor, start.start_ns));
+                }
+            }
+        }
+        if waits.is_empty() {
+            return Ok(());
+        }
+        for &(monitor, start_ns) in &waits {
+            self.name_monitor(monitor, start_ns)?;
+        }
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let now_ns = capture::monotonic_ns();
+        let events = self
+            .init_waits
+            .name(&mut jvm.hotspot, &jvm.threads, &waits, now_ns);
+        for event in events {
+            self.writer.write_event(&event)?;
         }
         Ok(())
     }

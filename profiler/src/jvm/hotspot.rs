@@ -8,6 +8,7 @@ use profiler_ebpf::{JavaState, JvmLayout, java_flags};
 
 use super::{
     chunk::{ChunkLayout, Frozen},
+    classinit::{self, ClassLayout},
     memory::{Libjvm, Memory},
     vmstructs::{self, Target, VmStructs},
     walk::{FROZEN_CALLERS, JavaFrame, StackBytes, Walker},
@@ -38,6 +39,9 @@ const CHUNK_FIELD_OFFSETS: [&str; 7] = [
 /// `ContinuationEntry::_return_pc`: where `Continuation.enterSpecial` calls the virtual
 /// thread's frames, the frame below its oldest frozen one. Not in VMStructs.
 const CONTINUATION_RETURN_PC: &str = "_ZN17ContinuationEntry10_return_pcE";
+/// `java_lang_Class::_init_lock_offset`: where a `java.lang.Class` object keeps its class's
+/// init lock while the class is being initialized; not in VMStructs, but in libjvm's symbols.
+const CLASS_INIT_LOCK: &str = "_ZN15java_lang_Class17_init_lock_offsetE";
 
 /// `SafepointSynchronize::_state`: not in VMStructs, but its symbol is in libjvm's symbol
 /// table; 0 (`_not_synchronized`) when no safepoint is under way, in every JDK since 9.
@@ -96,6 +100,17 @@ pub struct JavaThread {
     pub class: Option<String>,
 }
 
+/// A class whose static initializer runs now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassInit {
+    /// As Java source writes it (`pkg.Outer$Inner`).
+    pub class: String,
+    /// The object threads waiting for the initialization wait on.
+    pub lock: u64,
+    /// The `JavaThread*` running the initializer.
+    pub init_thread: u64,
+}
+
 pub struct Hotspot {
     mem: Memory,
     vm: VmStructs,
@@ -114,6 +129,12 @@ pub struct Hotspot {
     array_base_offset: u64,
     /// Class names by Klass*, which never move.
     klass_names: HashMap<u64, String>,
+    /// Where the loaded classes and their initialization state are (None: not described).
+    classes: Option<ClassLayout>,
+    /// `java_lang_Class::_init_lock_offset` and `_klass_offset`: a `java.lang.Class` object's
+    /// init lock and the `Klass*` it stands for.
+    class_init_lock: Option<u64>,
+    class_klass: Option<u64>,
     walker: Option<Walker>,
     /// Where virtual threads keep their frozen frames (None: not understood in this JVM).
     chunks: Option<ChunkLayout>,
@@ -136,6 +157,7 @@ impl Hotspot {
             .chain(JAVA_FIELD_OFFSETS)
             .chain(&CHUNK_FIELD_OFFSETS)
             .chain([&SAFEPOINT_STATE, &CONTINUATION_RETURN_PC])
+            .chain([&SAFEPOINT_STATE, &CLASS_INIT_LOCK])
             .copied()
             .collect();
         let lib = Libjvm::load(pid, &wanted)?;
@@ -367,6 +389,15 @@ impl Hotspot {
             compressed_oops,
             klass,
             klass_names: HashMap::new(),
+            classes: ClassLayout::read(&vm).ok(),
+            class_init_lock: lib
+                .symbol(CLASS_INIT_LOCK)
+                .and_then(|at| java_offset_at(&mem, at))
+                .ok(),
+            class_klass: vm
+                .address("java_lang_Class", "_klass_offset")
+                .and_then(|at| java_offset_at(&mem, at))
+                .ok(),
             layout,
             states,
             vm,
@@ -548,6 +579,49 @@ impl Hotspot {
         Some(source_type_name(&self.class_name(oop)?))
     }
 
+    /// For a monitor whose object is a `java.lang.Class` (the monitor of `static
+    /// synchronized` methods): the class it stands for, as Java source writes it.
+    pub fn monitor_class_object(&mut self, monitor: u64) -> Option<String> {
+        let mirror = self.monitor_oop(monitor)?;
+        if self.class_name(mirror)? != "java/lang/Class" {
+            return None;
+        }
+        // A metadata field: a full Klass* (null for primitive types' classes).
+        let klass = self
+            .mem
+            .u64(mirror.checked_add(self.class_klass?)?)
+            .ok()
+            .filter(|&k| k != 0)?;
+        Some(source_type_name(&self.klass_name(klass)?))
+    }
+
+    /// The object of the monitor at `monitor` (an `ObjectMonitor*`), read now.
+    pub fn monitor_oop(&self, monitor: u64) -> Option<u64> {
+        self.deref_handle(monitor.checked_add(self.monitor_object?)?)
+    }
+
+    /// The classes being initialized now: the class, its init lock (the object its waiters
+    /// wait on) and the `JavaThread*` running its static initializer. Walks every loaded
+    /// class (a few thousand reads): call it when a thread is seen waiting on an init lock.
+    pub fn classes_being_initialized(&mut self) -> Vec<ClassInit> {
+        let (Some(layout), Some(lock_at)) = (self.classes, self.class_init_lock) else {
+            return Vec::new();
+        };
+        let found = classinit::being_initialized(&self.mem, &layout);
+        found
+            .into_iter()
+            .filter_map(|c| {
+                let mirror = self.deref_handle(c.mirror_handle)?;
+                let lock = self.oop_field(mirror, lock_at)?;
+                Some(ClassInit {
+                    class: source_type_name(&self.klass_name(c.klass)?),
+                    lock,
+                    init_thread: c.init_thread,
+                })
+            })
+            .collect()
+    }
+
     /// The oop an `OopHandle` at `addr` refers to (OopStorage slots hold full pointers).
     fn deref_handle(&self, addr: u64) -> Option<u64> {
         let slot = self.mem.u64(addr).ok().filter(|&p| p != 0)?;
@@ -589,6 +663,11 @@ impl Hotspot {
                 base.wrapping_add(narrow << shift)
             }
         };
+        self.klass_name(klass)
+    }
+
+    /// The name of the class at `klass` (`pkg/Class`, arrays by descriptor).
+    fn klass_name(&mut self, klass: u64) -> Option<String> {
         if let Some(name) = self.klass_names.get(&klass) {
             return Some(name.clone());
         }
@@ -680,6 +759,13 @@ fn read_flags(mem: &impl Target, vm: &VmStructs, names: &[&str]) -> HashMap<Stri
         }
     }
     out
+}
+
+/// A Java field offset HotSpot keeps in a static int at `at`, if plausible.
+fn java_offset_at(mem: &impl Target, at: u64) -> Result<u64> {
+    let offset = mem.u32(at)?;
+    small(offset.into())?;
+    Ok(offset.into())
 }
 
 /// An offset read from VMStructs as the kernel programs take it (u32), if plausible.

@@ -3,7 +3,9 @@
 
 pub mod attach;
 pub mod chunk;
+mod classinit;
 pub mod hotspot;
+pub mod initwait;
 mod inlining;
 pub mod memory;
 pub mod vmstructs;

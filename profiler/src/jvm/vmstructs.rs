@@ -259,6 +259,16 @@ impl VmStructs {
             int_constants: HashMap::new(),
         }
     }
+
+    /// `for_test` with integer constants.
+    pub(super) fn for_test_with_constants(
+        fields: &[(&str, &str, Field)],
+        constants: &[(&str, i64)],
+    ) -> Self {
+        let mut out = Self::for_test(fields, &[]);
+        out.int_constants = constants.iter().map(|&(n, v)| (n.to_string(), v)).collect();
+        out
+    }
 }
 
 /// Calls `each(name, entry address)` for every entry of a VMStructs-style table: `stride`

@@ -84,6 +84,8 @@ pub struct StackHints {
     /// It blocked in a call into the VM (its compile queue, a class loader's lock), not in a
     /// park or a sleep.
     pub in_vm_call: bool,
+    /// It waited for another thread's initialization of a class (see `Model::classify`).
+    pub class_init_wait: bool,
 }
 
 /// How one off-CPU interval of a Java thread counts.
@@ -121,7 +123,13 @@ pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>, hints: StackHints
         return Some(Use::BlockedMounted);
     }
     let monitors_pin = major.is_none_or(|m| m < 24);
-    let reason = if !monitors_pin && operation == Operation::ObjectWait && java.pin_count > 0 {
+    let reason = if hints.class_init_wait
+        && matches!(operation, Operation::ObjectWait | Operation::MonitorEnter)
+    {
+        // HotSpot waits on the class's init lock through a monitor (JDK 21 and 25): neither
+        // the program's monitor nor its Object.wait.
+        Reason::ClassInit
+    } else if !monitors_pin && operation == Operation::ObjectWait && java.pin_count > 0 {
         // JDK 24+ waits for another thread's class initialization in an Object.wait on the
         // class's init lock with the continuation pinned (JFR: "Waited for initialization").
         // Since JEP 491 a program's own Object.wait unmounts, so this wait is the VM's.
@@ -348,6 +356,23 @@ mod tests {
                 true,
                 Some(25),
                 StackHints::default()
+            ),
+            Some(Use::Pinned(Reason::ClassInit, Operation::ObjectWait))
+        );
+        // A class-init wait on 21 (no pin count there): neither the program's monitor nor
+        // its Object.wait.
+        let mut vm_wait = block(JavaThreadState::Blocked, Some(42));
+        vm_wait.waiting_monitor = Some(0x2000);
+        let class_init = StackHints {
+            class_init_wait: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            classify(
+                &interval(1, 0, 10, Some(vm_wait)),
+                true,
+                Some(21),
+                class_init
             ),
             Some(Use::Pinned(Reason::ClassInit, Operation::ObjectWait))
         );

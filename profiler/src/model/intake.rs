@@ -254,7 +254,9 @@ fn cut_event(event: &mut Event) -> u64 {
         Event::Syscall(s) => {
             return text(&mut s.name, MAX_TEXT) + s.fd.as_mut().map_or(0, |f| text(f, MAX_TEXT));
         }
-        Event::MonitorClass { class, .. } => return text(class, MAX_TEXT),
+        Event::MonitorClass { class, .. }
+        | Event::MonitorClassObject { class, .. }
+        | Event::ClassInitLock { class, .. } => return text(class, MAX_TEXT),
         Event::OpenWaits { .. } => {}
     }
     cut

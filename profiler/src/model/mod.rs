@@ -65,6 +65,10 @@ pub struct Model {
     pub kernel_lock_threads: HashMap<u32, (u64, u64)>,
     /// The class of each monitor's object, as read over time: time to class.
     pub monitor_classes: HashMap<u64, BTreeMap<u64, String>>,
+    /// Monitors whose object is a `java.lang.Class`: the class it stands for, over time.
+    pub monitor_class_objects: HashMap<u64, BTreeMap<u64, String>>,
+    /// Monitors seen as the lock of a class initialization under way: read time to what.
+    pub class_init_locks: HashMap<u64, BTreeMap<u64, ClassInitWait>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
     /// The carriers' waits still under way at the latest checkpoint: (time, waits).
@@ -87,6 +91,72 @@ pub struct FoldedIntervals {
     pub preempted_ns: u64,
 }
 
+/// A wait for another thread's initialization of a class.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClassInitWait {
+    pub class: String,
+    /// The thread running the class's static initializer, if it could be told.
+    pub initializer: Option<crate::events::Initializer>,
+}
+
+/// A class initialization a site waited for, with its initializer's name, as views show it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InitWaitedFor {
+    pub class: String,
+    pub initializer: Option<InitializerThread>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InitializerThread {
+    pub tid: u32,
+    pub name: String,
+    /// The virtual thread it ran, if one was mounted.
+    pub vthread: Option<u64>,
+}
+
+impl std::fmt::Display for InitWaitedFor {
+    /// `Shop$Fmt by worker-3 (virtual thread #25)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.class)?;
+        if let Some(t) = &self.initializer {
+            write!(f, " by {}", t.name)?;
+            if let Some(v) = t.vthread {
+                write!(f, " (virtual thread #{v})")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What waits on monitors were on, in words: `on a Shop$Till or class Shop$Registry`, or
+/// `waiting for the initialization of Shop$Fmt by worker-3`; None when nothing is known.
+pub fn monitors_said(
+    classes: &std::collections::BTreeSet<String>,
+    class_objects: &std::collections::BTreeSet<String>,
+    inits: &std::collections::BTreeSet<InitWaitedFor>,
+) -> Option<String> {
+    const SHOWN: usize = 3;
+    if !inits.is_empty() {
+        let mut said: Vec<String> = inits.iter().take(SHOWN).map(|i| i.to_string()).collect();
+        if inits.len() > SHOWN {
+            said.push(format!("{} more", inits.len() - SHOWN));
+        }
+        return Some(format!(
+            "waiting for the initialization of {}",
+            said.join(", ")
+        ));
+    }
+    // A `java.lang.Class` object is said by the class it stands for.
+    let objects = classes
+        .iter()
+        .filter(|c| class_objects.is_empty() || c.as_str() != "java.lang.Class")
+        .map(|c| format!("a {c}"));
+    let said: Vec<String> = objects
+        .chain(class_objects.iter().map(|c| format!("class {c}")))
+        .collect();
+    (!said.is_empty()).then(|| format!("on {}", said.join(" or ")))
+}
+
 /// Pinned time at one site: same reason, operation and stack.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PinnedSite {
@@ -102,6 +172,10 @@ pub struct PinnedSite {
     pub carriers: std::collections::BTreeSet<u32>,
     /// Classes of the objects whose monitors they entered or waited on.
     pub monitor_classes: std::collections::BTreeSet<String>,
+    /// Of those that were `java.lang.Class` objects (`static synchronized`): their classes.
+    pub class_monitors: std::collections::BTreeSet<String>,
+    /// For waits for another thread's class initialization: which class, run by whom.
+    pub class_inits: std::collections::BTreeSet<InitWaitedFor>,
     /// For monitor entries: the threads whose release of the monitor let them in (the
     /// holders), with how many entries each released.
     pub released_by: BTreeMap<u32, u64>,
@@ -305,6 +379,8 @@ pub struct StackRow {
     pub threads: Vec<String>,
     /// Classes of the objects whose monitors they entered or waited on.
     pub monitor_classes: std::collections::BTreeSet<String>,
+    /// Of those that were `java.lang.Class` objects (`static synchronized`): their classes.
+    pub class_monitors: std::collections::BTreeSet<String>,
 }
 
 impl Model {
@@ -458,6 +534,23 @@ impl Model {
                 let seen = self.monitor_classes.entry(monitor).or_default();
                 seen.insert(time_ns, class);
             }
+            Event::MonitorClassObject {
+                time_ns,
+                monitor,
+                class,
+            } => {
+                let seen = self.monitor_class_objects.entry(monitor).or_default();
+                seen.insert(time_ns, class);
+            }
+            Event::ClassInitLock {
+                time_ns,
+                monitor,
+                class,
+                initializer,
+            } => {
+                let seen = self.class_init_locks.entry(monitor).or_default();
+                seen.insert(time_ns, ClassInitWait { class, initializer });
+            }
             Event::JavaStack {
                 tid,
                 start_ns,
@@ -553,6 +646,64 @@ impl Model {
             .map(|(_, class)| class.as_str())
     }
 
+    /// For a monitor whose object was a `java.lang.Class` at `time_ns`: the class it stands
+    /// for (read as `monitor_class` is).
+    pub fn monitor_class_object(&self, monitor: u64, time_ns: u64) -> Option<&str> {
+        if self.monitor_class(monitor, time_ns)? != "java.lang.Class" {
+            return None;
+        }
+        let seen = self.monitor_class_objects.get(&monitor)?;
+        seen.range(..=time_ns)
+            .next_back()
+            .or_else(|| seen.iter().next())
+            .map(|(_, class)| class.as_str())
+    }
+
+    /// The class initialization a wait on `monitor` from `start_ns` to `end_ns` waited for:
+    /// the monitor was read as that class's init lock during the wait (its object may be
+    /// another one before or after).
+    pub fn class_init_wait(
+        &self,
+        monitor: u64,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> Option<&ClassInitWait> {
+        let seen = self.class_init_locks.get(&monitor)?;
+        (start_ns <= end_ns)
+            .then(|| seen.range(start_ns..=end_ns).next_back())
+            .flatten()
+            .map(|(_, wait)| wait)
+    }
+
+    /// A class initialization with its initializer named.
+    fn init_waited_for(&self, wait: &ClassInitWait) -> InitWaitedFor {
+        InitWaitedFor {
+            class: wait.class.clone(),
+            initializer: wait.initializer.map(|t| InitializerThread {
+                tid: t.tid,
+                name: self.thread_name(t.tid),
+                vthread: t.vthread,
+            }),
+        }
+    }
+
+    /// Adds what a wait on `monitor` at `time_ns` was on: the class of the monitor's object
+    /// and, for a `java.lang.Class` object, the class it stands for.
+    fn note_monitor(
+        &self,
+        monitor: u64,
+        time_ns: u64,
+        classes: &mut std::collections::BTreeSet<String>,
+        class_objects: &mut std::collections::BTreeSet<String>,
+    ) {
+        if let Some(class) = self.monitor_class(monitor, time_ns) {
+            classes.insert(class.to_string());
+        }
+        if let Some(class) = self.monitor_class_object(monitor, time_ns) {
+            class_objects.insert(class.to_string());
+        }
+    }
+
     pub fn is_carrier(&self, tid: u32) -> bool {
         self.java_threads.get(&tid).is_some_and(|t| t.carrier)
     }
@@ -589,8 +740,35 @@ impl Model {
         let hints = StackHints {
             in_clinit: self.in_clinit(java_stack),
             in_vm_call: self.in_vm_call(java_stack),
+            class_init_wait: self.waits_for_class_init(o, java_stack),
         };
         carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), hints)
+    }
+
+    /// Whether an interval waited for another thread's class initialization: its monitor was
+    /// read as a class's init lock during the wait or, when the wait was too short to be seen
+    /// so, it waited on an `int[]` (HotSpot's init locks, JDK 21 and 25) in a call into the
+    /// VM rather than in `Object.wait`.
+    fn waits_for_class_init(&self, o: &OffCpu, java_stack: Option<StackId>) -> bool {
+        let Some(java) = &o.java else {
+            return false;
+        };
+        if let Some(m) = java.pending_monitor.or(java.waiting_monitor)
+            && self.class_init_wait(m, o.start_ns, o.end_ns).is_some()
+        {
+            return true;
+        }
+        let Some(m) = java.waiting_monitor else {
+            return false;
+        };
+        self.monitor_class(m, o.start_ns) == Some("int[]")
+            && java_stack
+                .and_then(|id| self.stacks.get(&id))
+                .and_then(|frames| frames.first())
+                .and_then(|f| f.name.as_deref())
+                .is_some_and(|name| {
+                    !name.starts_with("java.lang.Object.wait") && name != UNKNOWN_JAVA_FRAME
+                })
     }
 
     /// Whether a Java stack blocked in a call into the VM rather than in a park: its
@@ -679,6 +857,8 @@ impl Model {
                     virtual_threads: Default::default(),
                     carriers: Default::default(),
                     monitor_classes: Default::default(),
+                    class_monitors: Default::default(),
+                    class_inits: Default::default(),
                     released_by: Default::default(),
                 });
             // (The same one whatever order the groups come in.)
@@ -691,8 +871,18 @@ impl Model {
                 {
                     *site.released_by.entry(holder).or_default() += 1;
                 }
-                if let Some(class) = e.monitor.and_then(|m| self.monitor_class(m, e.start_ns)) {
-                    site.monitor_classes.insert(class.to_string());
+                if let Some(m) = e.monitor {
+                    self.note_monitor(
+                        m,
+                        e.start_ns,
+                        &mut site.monitor_classes,
+                        &mut site.class_monitors,
+                    );
+                    if e.reason == Reason::ClassInit
+                        && let Some(wait) = self.class_init_wait(m, e.start_ns, e.end_ns)
+                    {
+                        site.class_inits.insert(self.init_waited_for(wait));
+                    }
                 }
                 site.virtual_threads.insert(e.vthread);
                 site.carriers.insert(e.carrier);
@@ -939,6 +1129,7 @@ impl Model {
             max_ns: u64,
             by_thread: HashMap<u32, u64>,
             monitor_classes: std::collections::BTreeSet<String>,
+            class_monitors: std::collections::BTreeSet<String>,
         }
         // One row is one cause: one stack, one class of monitor, and, for a stack without
         // Java frames (which says nothing of what the thread was doing), one thread.
@@ -970,8 +1161,14 @@ impl Model {
             add(&mut entry.total_ns, d);
             entry.max_ns = entry.max_ns.max(d);
             add(entry.by_thread.entry(o.tid).or_default(), d);
-            if let Some(class) = class {
-                entry.monitor_classes.insert(class.to_string());
+            let java = o.java.as_ref();
+            if let Some(m) = java.and_then(|j| j.pending_monitor.or(j.waiting_monitor)) {
+                self.note_monitor(
+                    m,
+                    o.start_ns,
+                    &mut entry.monitor_classes,
+                    &mut entry.class_monitors,
+                );
             }
         }
         let mut rows: Vec<StackRow> = by_stack
@@ -984,6 +1181,7 @@ impl Model {
                     max_ns,
                     by_thread,
                     monitor_classes,
+                    class_monitors,
                 } = acc;
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -997,6 +1195,7 @@ impl Model {
                         .map(|(tid, _)| self.thread_name(tid))
                         .collect(),
                     monitor_classes,
+                    class_monitors,
                 }
             })
             .collect();
@@ -1290,6 +1489,137 @@ mod tests {
         assert_eq!(
             stacks[0].monitor_classes.iter().collect::<Vec<_>>(),
             ["Shop$Till"]
+        );
+    }
+
+    /// Virtual thread 7 on carrier 1 waits on monitor 0x20 (an `int[]`), no monitor held.
+    fn init_lock_wait(start_ms: u64, ms: u64) -> OffCpu {
+        let mut o = parked(1, start_ms, ms, Some(7));
+        if let Some(java) = &mut o.java {
+            java.waiting_monitor = Some(0x20);
+            java.held_monitors = 0;
+        }
+        o
+    }
+
+    fn java_frame(name: &str) -> Frame {
+        Frame {
+            kind: FrameKind::Java,
+            addr: 0,
+            name: Some(name.into()),
+            module: Some("interpreted".into()),
+            holds_monitor: false,
+            line: None,
+        }
+    }
+
+    #[test]
+    fn class_init_waits_are_named_by_the_lock_read_during_them() {
+        use crate::events::Initializer;
+        let ms = 1_000_000;
+        let mut model = Model::default();
+        make_carrier(&mut model, 1);
+        model.names.insert(2, "worker-2".into());
+        model.apply(&Event::MonitorClass {
+            time_ns: 100 * ms,
+            monitor: 0x20,
+            class: "int[]".into(),
+        });
+        // Read during the first wait; the second, later, on the same monitor is another.
+        model.apply(&Event::ClassInitLock {
+            time_ns: 500 * ms,
+            monitor: 0x20,
+            class: "Shop$Fmt".into(),
+            initializer: Some(Initializer {
+                tid: 2,
+                vthread: Some(9),
+            }),
+        });
+        model.apply(&Event::OffCpu(init_lock_wait(100, 1000)));
+        model.apply(&Event::OffCpu(init_lock_wait(3000, 100)));
+        let events = model.pinned_events();
+        let reasons: Vec<Reason> = events.iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, [Reason::ClassInit, Reason::Monitor]);
+        let sites = model.pinned_sites(&events);
+        let init = sites
+            .iter()
+            .find(|s| s.reason == Reason::ClassInit)
+            .unwrap();
+        let said = monitors_said(
+            &init.monitor_classes,
+            &init.class_monitors,
+            &init.class_inits,
+        );
+        assert_eq!(
+            said.as_deref(),
+            Some("waiting for the initialization of Shop$Fmt by worker-2 (virtual thread #9)")
+        );
+        let other = sites.iter().find(|s| s.reason == Reason::Monitor).unwrap();
+        assert!(other.class_inits.is_empty());
+    }
+
+    #[test]
+    fn unseen_class_init_waits_are_told_by_their_stack() {
+        // Too short to be read while they lasted: an `int[]` monitor waited on from a call
+        // into the VM is an init lock; from Object.wait, the program's own.
+        let mut model = Model::default();
+        make_carrier(&mut model, 1);
+        model.apply(&Event::MonitorClass {
+            time_ns: 0,
+            monitor: 0x20,
+            class: "int[]".into(),
+        });
+        for (start_ms, top) in [(10, "Shop.price"), (50, "java.lang.Object.wait0")] {
+            let id = 100 + start_ms as u32;
+            model
+                .stacks
+                .insert(id, vec![java_frame(top), java_frame("Shop.run")]);
+            model.java_stacks.insert((1, start_ms * 1_000_000), id);
+            model.apply(&Event::OffCpu(init_lock_wait(start_ms, 5)));
+        }
+        let reasons: Vec<Reason> = model.pinned_events().iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, [Reason::ClassInit, Reason::Monitor]);
+    }
+
+    #[test]
+    fn class_objects_are_said_by_their_class() {
+        let set = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
+        let none = Default::default();
+        assert_eq!(
+            monitors_said(&set(&["java.lang.Class"]), &set(&["Shop$Registry"]), &none).as_deref(),
+            Some("on class Shop$Registry")
+        );
+        assert_eq!(
+            monitors_said(
+                &set(&["Shop$Till", "java.lang.Class"]),
+                &set(&["Shop$Registry"]),
+                &none
+            )
+            .as_deref(),
+            Some("on a Shop$Till or class Shop$Registry")
+        );
+        assert_eq!(monitors_said(&set(&[]), &set(&[]), &none), None);
+
+        let mut model = Model::default();
+        for event in [
+            Event::MonitorClass {
+                time_ns: 0,
+                monitor: 0x10,
+                class: "java.lang.Class".into(),
+            },
+            Event::MonitorClassObject {
+                time_ns: 0,
+                monitor: 0x10,
+                class: "Shop$Registry".into(),
+            },
+            Event::OffCpu(entering(42, 1)),
+        ] {
+            model.apply(&event);
+        }
+        let stacks = model.blocked_stacks();
+        assert_eq!(
+            stacks[0].class_monitors.iter().collect::<Vec<_>>(),
+            ["Shop$Registry"]
         );
     }
 

@@ -50,6 +50,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                     "max_ns": s.max_ns,
                     "threads": s.threads,
                     "monitor_classes": s.monitor_classes,
+                    "class_monitors": s.class_monitors,
                 }),
             )
         })
@@ -72,8 +73,13 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                     "virtual_threads": s.virtual_threads.iter().take(50).collect::<Vec<_>>(),
                     "virtual_thread_count": s.virtual_threads.len(),
                     "carriers": s.carriers,
-                    // For monitor entries and waits: the classes of the objects locked.
+                    // For monitor entries and waits: the classes of the objects locked and,
+                    // of `java.lang.Class` objects (`static synchronized`), their classes.
                     "monitor_classes": s.monitor_classes,
+                    "class_monitors": s.class_monitors,
+                    // For waits for another thread's class initialization: the class and
+                    // the thread running its static initializer.
+                    "class_init": class_inits(&s.class_inits),
                     // For monitor entries: the threads whose release let them in.
                     "released_by": released_by(model, &s.released_by),
                 }),
@@ -198,6 +204,23 @@ fn with_stack(stack: &StackLabels, mut object: Value) -> Value {
     object["frame_kinds"] = json!(stack.frame_kinds);
     object["monitor_frames"] = json!(stack.monitor_frames);
     object
+}
+
+/// `[{class, initializer: {tid, name, vthread_id} or null}]`.
+fn class_inits(inits: &std::collections::BTreeSet<crate::model::InitWaitedFor>) -> Vec<Value> {
+    inits
+        .iter()
+        .map(|i| {
+            json!({
+                "class": i.class,
+                "initializer": i.initializer.as_ref().map(|t| json!({
+                    "tid": t.tid,
+                    "name": t.name,
+                    "vthread_id": t.vthread,
+                })),
+            })
+        })
+        .collect()
 }
 
 /// Releasing threads with how many waits each ended, most first.

@@ -160,7 +160,7 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
                 .cloned()
                 .collect::<Vec<_>>()
                 .join(", "),
-            on_monitors(&s.monitor_classes)
+            on_monitors(&s.monitor_classes, &s.class_monitors, &Default::default())
         )?;
         let frames = shown_frames(&s.stack, |_| true);
         write_frames(out, "      ", &frames, options)?;
@@ -264,7 +264,11 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         }
     )?;
     for (i, site) in sites.iter().take(options.top).enumerate() {
-        let locked = on_monitors(&site.monitor_classes);
+        let locked = on_monitors(
+            &site.monitor_classes,
+            &site.class_monitors,
+            &site.class_inits,
+        );
         writeln!(
             out,
             "  #{} {} {} x{}, {} (max {}){locked}",
@@ -427,13 +431,15 @@ pub fn secs(ns: u64) -> String {
     }
 }
 
-/// ", on a pkg.Lock" for waits on monitors of known class.
-fn on_monitors(classes: &std::collections::BTreeSet<String>) -> String {
-    if classes.is_empty() {
-        return String::new();
-    }
-    let classes: Vec<&str> = classes.iter().map(String::as_str).collect();
-    format!(", on a {}", classes.join(" or "))
+/// ", on a pkg.Lock" for waits on monitors of known class (see `model::monitors_said`).
+fn on_monitors(
+    classes: &std::collections::BTreeSet<String>,
+    class_objects: &std::collections::BTreeSet<String>,
+    inits: &std::collections::BTreeSet<crate::model::InitWaitedFor>,
+) -> String {
+    crate::model::monitors_said(classes, class_objects, inits)
+        .map(|said| format!(", {said}"))
+        .unwrap_or_default()
 }
 
 fn truncate(s: &str, n: usize) -> String {

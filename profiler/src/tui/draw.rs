@@ -329,12 +329,12 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
         rows,
     );
     let site = view.sites.get(app.selected());
-    let title = match site.map(|s| &s.monitor_classes) {
-        Some(classes) if !classes.is_empty() => format!(
-            " Stack (innermost first) · monitor of a {} ",
-            classes.iter().cloned().collect::<Vec<_>>().join(" or ")
-        ),
-        _ => " Stack (innermost first) ".to_string(),
+    let said = site.and_then(|s| {
+        crate::model::monitors_said(&s.monitor_classes, &s.class_monitors, &s.class_inits)
+    });
+    let title = match said {
+        Some(said) => format!(" Stack (innermost first) · {said} "),
+        None => " Stack (innermost first) ".to_string(),
     };
     draw_stack(frame, detail, &title, site.map(|s| &s.stack));
 }
@@ -559,12 +559,13 @@ pub fn site_label(site: &PinnedSite) -> String {
     };
     let holder = stack.monitor_frames.first().copied();
     let java = (0..stack.frames.len()).find(is_method);
-    let lock = if site.monitor_classes.is_empty() {
-        String::new()
-    } else {
-        let classes: Vec<&str> = site.monitor_classes.iter().map(String::as_str).collect();
-        format!(" · on a {}", classes.join(" or "))
-    };
+    let lock = crate::model::monitors_said(
+        &site.monitor_classes,
+        &site.class_monitors,
+        &site.class_inits,
+    )
+    .map(|said| format!(" · {said}"))
+    .unwrap_or_default();
     let label = match (holder, java) {
         (Some(h), Some(j)) if h != j => {
             format!("{} [monitor] → {}", stack.frames[h], stack.frames[j])
@@ -602,6 +603,8 @@ mod tests {
             virtual_threads: Default::default(),
             carriers: Default::default(),
             monitor_classes: Default::default(),
+            class_monitors: Default::default(),
+            class_inits: Default::default(),
             released_by: Default::default(),
         }
     }

@@ -24,6 +24,9 @@ pub struct Pinned {
     pub truncated: bool,
 }
 
+/// Frames of each event's stack trace read back.
+const STACK_DEPTH: u32 = 64;
+
 pub struct Jfr {
     major: u32,
     pid: u32,
