@@ -81,7 +81,8 @@ fn strings(v: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-fn class_init_waits(major: u32, options: &[&str]) {
+/// `name` names the test's files (tests run side by side).
+fn class_init_waits(major: u32, name: &str, options: &[&str]) {
     common::require_root();
     let options: Vec<&str> = ["-Djdk.virtualThreadScheduler.parallelism=4"]
         .into_iter()
@@ -95,8 +96,8 @@ fn class_init_waits(major: u32, options: &[&str]) {
         &["init"],
     )
     .expect("start the workload JVM");
-    let jfr = Jfr::start(major, jvm.pid, &format!("classinit{major}"));
-    let (recorder, recording) = spawn_record(jvm.pid, &format!("classinit{major}.pinrec"));
+    let jfr = Jfr::start(major, jvm.pid, name);
+    let (recorder, recording) = spawn_record(jvm.pid, &format!("{name}.pinrec"));
     let mut initialized = Vec::new();
     let mut dumps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for round in 1..=ROUNDS {
@@ -269,18 +270,18 @@ fn text_report(recording: &std::path::Path) -> String {
 
 #[test]
 fn jdk21_class_init_waits_name_the_class_and_its_initializer() {
-    class_init_waits(21, &[]);
+    class_init_waits(21, "classinit21", &[]);
 }
 
 #[test]
 fn jdk25_class_init_waits_name_the_class_and_its_initializer() {
-    class_init_waits(25, &[]);
+    class_init_waits(25, "classinit25", &[]);
 }
 
 #[test]
 fn jdk25_class_init_waits_are_named_with_compact_object_headers() {
     // The class pointer moves into the mark word: the init lock is still told by its class.
-    class_init_waits(25, &["-XX:+UseCompactObjectHeaders"]);
+    class_init_waits(25, "classinit25-compact", &["-XX:+UseCompactObjectHeaders"]);
 }
 
 /// A `static synchronized` method's monitor is said by its class, as the thread dump does.

@@ -381,6 +381,9 @@ pub struct StackRow {
     pub monitor_classes: std::collections::BTreeSet<String>,
     /// Of those that were `java.lang.Class` objects (`static synchronized`): their classes.
     pub class_monitors: std::collections::BTreeSet<String>,
+    /// Every thread here is one of the JVM's or the JDK's own (see `jdk_own_threads`): they
+    /// wait for work, and are listed after the application's.
+    pub jvm_internal: bool,
 }
 
 impl Model {
@@ -1141,6 +1144,7 @@ impl Model {
             Option<&'a str>,
         );
         let mut by_stack: HashMap<Key, Acc> = HashMap::new();
+        let own = self.jdk_own_threads();
         // An idle carrier is waiting for work, not blocked.
         let blocked = |o: &&OffCpu| o.state.is_blocked() && self.classify(o) != Some(Use::Idle);
         for o in self.off_cpu.iter().filter(blocked) {
@@ -1185,7 +1189,9 @@ impl Model {
                 } = acc;
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                let jvm_internal = threads.iter().all(|(tid, _)| own.contains(tid));
                 StackRow {
+                    jvm_internal,
                     stack: StackLabels::new(&stack, monitor_frames(&stack)),
                     events,
                     total_ns,
@@ -1199,7 +1205,11 @@ impl Model {
                 }
             })
             .collect();
-        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.stack.cmp(&b.stack)));
+        rows.sort_by(|a, b| {
+            (a.jvm_internal.cmp(&b.jvm_internal))
+                .then(b.total_ns.cmp(&a.total_ns))
+                .then(a.stack.cmp(&b.stack))
+        });
         rows
     }
 }

@@ -51,6 +51,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
                     "threads": s.threads,
                     "monitor_classes": s.monitor_classes,
                     "class_monitors": s.class_monitors,
+                    "jvm_internal": s.jvm_internal,
                 }),
             )
         })

@@ -142,14 +142,17 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
     }
 
     let stacks = model.blocked_stacks();
-    writeln!(out, "\nTop blocked stacks (innermost frame first):")?;
+    writeln!(
+        out,
+        "\nTop blocked stacks (innermost frame first; the JVM's own threads waiting for work last):"
+    )?;
     if stacks.is_empty() {
         writeln!(out, "  none recorded")?;
     }
     for (i, s) in stacks.iter().take(options.top).enumerate() {
         writeln!(
             out,
-            "  #{} {} in {} intervals (max {}), threads: {}{}",
+            "  #{} {} in {} intervals (max {}), threads: {}{}{}",
             i + 1,
             secs(s.total_ns),
             s.events,
@@ -160,7 +163,12 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
                 .cloned()
                 .collect::<Vec<_>>()
                 .join(", "),
-            on_monitors(&s.monitor_classes, &s.class_monitors, &Default::default())
+            on_monitors(&s.monitor_classes, &s.class_monitors, &Default::default()),
+            if s.jvm_internal {
+                "  (the JVM's own, waiting for work)"
+            } else {
+                ""
+            }
         )?;
         let frames = shown_frames(&s.stack, |_| true);
         write_frames(out, "      ", &frames, options)?;
