@@ -29,6 +29,8 @@ struct NativeRun {
     go_ns: u64,
     /// When it began its last read of standard input, still under way as recording stops.
     idle_ns: u64,
+    pid: u32,
+    recording: std::path::PathBuf,
 }
 
 /// `run_native`, with more of what the program said.
@@ -79,6 +81,8 @@ fn run_native_with_stdin(args: &[&str], label: &str, record_options: &[&str]) ->
         stdin: stdin_name,
         go_ns,
         idle_ns,
+        pid,
+        recording,
     }
 }
 
@@ -122,7 +126,34 @@ fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
         stdin,
         go_ns,
         idle_ns,
+        pid,
+        recording,
     } = run_native_with_stdin(&["pipe", "5"], "read", &[]);
+    // Not a JVM: said so, and its threads are shown all the same.
+    assert!(
+        report["target"]["runtime"].is_null(),
+        "{}",
+        report["target"]
+    );
+    let threads = report["threads"].as_array().unwrap();
+    assert!(
+        threads.iter().any(|t| t["tid"] == pid),
+        "its main thread {pid} is not in {threads:?}"
+    );
+    let output = pinprof().arg("report").arg(&recording).output().unwrap();
+    assert_ok(&output, "pinprof report");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("note: no JVM found in the target"), "{text}");
+    let table = text
+        .split("\nThreads")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no threads table:\n{text}"));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(&pid.to_string())),
+        "its main thread {pid} is not in the threads table:\n{text}"
+    );
     assert_eq!(reads.len(), 5);
     let read = report["syscalls"]
         .as_array()
