@@ -328,6 +328,90 @@ mod tests {
         assert_eq!(layout().read(&mem, &thawed).err(), Some(Unread::Thawed));
     }
 
+    /// What the kernel copies of the chunks in `memory()`: the tail from the noted sp, then
+    /// the parent from its own.
+    fn kernel_copy() -> ChunkCopy {
+        use profiler_ebpf::{CHUNK_COPY_BYTES, CopiedChunk, MAX_COPIED_CHUNKS};
+        let mem = memory();
+        let mut copy = ChunkCopy {
+            chunks: [CopiedChunk::default(); MAX_COPIED_CHUNKS],
+            count: 2,
+            cut: 0,
+            rest: 0,
+            data: [0; 2 * CHUNK_COPY_BYTES],
+        };
+        // Tail: words 10..30 (two below sp 12); parent: words 2..16 (two below sp 4).
+        let mut off = 0;
+        for (i, (addr, sp, from, bottom)) in [(CHUNK, 12, 10, 30), (PARENT, 4, 2, 16)]
+            .into_iter()
+            .enumerate()
+        {
+            let len = (bottom - from) * 8;
+            mem.read(
+                addr + 32 + u64::from(from) * 8,
+                &mut copy.data[off..off + len as usize],
+            )
+            .unwrap();
+            copy.chunks[i] = CopiedChunk {
+                addr,
+                sp,
+                bottom,
+                offset: off as u32,
+                len,
+            };
+            off += len as usize;
+        }
+        copy
+    }
+
+    #[test]
+    fn frames_from_the_kernels_copy_match_those_read_from_the_heap() {
+        let copied = layout().from_copy(&frozen(), &kernel_copy()).unwrap();
+        assert!(copied.complete);
+        let heap = layout().read(&memory(), &frozen()).unwrap();
+        assert_eq!(copied.chunks.len(), heap.len());
+        for (c, h) in copied.chunks.iter().zip(&heap) {
+            assert_eq!((c.base, c.sp, c.end), (h.base, h.sp, h.end));
+            assert_eq!(c.data, h.data);
+        }
+    }
+
+    #[test]
+    fn a_cut_copy_is_not_complete_and_holds_what_was_copied() {
+        let mut copy = kernel_copy();
+        copy.chunks[1].len = 64;
+        copy.cut = (16 - 2) * 8 - 64;
+        let copied = layout().from_copy(&frozen(), &copy).unwrap();
+        assert!(!copied.complete);
+        assert_eq!(copied.chunks[1].data.len(), 64);
+        assert_eq!(copied.chunks[1].end, PARENT + 32 + 16 * 8);
+        // Older chunks left for lack of room.
+        let mut copy = kernel_copy();
+        copy.count = 1;
+        copy.rest = PARENT;
+        let copied = layout().from_copy(&frozen(), &copy).unwrap();
+        assert!(!copied.complete);
+        assert_eq!(copied.chunks.len(), 1);
+    }
+
+    #[test]
+    fn copies_that_do_not_fit_their_chunks_are_refused() {
+        let broken: [fn(&mut ChunkCopy); 7] = [
+            |c| c.count = 0,
+            |c| c.count = 9,
+            |c| c.chunks[0].sp = 14,     // not the noted sp
+            |c| c.chunks[1].offset += 8, // a gap
+            |c| c.chunks[0].len -= 8,    // shorter, though not cut
+            |c| c.chunks[1].bottom = 1 << 30,
+            |c| c.chunks[1].offset = u32::MAX - 8, // past the copy
+        ];
+        for (i, breaks) in broken.iter().enumerate() {
+            let mut copy = kernel_copy();
+            breaks(&mut copy);
+            assert!(layout().from_copy(&frozen(), &copy).is_none(), "case {i}");
+        }
+    }
+
     #[test]
     fn hostile_chunks_are_refused() {
         // A chain that loops, sizes past the caps, and a bottom past the size.
