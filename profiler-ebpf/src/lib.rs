@@ -20,6 +20,8 @@ pub mod kind {
     pub const NATIVE_STACK: u32 = 6;
     /// [`crate::ThreadRename`]
     pub const RENAME: u32 = 7;
+    /// [`crate::StackChunkCopy`]
+    pub const STACK_CHUNK_COPY: u32 = 8;
 }
 
 /// x86_64 system call numbers pinprof's kernel programs look at.
@@ -66,7 +68,10 @@ pub mod counter {
     pub const SYSCALL_MAP_FULL: u32 = 5;
     /// Lock releases recorded without the releasing thread's stacks (capture budget spent).
     pub const WAKER_STACKS_SKIPPED: u32 = 6;
-    pub const COUNT: u32 = 7;
+    /// A virtual thread's frozen frames were copied only in part (`CHUNK_COPY_BYTES`,
+    /// `MAX_COPIED_CHUNKS`).
+    pub const CHUNK_COPIES_CUT: u32 = 7;
+    pub const COUNT: u32 = 8;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames
@@ -127,6 +132,13 @@ pub struct JvmLayout {
     /// Compressed oops: `base + (narrow << shift)`; `u32::MAX`: oop fields are full pointers.
     pub oop_shift: u32,
     pub oop_base: u64,
+    /// In a `StackChunk`: its `parent` chunk (an oop) and `bottom` (an int, in words: where
+    /// its frames end); where its stack words begin, from the chunk's start (0: the chunk's
+    /// frames are not copied).
+    pub chunk_parent: u32,
+    pub chunk_bottom: u32,
+    pub chunk_stack: u32,
+    pub _pad2: u32,
 }
 
 /// Bytes of user stack copied for unwinding native code with its DWARF call frame information
@@ -284,6 +296,55 @@ pub struct StackCopy {
     pub data: [u8; STACK_COPY_BYTES],
 }
 
+/// Bytes of a virtual thread's frozen frames copied at most, over all its chunks: the frames
+/// a pinned thread left frozen are a few hundred bytes to a few KiB.
+pub const CHUNK_COPY_BYTES: usize = 8 * 1024;
+/// Stack chunks copied at most: the tail and its parents (a thread adds a chunk only when its
+/// tail has no room for the frames it freezes).
+pub const MAX_COPIED_CHUNKS: usize = 4;
+
+/// Where one chunk's frames are in [`ChunkCopy::data`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopiedChunk {
+    /// The chunk's address, its `sp` (for the tail: as noted, [`StackCopy::chunk_sp`]) and
+    /// `bottom`, in words from its stack's start: its frames lie between the two.
+    pub addr: u64,
+    pub sp: u32,
+    pub bottom: u32,
+    /// Its bytes in `data`, from two words below `sp` (the first frame's return address and
+    /// saved frame pointer); fewer than up to `bottom` when the copy was cut there.
+    pub offset: u32,
+    pub len: u32,
+}
+
+/// The frames of the stack chunks of the virtual thread mounted on a carrier (the tail, then
+/// its parents), copied as the carrier leaves its system call: read later from the heap, a
+/// chunk may have moved (a young GC) or been thawed.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ChunkCopy {
+    pub chunks: [CopiedChunk; MAX_COPIED_CHUNKS],
+    /// Entries of `chunks` filled in.
+    pub count: u32,
+    /// Bytes of the last chunk's frames past the end of the copy; 0: none.
+    pub cut: u32,
+    /// The oldest chunk not copied (no room left); 0: none, the chain was copied to its end.
+    pub rest: u64,
+    /// `CHUNK_COPY_BYTES` used at most: twice that, so that the kernel's verifier sees each
+    /// chunk's read (an offset below `CHUNK_COPY_BYTES`, as long as that) stay inside.
+    pub data: [u8; 2 * CHUNK_COPY_BYTES],
+}
+
+/// A [`StackCopy`] of a carrier whose mounted virtual thread has frames frozen in stack
+/// chunks, with a copy of those frames. Sent instead of a plain `StackCopy` only then.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct StackChunkCopy {
+    pub stack: StackCopy,
+    pub chunk: ChunkCopy,
+}
+
 /// Bytes of a `JavaThread` read at once at a block (its fields pinprof needs span ~470 bytes
 /// in JDK 21 and 25).
 pub const JAVA_WINDOW_BYTES: usize = 512;
@@ -400,7 +461,7 @@ mod tests {
     fn records_have_no_padding() {
         let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8;
         assert_eq!(size_of::<JavaState>(), java);
-        assert_eq!(size_of::<JvmLayout>(), 16 * 4 + 8);
+        assert_eq!(size_of::<JvmLayout>(), 16 * 4 + 8 + 4 * 4 + 8 + 4 * 4);
         assert_eq!(size_of::<StackRequest>(), 16);
         let waker = 4 + 4 + 4 + 4 + 8;
         assert_eq!(size_of::<Waker>(), waker);
@@ -419,7 +480,16 @@ mod tests {
         assert_eq!(size_of::<ThreadRename>(), 4 + 4 + 16);
         assert_eq!(
             size_of::<StackCopy>(),
-            4 + 4 + 8 * 4 + 8 * 3 + 4 + 4 + STACK_COPY_BYTES
+            4 + 4 + 8 + 8 * 3 + 8 * 3 + 4 + 4 + STACK_COPY_BYTES
+        );
+        assert_eq!(size_of::<CopiedChunk>(), 8 + 4 * 4);
+        assert_eq!(
+            size_of::<ChunkCopy>(),
+            24 * MAX_COPIED_CHUNKS + 4 + 4 + 8 + 2 * CHUNK_COPY_BYTES
+        );
+        assert_eq!(
+            size_of::<StackChunkCopy>(),
+            size_of::<StackCopy>() + size_of::<ChunkCopy>()
         );
         assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + java);
         assert_eq!(

@@ -10,10 +10,11 @@ use aya_ebpf::{
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
-    CARRIER_BIT, ExitEvent, FdLayout, JAVA_WINDOW_BYTES, JavaState, JvmLayout, NATIVE_COPY_BYTES,
-    NativeStackCopy, OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackCopy,
-    StackRequest, SyscallEvent, SyscallKey, SyscallStart, ThreadRename, WaitSum, Waker, counter,
-    futex_op, java_flags, kind, syscall_flags, sysno, task_state,
+    CARRIER_BIT, CHUNK_COPY_BYTES, ChunkCopy, CopiedChunk, ExitEvent, FdLayout, JAVA_WINDOW_BYTES,
+    JavaState, JvmLayout, MAX_COPIED_CHUNKS, NATIVE_COPY_BYTES, NativeStackCopy, OffCpuEvent,
+    OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackChunkCopy, StackCopy, StackRequest,
+    SyscallEvent, SyscallKey, SyscallStart, ThreadRename, WaitSum, Waker, counter, futex_op,
+    java_flags, kind, syscall_flags, sysno, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -55,6 +56,10 @@ static JVM_LAYOUT: JvmLayout = JvmLayout {
     chunk_sp: 0,
     oop_shift: u32::MAX,
     oop_base: 0,
+    chunk_parent: 0,
+    chunk_bottom: 0,
+    chunk_stack: 0,
+    _pad2: 0,
 };
 /// Java stacks are copied for blocks at least this long (0: never).
 #[unsafe(no_mangle)]
@@ -587,25 +592,78 @@ fn copy_java_stack(tid: u32) {
     };
     let thread = entry & !CARRIER_BIT;
     let layout: JvmLayout = setting(&JVM_LAYOUT);
-    let field = |offset: u32| thread + offset as u64;
     // The same anchor as at the block, or the thread went on in between (not a syscall wait).
-    let sp = read_user::<u64>(field(layout.anchor_sp)).unwrap_or(0);
+    let sp = read_user::<u64>(thread + layout.anchor_sp as u64).unwrap_or(0);
     if sp == 0 || sp != request.anchor_sp {
         count(counter::STACK_COPY_MISSES);
         return;
     }
-    let base = read_user::<u64>(field(layout.stack_base)).unwrap_or(0);
+    let base = read_user::<u64>(thread + layout.stack_base as u64).unwrap_or(0);
     let len = if base > sp {
         (base - sp).min(STACK_COPY_BYTES as u64)
     } else {
         STACK_COPY_BYTES as u64
     };
+    let frozen = frozen_frames(&layout, thread, entry);
+    // A virtual thread with frames frozen in a chunk: those frames are copied too, now, while
+    // they are where the chunk says (later, the GC may move the chunk, or the thread thaw them).
+    if frozen.chunk != 0
+        && layout.chunk_stack != 0
+        && let Some(mut slot) = EVENTS.reserve::<StackChunkCopy>(0)
+    {
+        let copy = slot.as_mut_ptr();
+        unsafe {
+            fill_stack_copy(
+                core::ptr::addr_of_mut!((*copy).stack),
+                tid,
+                &request,
+                &layout,
+                thread,
+                sp,
+                len,
+                &frozen,
+            );
+            (*copy).stack.kind = kind::STACK_CHUNK_COPY;
+            copy_chunks(core::ptr::addr_of_mut!((*copy).chunk), &layout, &frozen);
+        }
+        slot.submit(BPF_RB_NO_WAKEUP as u64);
+        return;
+    }
     let Some(mut slot) = EVENTS.reserve::<StackCopy>(0) else {
         count(counter::STACK_COPY_MISSES);
         count(counter::LOST_EVENTS);
         return;
     };
-    let copy = slot.as_mut_ptr();
+    unsafe {
+        fill_stack_copy(
+            slot.as_mut_ptr(),
+            tid,
+            &request,
+            &layout,
+            thread,
+            sp,
+            len,
+            &frozen,
+        );
+    }
+    slot.submit(BPF_RB_NO_WAKEUP as u64);
+}
+
+/// Fills a reserved `StackCopy`: the frame anchor, the frozen frames' whereabouts, and `len`
+/// bytes of the stack from `sp`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fill_stack_copy(
+    copy: *mut StackCopy,
+    tid: u32,
+    request: &StackRequest,
+    layout: &JvmLayout,
+    thread: u64,
+    sp: u64,
+    len: u64,
+    frozen: &Frozen,
+) {
+    let field = |offset: u32| thread + offset as u64;
     unsafe {
         (*copy).kind = kind::STACK_COPY;
         (*copy).tid = tid;
@@ -613,11 +671,10 @@ fn copy_java_stack(tid: u32) {
         (*copy).anchor_sp = sp;
         (*copy).anchor_pc = read_user::<u64>(field(layout.anchor_pc)).unwrap_or(0);
         (*copy).anchor_fp = read_user::<u64>(field(layout.anchor_fp)).unwrap_or(0);
-        let (vthread, vthread_id, chunk, chunk_sp) = frozen_frames(&layout, thread, entry);
-        (*copy).vthread = vthread;
-        (*copy).vthread_id = vthread_id;
-        (*copy).chunk = chunk;
-        (*copy).chunk_sp = chunk_sp;
+        (*copy).vthread = frozen.vthread;
+        (*copy).vthread_id = frozen.vthread_id;
+        (*copy).chunk = frozen.chunk;
+        (*copy).chunk_sp = frozen.sp;
         // A length the verifier can bound: 1..=STACK_COPY_BYTES.
         let len = ((len as usize).wrapping_sub(1) & (STACK_COPY_BYTES - 1)) + 1;
         let read = aya_ebpf::helpers::generated::bpf_probe_read_user(
@@ -630,7 +687,114 @@ fn copy_java_stack(tid: u32) {
             count(counter::STACK_COPY_MISSES);
         }
     }
-    slot.submit(BPF_RB_NO_WAKEUP as u64);
+}
+
+/// Two words below a chunk frame's sp belong to it: its return address and saved fp.
+const CHUNK_METADATA_WORDS: u32 = 2;
+/// A chunk larger than this many words is garbage.
+const MAX_CHUNK_WORDS: u32 = 1 << 24;
+
+/// Copies the frames of the chunks `frozen` begins with: the tail from its noted `sp`, then
+/// its parents from theirs, each down to its `bottom` and with the two words below its `sp`,
+/// one read per chunk, `CHUNK_COPY_BYTES` and `MAX_COPIED_CHUNKS` at most (what is left is
+/// said in `cut` and `rest`).
+#[inline(always)]
+unsafe fn copy_chunks(copy: *mut ChunkCopy, layout: &JvmLayout, frozen: &Frozen) {
+    unsafe {
+        (*copy).count = 0;
+        (*copy).cut = 0;
+        (*copy).rest = 0;
+    }
+    let mut chunk = frozen.chunk;
+    let mut off = 0u64;
+    let mut cut = 0u64;
+    for i in 0..MAX_COPIED_CHUNKS + 1 {
+        if chunk == 0 || off >= CHUNK_COPY_BYTES as u64 {
+            break;
+        }
+        let int = |offset: u32| read_user::<u32>(chunk + offset as u64).unwrap_or(0);
+        let sp = if i == 0 {
+            frozen.sp
+        } else {
+            int(layout.chunk_sp)
+        };
+        let bottom = int(layout.chunk_bottom);
+        let parent = oop_field(layout, chunk, layout.chunk_parent);
+        if bottom > MAX_CHUNK_WORDS {
+            break;
+        }
+        // An empty chunk has no frames: on to its parent.
+        if sp < bottom {
+            let n = unsafe { (*copy).count } as usize;
+            if n >= MAX_COPIED_CHUNKS {
+                break;
+            }
+            let from = sp.saturating_sub(CHUNK_METADATA_WORDS);
+            let whole = (bottom - from) as u64 * 8;
+            let len = whole.min(CHUNK_COPY_BYTES as u64 - off);
+            // Bounds the verifier can see: an offset below CHUNK_COPY_BYTES, a length of
+            // 1..=CHUNK_COPY_BYTES, in a buffer of twice that.
+            let at = off as usize & (CHUNK_COPY_BYTES - 1);
+            let len = ((len as usize).wrapping_sub(1) & (CHUNK_COPY_BYTES - 1)) + 1;
+            let src = chunk + layout.chunk_stack as u64 + from as u64 * 8;
+            let read = unsafe {
+                aya_ebpf::helpers::generated::bpf_probe_read_user(
+                    (*copy).data.as_mut_ptr().add(at).cast(),
+                    len as u32,
+                    src as *const core::ffi::c_void,
+                )
+            };
+            if read != 0 {
+                count(counter::STACK_COPY_MISSES);
+                break;
+            }
+            unsafe {
+                (*copy).chunks[n & (MAX_COPIED_CHUNKS - 1)] = CopiedChunk {
+                    addr: chunk,
+                    sp,
+                    bottom,
+                    offset: off as u32,
+                    len: len as u32,
+                };
+                (*copy).count = n as u32 + 1;
+            }
+            off += len as u64;
+            cut = whole - len as u64;
+            if cut != 0 {
+                break;
+            }
+        }
+        chunk = parent;
+    }
+    if cut != 0 || chunk != 0 {
+        unsafe {
+            (*copy).cut = cut as u32;
+            (*copy).rest = if cut != 0 { 0 } else { chunk };
+        }
+        count(counter::CHUNK_COPIES_CUT);
+    }
+}
+
+/// A mounted virtual thread and where its frozen frames begin (all zero: none).
+struct Frozen {
+    vthread: u64,
+    vthread_id: u64,
+    chunk: u64,
+    sp: u32,
+}
+
+/// An object field of `obj` holding an oop, compressed or not (0: null or unreadable).
+#[inline(always)]
+fn oop_field(layout: &JvmLayout, obj: u64, offset: u32) -> u64 {
+    let at = obj + offset as u64;
+    if layout.oop_shift == u32::MAX {
+        read_user::<u64>(at).unwrap_or(0)
+    } else {
+        match read_user::<u32>(at) {
+            Some(0) | None => 0,
+            Some(narrow) => layout.oop_base + ((narrow as u64) << (layout.oop_shift & 63)),
+        }
+    }
 }
 
 /// The mounted virtual thread of carrier `thread` (its oop and id) and where its frozen
@@ -638,8 +802,13 @@ fn copy_java_stack(tid: u32) {
 /// leaves its system call, before it runs again: only the thread itself changes its chunk
 /// while mounted. All zero when nothing is mounted or the layout lacks the offsets.
 #[inline(always)]
-fn frozen_frames(layout: &JvmLayout, thread: u64, entry: u64) -> (u64, u64, u64, u32) {
-    let none = (0, 0, 0, 0);
+fn frozen_frames(layout: &JvmLayout, thread: u64, entry: u64) -> Frozen {
+    let none = Frozen {
+        vthread: 0,
+        vthread_id: 0,
+        chunk: 0,
+        sp: 0,
+    };
     if entry & CARRIER_BIT == 0 || layout.vthread_cont == 0 {
         return none;
     }
@@ -651,29 +820,23 @@ fn frozen_frames(layout: &JvmLayout, thread: u64, entry: u64) -> (u64, u64, u64,
         return none;
     }
     let id = read_user::<u64>(vthread + layout.java_tid as u64).unwrap_or(0);
-    let oop = |obj: u64, offset: u32| -> u64 {
-        let at = obj + offset as u64;
-        if layout.oop_shift == u32::MAX {
-            read_user::<u64>(at).unwrap_or(0)
-        } else {
-            match read_user::<u32>(at) {
-                Some(0) | None => 0,
-                Some(narrow) => layout.oop_base + ((narrow as u64) << (layout.oop_shift & 63)),
-            }
-        }
-    };
-    let cont = oop(vthread, layout.vthread_cont);
+    let cont = oop_field(layout, vthread, layout.vthread_cont);
     let chunk = if cont == 0 {
         0
     } else {
-        oop(cont, layout.cont_tail)
+        oop_field(layout, cont, layout.cont_tail)
     };
     let sp = if chunk == 0 {
         0
     } else {
         read_user::<u32>(chunk + layout.chunk_sp as u64).unwrap_or(0)
     };
-    (vthread, id, chunk, sp)
+    Frozen {
+        vthread,
+        vthread_id: id,
+        chunk,
+        sp,
+    }
 }
 
 #[inline(always)]

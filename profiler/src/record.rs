@@ -665,7 +665,8 @@ impl Session {
                     self.writer.write_event(&Event::OffCpu(event))?;
                     self.events += 1;
                 }
-                Raw::StackCopy(copy) => self.java_stack(copy)?,
+                Raw::StackCopy(copy) => self.java_stack(copy, None)?,
+                Raw::StackChunkCopy(copy) => self.java_stack(&copy.stack, Some(&copy.chunk))?,
                 Raw::Syscall(e) => self.syscall(e)?,
                 Raw::NativeStack(copy) => self.native_stack(copy)?,
                 Raw::Rename(r) => {
@@ -790,8 +791,13 @@ impl Session {
         Ok(())
     }
 
-    /// Walks a Java stack the kernel copied and records its frames for the interval.
-    fn java_stack(&mut self, copy: &profiler_ebpf::StackCopy) -> Result<()> {
+    /// Walks a Java stack the kernel copied (with its virtual thread's frozen frames, when it
+    /// copied those too) and records its frames for the interval.
+    fn java_stack(
+        &mut self,
+        copy: &profiler_ebpf::StackCopy,
+        chunk: Option<&profiler_ebpf::ChunkCopy>,
+    ) -> Result<()> {
         let Some(jvm) = &mut self.jvm else {
             return Ok(());
         };
@@ -809,7 +815,7 @@ impl Session {
         });
         let walked = jvm
             .hotspot
-            .walk(copy.anchor_sp, &copy.data[..len], anchor, frozen);
+            .walk(copy.anchor_sp, &copy.data[..len], anchor, frozen, chunk);
         if let Some(check) = &mut self.fp_check {
             // Unwinding: both walks must find the same compiled frames (by return address).
             // Naming: where the perf map knows a frame, it must give the same method.
@@ -957,7 +963,7 @@ impl Session {
         }
         for (key, copy) in stacks {
             if still_open.contains(&key) {
-                self.java_stack(&copy)?;
+                self.java_stack(&copy, None)?;
             }
         }
         Ok(())

@@ -17,8 +17,8 @@ use aya::{
     programs::TracePoint,
 };
 use profiler_ebpf::{
-    ExitEvent, NativeStackCopy, OffCpuEvent, StackCopy, SyscallEvent, SyscallKey, ThreadRename,
-    WaitSum, counter, kind,
+    ExitEvent, NativeStackCopy, OffCpuEvent, StackChunkCopy, StackCopy, SyscallEvent, SyscallKey,
+    ThreadRename, WaitSum, counter, kind,
 };
 
 use crate::events::{Counters, ShortOffCpu};
@@ -68,6 +68,8 @@ pub enum Raw {
     OffCpu(OffCpuEvent),
     Exit(ExitEvent),
     StackCopy(Box<StackCopy>),
+    /// A Java stack with the frames its virtual thread had frozen in a stack chunk.
+    StackChunkCopy(Box<StackChunkCopy>),
     /// A long system call, or a long futex wait with its waker.
     Syscall(SyscallEvent),
     /// User registers and stack of a long system call or of a waker, for DWARF unwinding.
@@ -552,6 +554,7 @@ impl Raw {
         match self {
             Raw::OffCpu(e) => (e.start_ns == 0).then_some(e.tid),
             Raw::StackCopy(copy) => (copy.start_ns == 0).then_some(copy.tid),
+            Raw::StackChunkCopy(copy) => (copy.stack.start_ns == 0).then_some(copy.stack.tid),
             Raw::Syscall(e) => (e.start_ns == 0).then_some(e.tid),
             Raw::NativeStack(copy) => (copy.key_ns == 0).then_some(copy.tid),
             Raw::Exit(_) | Raw::Rename(_) => None,
@@ -568,6 +571,7 @@ impl Raw {
         let (start, end) = match &mut self {
             Raw::OffCpu(e) => (&mut e.start_ns, Some(&mut e.end_ns)),
             Raw::StackCopy(copy) => (&mut copy.start_ns, None),
+            Raw::StackChunkCopy(copy) => (&mut copy.stack.start_ns, None),
             Raw::Syscall(e) => (&mut e.start_ns, Some(&mut e.end_ns)),
             // Keyed by its call's start, or by a wake-up.
             Raw::NativeStack(copy) => (&mut copy.key_ns, None),
@@ -594,6 +598,7 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
         kind::OFF_CPU => read(bytes).map(Raw::OffCpu),
         kind::EXIT => read(bytes).map(Raw::Exit),
         kind::STACK_COPY => read(bytes).map(|copy| Raw::StackCopy(Box::new(copy))),
+        kind::STACK_CHUNK_COPY => read(bytes).map(|copy| Raw::StackChunkCopy(Box::new(copy))),
         kind::SYSCALL | kind::FUTEX_WAIT => read(bytes).map(Raw::Syscall),
         kind::NATIVE_STACK => read(bytes).map(|copy| Raw::NativeStack(Box::new(copy))),
         kind::RENAME => read(bytes).map(Raw::Rename),

@@ -9,11 +9,15 @@
 //! into their own frame stored as word offsets (`StackChunkFrameStream` in HotSpot).
 //!
 //! The kernel notes the tail chunk and its `sp` as the thread leaves the system call it blocked
-//! in; the frames are read later, when the event is processed. Frames below that `sp` do not
-//! change until the thread returns into them, so they are read only after checking that the
-//! same virtual thread (same object, same id) still has the same chunk, with its `sp` no
-//! higher than noted. A chunk the GC moved since, or frames already returned into, give no
-//! frames rather than wrong ones.
+//! in, and copies the tail chunk's frames then (`ChunkCopy`): by the time the event is
+//! processed, a young GC may have moved the chunk, or the thread returned into its frames.
+//! Older chunks (a tail's `parent`s), and the rest of a copy that was cut, are read later
+//! from the heap. Frames below the noted `sp` do not change until the thread returns into
+//! them, so they are read only after checking that the same virtual thread (same object, same
+//! id) still has the same chunk, with its `sp` no higher than noted. A chunk the GC moved
+//! since, or frames already returned into, give no frames rather than wrong ones.
+
+use profiler_ebpf::ChunkCopy;
 
 use super::{vmstructs::Target, walk::StackBytes};
 
@@ -42,6 +46,13 @@ pub struct Frozen {
     pub vthread_id: u64,
     pub chunk: u64,
     pub sp: u32,
+}
+
+/// Frames of a virtual thread's chunks as the kernel copied them (tail first).
+pub struct Copied {
+    pub chunks: Vec<ChunkFrames>,
+    /// The copy holds every frame, down to the oldest chunk's bottom.
+    pub complete: bool,
 }
 
 /// One chunk's frames: a copy of its stack words, and where its frames begin and end.
@@ -105,8 +116,60 @@ impl ChunkLayout {
         u64::try_from(value).ok()
     }
 
+    /// The chunks' frames from the kernel's copy of them (`ChunkCopy`); None when it holds
+    /// none, or does not fit the chunk fields read beside it.
+    pub fn from_copy(&self, frozen: &Frozen, copy: &ChunkCopy) -> Option<Copied> {
+        let count = usize::try_from(copy.count).ok()?;
+        let entries = copy.chunks.get(..count).filter(|e| !e.is_empty())?;
+        let mut chunks = Vec::with_capacity(count);
+        let mut next_offset = 0u64;
+        for (i, entry) in entries.iter().enumerate() {
+            let last = i + 1 == count;
+            let (sp, bottom) = (u64::from(entry.sp), u64::from(entry.bottom));
+            // The tail's frames from where the kernel noted them, as for a heap read.
+            if entry.addr == 0
+                || (entry.addr == frozen.chunk && entry.sp != frozen.sp)
+                || sp >= bottom
+                || bottom > MAX_CHUNK_WORDS
+            {
+                return None;
+            }
+            let from = sp.saturating_sub(METADATA_WORDS);
+            // (Word counts are below MAX_CHUNK_WORDS: times 8 they do not overflow.)
+            let whole = (bottom - from) * 8;
+            let (offset, len) = (u64::from(entry.offset), u64::from(entry.len));
+            // Entries follow each other in the copy; only the last may be cut, by `cut`.
+            let cut = if last { u64::from(copy.cut) } else { 0 };
+            if offset != next_offset || len == 0 || len + cut != whole {
+                return None;
+            }
+            next_offset = offset + len;
+            let data = copy.data.get(offset as usize..next_offset as usize)?;
+            let at = |words: u64| {
+                entry
+                    .addr
+                    .checked_add(self.stack_offset)?
+                    .checked_add(words * 8)
+            };
+            chunks.push(ChunkFrames {
+                base: at(from)?,
+                data: data.to_vec(),
+                sp: at(sp)?,
+                end: at(bottom)?,
+            });
+        }
+        Some(Copied {
+            chunks,
+            complete: copy.cut == 0 && copy.rest == 0,
+        })
+    }
+
     /// The frames frozen below the thread's stack at the event, tail chunk first.
     pub fn read(&self, mem: &impl Target, frozen: &Frozen) -> Result<Vec<ChunkFrames>, Unread> {
+        self.read_chain(mem, frozen)
+    }
+
+    fn read_chain(&self, mem: &impl Target, frozen: &Frozen) -> Result<Vec<ChunkFrames>, Unread> {
         let id = mem
             .u64(frozen.vthread.wrapping_add(self.thread_tid))
             .map_err(|_| Unread::ThreadMoved)?;
@@ -263,6 +326,90 @@ mod tests {
         );
         let thawed = Frozen { sp: 8, ..frozen() };
         assert_eq!(layout().read(&mem, &thawed).err(), Some(Unread::Thawed));
+    }
+
+    /// What the kernel copies of the chunks in `memory()`: the tail from the noted sp, then
+    /// the parent from its own.
+    fn kernel_copy() -> ChunkCopy {
+        use profiler_ebpf::{CHUNK_COPY_BYTES, CopiedChunk, MAX_COPIED_CHUNKS};
+        let mem = memory();
+        let mut copy = ChunkCopy {
+            chunks: [CopiedChunk::default(); MAX_COPIED_CHUNKS],
+            count: 2,
+            cut: 0,
+            rest: 0,
+            data: [0; 2 * CHUNK_COPY_BYTES],
+        };
+        // Tail: words 10..30 (two below sp 12); parent: words 2..16 (two below sp 4).
+        let mut off = 0;
+        for (i, (addr, sp, from, bottom)) in [(CHUNK, 12, 10, 30), (PARENT, 4, 2, 16)]
+            .into_iter()
+            .enumerate()
+        {
+            let len = (bottom - from) * 8;
+            mem.read(
+                addr + 32 + u64::from(from) * 8,
+                &mut copy.data[off..off + len as usize],
+            )
+            .unwrap();
+            copy.chunks[i] = CopiedChunk {
+                addr,
+                sp,
+                bottom,
+                offset: off as u32,
+                len,
+            };
+            off += len as usize;
+        }
+        copy
+    }
+
+    #[test]
+    fn frames_from_the_kernels_copy_match_those_read_from_the_heap() {
+        let copied = layout().from_copy(&frozen(), &kernel_copy()).unwrap();
+        assert!(copied.complete);
+        let heap = layout().read(&memory(), &frozen()).unwrap();
+        assert_eq!(copied.chunks.len(), heap.len());
+        for (c, h) in copied.chunks.iter().zip(&heap) {
+            assert_eq!((c.base, c.sp, c.end), (h.base, h.sp, h.end));
+            assert_eq!(c.data, h.data);
+        }
+    }
+
+    #[test]
+    fn a_cut_copy_is_not_complete_and_holds_what_was_copied() {
+        let mut copy = kernel_copy();
+        copy.chunks[1].len = 64;
+        copy.cut = (16 - 2) * 8 - 64;
+        let copied = layout().from_copy(&frozen(), &copy).unwrap();
+        assert!(!copied.complete);
+        assert_eq!(copied.chunks[1].data.len(), 64);
+        assert_eq!(copied.chunks[1].end, PARENT + 32 + 16 * 8);
+        // Older chunks left for lack of room.
+        let mut copy = kernel_copy();
+        copy.count = 1;
+        copy.rest = PARENT;
+        let copied = layout().from_copy(&frozen(), &copy).unwrap();
+        assert!(!copied.complete);
+        assert_eq!(copied.chunks.len(), 1);
+    }
+
+    #[test]
+    fn copies_that_do_not_fit_their_chunks_are_refused() {
+        let broken: [fn(&mut ChunkCopy); 7] = [
+            |c| c.count = 0,
+            |c| c.count = 9,
+            |c| c.chunks[0].sp = 14,     // not the noted sp
+            |c| c.chunks[1].offset += 8, // a gap
+            |c| c.chunks[0].len -= 8,    // shorter, though not cut
+            |c| c.chunks[1].bottom = 1 << 30,
+            |c| c.chunks[1].offset = u32::MAX - 8, // past the copy
+        ];
+        for (i, breaks) in broken.iter().enumerate() {
+            let mut copy = kernel_copy();
+            breaks(&mut copy);
+            assert!(layout().from_copy(&frozen(), &copy).is_none(), "case {i}");
+        }
     }
 
     #[test]

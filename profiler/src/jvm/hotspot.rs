@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 
 use anyhow::{Context, Result, bail};
-use profiler_ebpf::{JavaState, JvmLayout, java_flags};
+use profiler_ebpf::{ChunkCopy, JavaState, JvmLayout, java_flags};
 
 use super::{
     chunk::{ChunkLayout, Frozen},
     classinit::{self, ClassLayout},
     memory::{Libjvm, Memory},
     vmstructs::{self, Target, VmStructs},
-    walk::{FROZEN_CALLERS, JavaFrame, StackBytes, Walker},
+    walk::{FROZEN_CALLERS, JavaFrame, StackBytes, Tier, Walker},
 };
 
 /// Offsets HotSpot keeps in static ints of its own (`java_lang_Thread::_tid_offset`...): the
@@ -216,6 +216,10 @@ impl Hotspot {
             chunk_sp: 0,
             oop_shift: u32::MAX,
             oop_base: 0,
+            chunk_parent: 0,
+            chunk_bottom: 0,
+            chunk_stack: 0,
+            _pad2: 0,
         };
         let mut layout = layout;
         // The fields read at every block, in one span of JavaThread if they fit (JDK 21 and 25:
@@ -318,6 +322,9 @@ impl Hotspot {
                 layout.vthread_cont = c.vthread_cont as u32;
                 layout.cont_tail = c.cont_tail as u32;
                 layout.chunk_sp = c.chunk_sp as u32;
+                layout.chunk_parent = c.chunk_parent as u32;
+                layout.chunk_bottom = c.chunk_bottom as u32;
+                layout.chunk_stack = c.stack_offset as u32;
                 (layout.oop_base, layout.oop_shift) = compressed_oops.unwrap_or((0, u32::MAX));
             }
             Err(e) => limits.push(format!(
@@ -407,14 +414,15 @@ impl Hotspot {
 
     /// The Java frames of a stack copied as its thread blocked, innermost first; empty when
     /// this JVM's stacks cannot be walked. A virtual thread's stack goes on with the frames
-    /// still frozen in its stack chunks (`frozen`, noted by the kernel), read from the heap
-    /// now, when they can be.
+    /// still frozen in its stack chunks (`frozen`, noted by the kernel): from the kernel's copy
+    /// of them (`copy`) when it holds them all, else read from the heap now, when they can be.
     pub fn walk(
         &mut self,
         base: u64,
         data: &[u8],
         anchor: [u64; 3],
         frozen: Option<Frozen>,
+        copy: Option<&ChunkCopy>,
     ) -> Vec<JavaFrame> {
         let Some(w) = &mut self.walker else {
             return Vec::new();
@@ -423,18 +431,33 @@ impl Hotspot {
         if frames.last().is_some_and(|f| f.name == FROZEN_CALLERS)
             && let (Some(layout), Some(frozen)) = (&self.chunks, frozen)
         {
-            match layout.read(&self.mem, &frozen) {
-                Ok(chunks) => {
-                    let entry = self
-                        .continuation_return_pc
-                        .and_then(|a| self.mem.u64(a).ok());
-                    let callers = w.walk_chunks(&self.mem, &chunks, entry);
-                    if !callers.is_empty() {
-                        frames.pop();
-                        frames.extend(callers);
+            let copied = copy.and_then(|c| layout.from_copy(&frozen, c));
+            let (chunks, complete) = match copied {
+                // Every frame, copied: the heap is not read at all.
+                Some(copied) if copied.complete => (copied.chunks, true),
+                // Older chunks, or the rest of a chunk, had no room in the copy: all from the
+                // heap if it still holds them, else what the copy holds.
+                copied => match layout.read(&self.mem, &frozen) {
+                    Ok(chunks) => (chunks, true),
+                    Err(why) => {
+                        w.say_unread(why);
+                        (copied.map(|c| c.chunks).unwrap_or_default(), false)
                     }
+                },
+            };
+            let entry = complete
+                .then(|| {
+                    self.continuation_return_pc
+                        .and_then(|a| self.mem.u64(a).ok())
+                })
+                .flatten();
+            let mut callers = w.walk_chunks(&self.mem, &chunks, entry);
+            if !callers.is_empty() {
+                let marker = frames.pop();
+                if !complete && callers.last().is_some_and(|f| f.tier != Tier::Unknown) {
+                    callers.extend(marker);
                 }
-                Err(why) => w.say_unread(why),
+                frames.extend(callers);
             }
         }
         frames

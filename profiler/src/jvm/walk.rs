@@ -1118,4 +1118,95 @@ mod tests {
             assert!(!interpreted_frame_locks(&stack, fp), "{top:#x}");
         }
     }
+
+    /// `Class.method` metadata for a `Method*` at `method`, in the fake layout above.
+    fn put_method(mem: &mut FakeMemory, method: u64, class: &str, name: &str) {
+        let (cm, pool, klass, sym_class, sym_name) = (
+            method + 0x100,
+            method + 0x200,
+            method + 0x300,
+            method + 0x400,
+            method + 0x500,
+        );
+        mem.put_u64(method + 8, cm)
+            .put_u64(cm + 8, pool)
+            .put(cm + 16, &1u16.to_ne_bytes())
+            .put_u64(pool + 8, klass)
+            .put_u64(pool + 16 + 8, sym_name)
+            .put_u64(klass + 8, sym_class)
+            .put(sym_class, &(class.len() as u16).to_ne_bytes())
+            .put(sym_class + 2, class.as_bytes())
+            .put(sym_name, &(name.len() as u16).to_ne_bytes())
+            .put(sym_name + 2, name.as_bytes());
+    }
+
+    #[test]
+    fn frozen_interpreted_and_compiled_frames_are_walked_from_a_kernel_copy() {
+        use profiler_ebpf::{CHUNK_COPY_BYTES, ChunkCopy, CopiedChunk, MAX_COPIED_CHUNKS};
+
+        use super::super::chunk::{ChunkLayout, Frozen};
+        const CHUNK: u64 = 0x80_0000;
+        const STACK_OFFSET: u64 = 32;
+        const INNER: u64 = 0x60_0000;
+        const OUTER: u64 = 0x61_0000;
+        // Words of the chunk's stack: an interpreted frame (sp 4, fp 14, its slots relative
+        // to fp as frozen), then a compiled one (sp 16, 4 words) ending at bottom 22.
+        let mut w = [0u64; 22];
+        w[2] = 12; // saved fp: word 14, as words from this slot
+        w[3] = INTERPRETER + 0x10; // the interpreted frame's pc
+        w[5] = (-9i64) as u64; // empty monitor block
+        w[7] = 3; // locals: fp + 3 words
+        w[11] = INNER; // Method*
+        w[13] = 2; // sender sp: fp + 2 words
+        w[15] = STUB_PC; // the compiled frame's pc
+        let bytes = words(&w[2..]);
+        let mut copy = ChunkCopy {
+            chunks: [CopiedChunk::default(); MAX_COPIED_CHUNKS],
+            count: 1,
+            cut: 0,
+            rest: 0,
+            data: [0; 2 * CHUNK_COPY_BYTES],
+        };
+        copy.data[..bytes.len()].copy_from_slice(&bytes);
+        copy.chunks[0] = CopiedChunk {
+            addr: CHUNK,
+            sp: 4,
+            bottom: 22,
+            offset: 0,
+            len: bytes.len() as u32,
+        };
+        let chunk_layout = ChunkLayout {
+            thread_tid: 8,
+            vthread_cont: 16,
+            cont_tail: 8,
+            chunk_parent: 8,
+            chunk_size: 16,
+            chunk_sp: 20,
+            chunk_bottom: 24,
+            stack_offset: STACK_OFFSET,
+            narrow: None,
+        };
+        let frozen = Frozen {
+            vthread: 0x1000,
+            vthread_id: 7,
+            chunk: CHUNK,
+            sp: 4,
+        };
+        let copied = chunk_layout.from_copy(&frozen, &copy).unwrap();
+        assert!(copied.complete);
+        // Code and metadata only: the chunk itself is not in memory, it was copied.
+        let mut mem = code(4);
+        mem.put_str(0x9000, "nmethod").put_u64(BLOB + 16, OUTER);
+        put_method(&mut mem, INNER, "pkg/A", "inner");
+        put_method(&mut mem, OUTER, "pkg/B", "outer");
+        let frames = walker(layout()).walk_chunks(&mem, &copied.chunks, None);
+        let seen: Vec<_> = frames.iter().map(|f| (f.name.as_str(), f.tier)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("pkg.A.inner", Tier::Interpreted),
+                ("pkg.B.outer", Tier::Compiled)
+            ]
+        );
+    }
 }
