@@ -108,8 +108,20 @@ fn check(major: u32, mode: &str) {
     let jvm = start_vt(major, 4, "DeepPin", &[mode, "4", "3"]);
     std::thread::sleep(Duration::from_millis(1500));
     let jfr = Jfr::start(major, jvm.pid, &format!("frozen{major}"));
-    let path = record(jvm.pid, 4.0, &format!("frozen{major}.pinrec"));
+    // Some 800 pinned waits a second, each with its stack and frozen frames copied: a ring
+    // buffer with room for the drain falling behind while the other tests load the machine.
+    let path = record_with(
+        jvm.pid,
+        4.0,
+        &format!("frozen{major}.pinrec"),
+        &["--ring-buffer-mib", "64"],
+    );
     let truth = jfr.stop();
+    let lost = report_json(&path)["lost_events"].as_u64().unwrap();
+    assert_eq!(
+        lost, 0,
+        "JDK {major}: events lost; the comparison would be unfair"
+    );
     let (ours, window) = walked(&path);
     // JFR records longer than pinprof: its events inside pinprof's window count.
     let truth: Vec<_> = truth
@@ -164,6 +176,28 @@ fn check(major: u32, mode: &str) {
     assert_eq!(
         deep, equal,
         "the task's own frames are in every equal stack"
+    );
+    // The report says how many stacks stop short at frozen frames: few, and not hidden.
+    let cut = report_json(&path)["capture"]["java_stacks_cut"]
+        .as_u64()
+        .expect("capture.java_stacks_cut");
+    let stopped = ours
+        .iter()
+        .filter(|w| {
+            w.frames
+                .last()
+                .is_some_and(|(n, _)| n.starts_with("[callers frozen"))
+        })
+        .count() as u64;
+    eprintln!("JDK {major}: {cut} Java stacks cut at frozen frames ({stopped} pinned)");
+    assert!(
+        cut >= stopped,
+        "{cut} cut, but {stopped} pinned stacks stop short"
+    );
+    assert!(
+        cut as f64 <= 0.05 * ours.len() as f64,
+        "{cut} of {} stacks cut",
+        ours.len()
     );
 }
 

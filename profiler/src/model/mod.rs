@@ -716,6 +716,24 @@ impl Model {
         self.target.runtime.as_ref().and_then(|r| r.major())
     }
 
+    /// Blocked intervals whose Java stack ends where a virtual thread's frozen frames could
+    /// not be read (copied in part and gone from the heap): their older callers are missing.
+    /// (A thread preempted, not blocked, has its stack copied without them: it shows in no
+    /// stack, so it is not counted.)
+    pub fn java_stacks_cut(&self) -> usize {
+        self.off_cpu
+            .iter()
+            .filter(|o| o.state.is_blocked())
+            .filter_map(|o| self.java_stack(o))
+            .filter(|id| {
+                self.stacks
+                    .get(id)
+                    .and_then(|frames| frames.last())
+                    .is_some_and(|f| f.name.as_deref() == Some(crate::jvm::walk::FROZEN_CALLERS))
+            })
+            .count()
+    }
+
     /// Whether the recording knows the JVM's threads (carriers, mounted state).
     pub fn knows_java_threads(&self) -> bool {
         !self.java_threads.is_empty()

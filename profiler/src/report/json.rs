@@ -188,6 +188,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "short_intervals": model.counters.short_intervals,
             "java_stacks": model.java_stacks.len(),
             "java_stack_misses": model.counters.java_stack_misses,
+            "java_stacks_cut": model.java_stacks_cut(),
             "waker_stacks_skipped": model.counters.waker_stacks_skipped,
             "fp_cross_check": model.fp_check,
             "min_off_cpu_ns": model.min_off_cpu_ns,

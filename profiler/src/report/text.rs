@@ -85,6 +85,13 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
             model.counters.stack_misses
         )?;
     }
+    let cut = model.java_stacks_cut();
+    if cut > 0 {
+        writeln!(
+            out,
+            "note: {cut} Java stacks end where a virtual thread's frozen frames could not be read"
+        )?;
+    }
 
     write_carriers(out, model, options)?;
     write_locks(out, model, options)?;
