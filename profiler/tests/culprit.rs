@@ -241,7 +241,13 @@ fn deep_pinned_stacks_show_the_holder(major: u32) {
         }
         let holders: Vec<&&str> = site.iter().filter(|l| l.ends_with(HOLDS)).collect();
         assert_eq!(holders.len(), 1, "the frame holding the monitor: {site:#?}");
-        culprits.push(holders[0].trim_end_matches(HOLDS).to_string());
+        // The frame's name, without its source line (`Class.method:54`).
+        let holder = holders[0].trim_end_matches(HOLDS);
+        let name = match holder.rsplit_once(':') {
+            Some((name, line)) if line.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => holder,
+        };
+        culprits.push(name.to_string());
         assert!(
             site.iter()
                 .any(|l| l.starts_with("... ") && l.ends_with(" JDK frames")),

@@ -183,6 +183,8 @@ pub struct App {
     /// The selected row of each tab's table.
     pub selected: [usize; Tab::ALL.len()],
     pub quit: bool,
+    /// Quit with Ctrl-C rather than `q`.
+    pub interrupted: bool,
     /// Records arrived since the last refresh.
     changed: bool,
 }
@@ -201,6 +203,7 @@ impl App {
             tab: Tab::Overview,
             selected: [0; Tab::ALL.len()],
             quit: false,
+            interrupted: false,
             changed: false,
         }
     }
@@ -347,7 +350,11 @@ impl App {
             // Not Esc: a lone escape byte may be half an arrow key on a slow link, and quitting
             // ends the recording.
             KeyCode::Char('q') => self.quit = true,
-            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
+            // Ctrl-C in the view is what it is outside it: an interruption.
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.quit = true;
+                self.interrupted = true;
+            }
             KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
                 self.tab = Tab::ALL[(tab + 1) % Tab::ALL.len()]
             }

@@ -84,7 +84,7 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     }))
     .unwrap_or_else(|_| Err(anyhow!("the live view stopped on an internal error")));
     // The recording says how it ended: the user quit, or anything else stopped the view.
-    if app.quit {
+    if app.quit && !app.interrupted {
         quit.store(true, Ordering::Relaxed);
     } else {
         stop.store(true, Ordering::Relaxed);
