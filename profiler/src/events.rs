@@ -395,6 +395,19 @@ pub enum Event {
         time_ns: u64,
         waits: Vec<OpenWait>,
     },
+    /// Thread `tid` of the target was created at `time_ns`: its life starts there.
+    ThreadStart {
+        tid: u32,
+        time_ns: u64,
+    },
+    /// Thread `tid` of the target left the CPU for the last time at `time_ns` (it exited),
+    /// with its scheduler account then (`account.tid` is `tid`), when the kernel's layout was
+    /// known: its whole life's running and run-queue time.
+    ThreadExit {
+        tid: u32,
+        time_ns: u64,
+        account: Option<ThreadCpu>,
+    },
 }
 
 /// A carrier's wait still under way at a checkpoint.
@@ -421,7 +434,9 @@ impl Event {
             | Event::SyscallSums { time_ns, .. }
             | Event::KernelLocks { time_ns, .. }
             | Event::MonitorClass { time_ns, .. }
-            | Event::OpenWaits { time_ns, .. } => Some(*time_ns),
+            | Event::OpenWaits { time_ns, .. }
+            | Event::ThreadStart { time_ns, .. }
+            | Event::ThreadExit { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }
