@@ -891,7 +891,10 @@ impl Model {
                     ]));
                 }
             }
-            _ => {
+            // Without an account, it ran for what is left of its life, if its life is known:
+            // born in the window, or there when it opened (a thread only named, say by the
+            // JVM's list read before attach, may have ended before).
+            _ if born.is_some() || there_at_start || self.cpu_start_ns.is_none() => {
                 r.running_ns = (to - from).saturating_sub(total([
                     r.blocked_ns,
                     r.preempted_ns,
@@ -899,6 +902,7 @@ impl Model {
                     r.pinned_ns,
                 ]));
             }
+            _ => {}
         }
         // Beyond its life only by what was counted twice (a wait for a CPU after a wake-up
         // is also the end of an idle or pinned interval): taken from blocked, then run-queue.
