@@ -119,6 +119,7 @@ pub fn run_with(
         .map(|t| (t.tid, t.addr, t.carrier))
         .collect();
     let syscalls = options.min_syscall.is_some();
+    let mut first_accounts = Vec::new();
     let capture = Capture::start(
         &capture::Options {
             pid: options.pid,
@@ -129,10 +130,14 @@ pub fn run_with(
             min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
             java_threads,
         },
-        || waits_at_start(&target, jvm.as_ref(), syscalls),
+        || {
+            let waits = waits_at_start(&target, jvm.as_ref(), syscalls);
+            // Threads' times are counted from their first account: read just before the
+            // window opens, so that a thread born after it is not in it.
+            first_accounts = target.cpu_accounts();
+            waits
+        },
     )?;
-    // Threads' times are counted from their first account: read it at once.
-    let first_accounts = (capture::monotonic_ns(), target.cpu_accounts());
     warnings.extend(capture.warnings.iter().cloned());
     if crate::symbolize::kernel_symbols_hidden() {
         warnings.push(
@@ -190,8 +195,8 @@ pub fn run_with(
         events: 0,
         births: HashMap::new(),
     };
-    let (time_ns, accounts) = first_accounts;
-    session.write_accounts(time_ns, accounts)?;
+    let started_ns = session.capture.started_ns();
+    session.write_accounts(started_ns, first_accounts)?;
     let result = session.run(options, stop);
     let reason = match &result {
         Ok(reason) => reason.clone(),
@@ -403,7 +408,7 @@ struct Session {
 
 /// How long a new thread is looked for in the JVM's thread list (the JVM lists a Java thread
 /// before it starts it; a thread not listed by then is not a Java thread).
-const BIRTH_WATCH: Duration = Duration::from_millis(300);
+const BIRTH_WATCH: Duration = Duration::from_secs(1);
 
 /// How often the JVM's thread list is read while a new thread is looked for.
 const BIRTH_POLL: Duration = Duration::from_millis(2);
@@ -620,7 +625,21 @@ impl Session {
     /// Records raw kernel records; true once the target has exited.
     fn handle(&mut self, raws: &[Raw]) -> Result<bool> {
         let mut exited = false;
+        // Births first: the JVM lists a new Java thread before it starts it, and what follows
+        // (naming and walking stacks) can take a while, during which the new thread blocks.
+        if self.jvm.is_some() {
+            for raw in raws {
+                if let Raw::ThreadStart(life) = raw {
+                    self.births.insert(life.tid, Instant::now());
+                }
+            }
+        }
+        let mut refreshed: Option<Instant> = None;
         for raw in raws {
+            if !self.births.is_empty() && refreshed.is_none_or(|r| r.elapsed() >= BIRTH_POLL) {
+                self.refresh_java_threads()?;
+                refreshed = Some(Instant::now());
+            }
             match raw {
                 Raw::OffCpu(e) => {
                     let event = OffCpu {
@@ -657,9 +676,6 @@ impl Session {
                         .write_event(&Event::Thread(ThreadName { tid: r.tid, name }))?;
                 }
                 Raw::ThreadStart(life) => {
-                    if self.jvm.is_some() {
-                        self.births.insert(life.tid, Instant::now());
-                    }
                     self.writer.write_event(&Event::ThreadStart {
                         tid: life.tid,
                         time_ns: life.time_ns,

@@ -195,22 +195,24 @@ impl Capture {
         // Wake-ups first, so no switch-in misses its waker; exits before switches so nothing
         // of a dying thread lingers.
         // sched_waking runs in the waker's context (sched_wakeup may run on the wakee's CPU).
-        let mut programs = vec![
-            ("sched_waking", "sched", "sched_waking"),
-            ("sched_process_exit", "sched", "sched_process_exit"),
-            ("sched_switch", "sched", "sched_switch"),
-        ];
-        match &rename {
-            Ok(_) => programs.push(("task_rename", "task", "task_rename")),
-            Err(e) => warnings.push(format!(
-                "names of threads that end before pinprof reads them are not known ({e:#})"
-            )),
-        }
+        let mut programs = vec![];
+        // Births first of all: a thread born after the window opened is then seen born.
         match &newtask {
             Ok(_) => programs.push(("task_newtask", "task", "task_newtask")),
             Err(e) => warnings.push(format!(
                 "threads' births are not seen ({e:#}): a thread born during the recording is \
                  counted from its first event"
+            )),
+        }
+        programs.extend([
+            ("sched_waking", "sched", "sched_waking"),
+            ("sched_process_exit", "sched", "sched_process_exit"),
+            ("sched_switch", "sched", "sched_switch"),
+        ]);
+        match &rename {
+            Ok(_) => programs.push(("task_rename", "task", "task_rename")),
+            Err(e) => warnings.push(format!(
+                "names of threads that end before pinprof reads them are not known ({e:#})"
             )),
         }
         // System calls are timed from enter to exit, and Java stacks are copied as threads

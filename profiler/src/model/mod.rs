@@ -860,13 +860,15 @@ impl Model {
     fn account(&self, r: &mut ThreadRow) {
         let (from, to) = self.life(r.tid);
         let first = self.cpu_first.get(&r.tid);
-        let there_at_start = first.is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns);
+        let born = self.births.get(&r.tid).copied();
+        // (A thread seen born is not, even if the first snapshot was read after its birth.)
+        let there_at_start =
+            born.is_none() && first.is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns);
         let last = self
             .exits
             .get(&r.tid)
             .and_then(|(t, account)| Some((*t, (*account)?)))
             .or_else(|| self.cpu_last.get(&r.tid).copied());
-        let born = self.births.get(&r.tid).copied();
         match (first, last) {
             (Some((t0, first)), Some((t1, last))) if there_at_start && t1 > *t0 => {
                 r.running_ns = last.run_ns.saturating_sub(first.run_ns);
