@@ -22,7 +22,14 @@ pub mod kind {
     pub const RENAME: u32 = 7;
     /// [`crate::StackChunkCopy`]
     pub const STACK_CHUNK_COPY: u32 = 8;
+    /// [`crate::ThreadLife`]: a thread of the target was created.
+    pub const THREAD_START: u32 = 9;
+    /// [`crate::ThreadLife`]: a thread of the target left the CPU for the last time.
+    pub const THREAD_EXIT: u32 = 10;
 }
+
+/// `clone(2)` flag of a new thread (as opposed to a new process).
+pub const CLONE_THREAD: u64 = 0x0001_0000;
 
 /// x86_64 system call numbers pinprof's kernel programs look at.
 pub mod sysno {
@@ -86,6 +93,8 @@ pub mod task_state {
     pub const RUNNING: u64 = 0;
     pub const INTERRUPTIBLE: u64 = 0x1;
     pub const UNINTERRUPTIBLE: u64 = 0x2;
+    /// `EXIT_DEAD` and `EXIT_ZOMBIE`: a task switched out for the last time (`do_task_dead`).
+    pub const DEAD: u64 = 0x10 | 0x20;
 }
 
 /// Largest stack kept by the `STACKS` map (the kernel's `PERF_MAX_STACK_DEPTH`).
@@ -424,6 +433,30 @@ pub struct ExitEvent {
     pub time_ns: u64,
 }
 
+/// A thread of the target was created (`task:task_newtask`), or left the CPU for the last
+/// time (its `sched_switch` as a dead task). At its end, its scheduler account then: time on
+/// a CPU (`se.sum_exec_runtime`) and runnable waiting for one (`sched_info.run_delay`), the
+/// figures of `/proc/<pid>/task/<tid>/schedstat`; `u64::MAX` when not known.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadLife {
+    pub kind: u32,
+    pub tid: u32,
+    pub time_ns: u64,
+    pub run_ns: u64,
+    pub wait_ns: u64,
+}
+
+/// Where the scheduler keeps a task's account, from the kernel's BTF (0: not known).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskLayout {
+    /// `task_struct.se.sum_exec_runtime`
+    pub run_ns: u32,
+    /// `task_struct.sched_info.run_delay`
+    pub run_delay: u32,
+}
+
 /// Off-CPU intervals below the reporting threshold, summed per thread in the kernel so that
 /// short waits cost no trip to user space.
 #[repr(C)]
@@ -447,6 +480,7 @@ mod user {
     unsafe impl aya::Pod for super::WaitSum {}
     unsafe impl aya::Pod for super::FdLayout {}
     unsafe impl aya::Pod for super::SyscallStart {}
+    unsafe impl aya::Pod for super::TaskLayout {}
 }
 
 #[cfg(test)]
@@ -497,6 +531,8 @@ mod tests {
             4 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4 + java
         );
         assert_eq!(size_of::<ExitEvent>(), 4 + 4 + 8);
+        assert_eq!(size_of::<ThreadLife>(), 4 + 4 + 8 * 3);
+        assert_eq!(size_of::<TaskLayout>(), 8);
         assert_eq!(size_of::<ShortOffCpu>(), 8 + 8 + 8);
     }
 }

@@ -10,11 +10,11 @@ use aya_ebpf::{
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
-    CARRIER_BIT, CHUNK_COPY_BYTES, ChunkCopy, CopiedChunk, ExitEvent, FdLayout, JAVA_WINDOW_BYTES,
-    JavaState, JvmLayout, MAX_COPIED_CHUNKS, NATIVE_COPY_BYTES, NativeStackCopy, OffCpuEvent,
-    OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackChunkCopy, StackCopy, StackRequest,
-    SyscallEvent, SyscallKey, SyscallStart, ThreadRename, WaitSum, Waker, counter, futex_op,
-    java_flags, kind, syscall_flags, sysno, task_state,
+    CARRIER_BIT, CHUNK_COPY_BYTES, CLONE_THREAD, ChunkCopy, CopiedChunk, ExitEvent, FdLayout,
+    JAVA_WINDOW_BYTES, JavaState, JvmLayout, MAX_COPIED_CHUNKS, NATIVE_COPY_BYTES, NativeStackCopy,
+    OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackChunkCopy, StackCopy,
+    StackRequest, SyscallEvent, SyscallKey, SyscallStart, TaskLayout, ThreadLife, ThreadRename,
+    WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags, sysno, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -95,6 +95,16 @@ static FD_LAYOUT: FdLayout = FdLayout {
 static RENAME_PID_OFFSET: u32 = 8;
 #[unsafe(no_mangle)]
 static RENAME_NEWCOMM_OFFSET: u32 = 28;
+#[unsafe(no_mangle)]
+static NEWTASK_PID_OFFSET: u32 = 8;
+#[unsafe(no_mangle)]
+static NEWTASK_FLAGS_OFFSET: u32 = 32;
+/// Where a task's scheduler account is, for this kernel (see `TaskLayout`).
+#[unsafe(no_mangle)]
+static TASK_LAYOUT: TaskLayout = TaskLayout {
+    run_ns: 0,
+    run_delay: 0,
+};
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
@@ -197,35 +207,53 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         let prev_state = unsafe { ctx.read_at::<i64>(setting(&SWITCH_PREV_STATE_OFFSET) as usize) }
             .unwrap_or(0) as u64
             & 0xff;
-        let java = java_state(tid);
-        // A carrier with nothing mounted is going idle: its stack is always the scheduler's
-        // own wait, and on JDK 24+ these are most switches, so skip the two stack walks.
-        let idle_carrier = java.flags & java_flags::CARRIER != 0
-            && java.flags & java_flags::MOUNTED == 0
-            && prev_state != task_state::RUNNING;
-        if idle_carrier && let Some(call) = IN_SYSCALL.get_ptr_mut(tid) {
-            // Its futex wait is the scheduler's idling, not a lock.
-            unsafe { (*call).flags |= syscall_flags::IDLE };
-        }
-        let (kernel_stack_id, user_stack_id) = if idle_carrier {
-            (NOT_CAPTURED, NOT_CAPTURED)
+        if prev_state & task_state::DEAD != 0 {
+            // Its last switch (do_task_dead): its life ends here, and no wait begins.
+            let _ = STARTS.remove(tid);
+            thread_life(kind::THREAD_EXIT, tid, now, true);
         } else {
-            (stack_id(&ctx, 0), stack_id(&ctx, BPF_F_USER_STACK as u64))
-        };
-        let start = OffCpuStart {
-            start_ns: now,
-            prev_state,
-            kernel_stack_id,
-            user_stack_id,
-            waker_tid: 0,
-            _pad: 0,
-            java,
-        };
-        if STARTS.insert(tid, start, 0).is_err() {
-            count(counter::START_MAP_FULL);
+            switch_out(&ctx, tid, now, prev_state);
         }
     }
+    switch_in(&ctx, now)
+}
 
+/// A thread of the target goes off CPU: where, and what its Java thread was doing, kept until
+/// it runs again.
+#[inline(always)]
+fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
+    let java = java_state(tid);
+    // A carrier with nothing mounted is going idle: its stack is always the scheduler's
+    // own wait, and on JDK 24+ these are most switches, so skip the two stack walks.
+    let idle_carrier = java.flags & java_flags::CARRIER != 0
+        && java.flags & java_flags::MOUNTED == 0
+        && prev_state != task_state::RUNNING;
+    if idle_carrier && let Some(call) = IN_SYSCALL.get_ptr_mut(tid) {
+        // Its futex wait is the scheduler's idling, not a lock.
+        unsafe { (*call).flags |= syscall_flags::IDLE };
+    }
+    let (kernel_stack_id, user_stack_id) = if idle_carrier {
+        (NOT_CAPTURED, NOT_CAPTURED)
+    } else {
+        (stack_id(ctx, 0), stack_id(ctx, BPF_F_USER_STACK as u64))
+    };
+    let start = OffCpuStart {
+        start_ns: now,
+        prev_state,
+        kernel_stack_id,
+        user_stack_id,
+        waker_tid: 0,
+        _pad: 0,
+        java,
+    };
+    if STARTS.insert(tid, start, 0).is_err() {
+        count(counter::START_MAP_FULL);
+    }
+}
+
+/// A thread goes on CPU: if it is the target's, its off-CPU interval ends.
+#[inline(always)]
+fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
     let Ok(next) = (unsafe { ctx.read_at::<i32>(setting(&SWITCH_NEXT_PID_OFFSET) as usize) })
     else {
         return 0;
@@ -1060,6 +1088,58 @@ fn request_waker_java_stack(tid: u32, wake_ns: u64) {
     if STACK_REQUESTS.insert(tid, request, 0).is_err() {
         count(counter::STACK_COPY_MISSES);
     }
+}
+
+/// Sends a thread's start or end; at its end, with its scheduler account (it is the current
+/// task, and the scheduler has just brought the account up to date as it switched it out).
+#[inline(always)]
+fn thread_life(kind: u32, tid: u32, now: u64, account: bool) {
+    let layout: TaskLayout = setting(&TASK_LAYOUT);
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+    let read = |offset: u32| -> u64 {
+        if !account || offset == 0 {
+            return u64::MAX;
+        }
+        unsafe { bpf_probe_read_kernel((task + offset as u64) as *const u64) }.unwrap_or(u64::MAX)
+    };
+    match EVENTS.reserve::<ThreadLife>(0) {
+        Some(mut slot) => {
+            slot.write(ThreadLife {
+                kind,
+                tid,
+                time_ns: now,
+                run_ns: read(layout.run_ns),
+                wait_ns: read(layout.run_delay),
+            });
+            // A new thread wakes user space: the sooner it reads the JVM's thread list, the
+            // sooner the new thread's blocks are seen as a Java thread's.
+            let flags = if kind == kind::THREAD_START {
+                0
+            } else {
+                BPF_RB_NO_WAKEUP as u64
+            };
+            slot.submit(flags);
+        }
+        None => count(counter::LOST_EVENTS),
+    }
+}
+
+/// A thread (not a process) created by the target.
+#[tracepoint]
+pub fn task_newtask(ctx: TracePointContext) -> u32 {
+    if target_tid().is_none() {
+        return 0;
+    }
+    let flags = unsafe { ctx.read_at::<u64>(setting(&NEWTASK_FLAGS_OFFSET) as usize) }.unwrap_or(0);
+    if flags & CLONE_THREAD == 0 {
+        return 0;
+    }
+    let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&NEWTASK_PID_OFFSET) as usize) }) else {
+        return 0;
+    };
+    let now = unsafe { bpf_ktime_get_ns() };
+    thread_life(kind::THREAD_START, pid as u32, now, false);
+    0
 }
 
 #[tracepoint]

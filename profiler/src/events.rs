@@ -420,6 +420,19 @@ pub enum Event {
         class: String,
         initializer: Option<Initializer>,
     },
+    /// Thread `tid` of the target was created at `time_ns`: its life starts there.
+    ThreadStart {
+        tid: u32,
+        time_ns: u64,
+    },
+    /// Thread `tid` of the target left the CPU for the last time at `time_ns` (it exited),
+    /// with its scheduler account then (`account.tid` is `tid`), when the kernel's layout was
+    /// known: its whole life's running and run-queue time.
+    ThreadExit {
+        tid: u32,
+        time_ns: u64,
+        account: Option<ThreadCpu>,
+    },
 }
 
 /// The thread running a class's static initializer.
@@ -458,7 +471,9 @@ impl Event {
             | Event::OpenWaits { time_ns, .. }
             | Event::JavaThreadClasses { time_ns, .. }
             | Event::MonitorClassObject { time_ns, .. }
-            | Event::ClassInitLock { time_ns, .. } => Some(*time_ns),
+            | Event::ClassInitLock { time_ns, .. }
+            | Event::ThreadStart { time_ns, .. }
+            | Event::ThreadExit { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

@@ -156,7 +156,7 @@ pub fn folded(model: &Model, options: &Options) -> (Vec<String>, Summary) {
     match options.kind {
         Kind::OffCpu => {
             for o in model.off_cpu.iter().filter(|o| o.state.is_blocked()) {
-                add(o.tid, model.frames(o), o.duration_ns());
+                add(o.tid, model.frames(o), model.lived_ns(o));
             }
         }
         Kind::Pinned => {

@@ -131,6 +131,7 @@ pub fn run_with(
         .map(|t| (t.tid, t.addr, t.carrier))
         .collect();
     let syscalls = options.min_syscall.is_some();
+    let mut first_accounts = Vec::new();
     let capture = Capture::start(
         &capture::Options {
             pid: options.pid,
@@ -141,10 +142,14 @@ pub fn run_with(
             min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
             java_threads,
         },
-        || waits_at_start(&target, jvm.as_ref(), syscalls),
+        || {
+            let waits = waits_at_start(&target, jvm.as_ref(), syscalls);
+            // Threads' times are counted from their first account: read just before the
+            // window opens, so that a thread born after it is not in it.
+            first_accounts = target.cpu_accounts();
+            waits
+        },
     )?;
-    // Threads' times are counted from their first account: read it at once.
-    let first_accounts = (capture::monotonic_ns(), target.cpu_accounts());
     warnings.extend(capture.warnings.iter().cloned());
     if crate::symbolize::kernel_symbols_hidden() {
         warnings.push(
@@ -201,9 +206,10 @@ pub fn run_with(
         lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
+        births: HashMap::new(),
     };
-    let (time_ns, accounts) = first_accounts;
-    session.write_accounts(time_ns, accounts)?;
+    let started_ns = session.capture.started_ns();
+    session.write_accounts(started_ns, first_accounts)?;
     let result = session.run(options, stop);
     let reason = match &result {
         Ok(reason) => reason.clone(),
@@ -413,7 +419,16 @@ struct Session {
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
+    /// Threads born lately that the JVM's thread list does not hold yet, and since when.
+    births: HashMap<u32, Instant>,
 }
+
+/// How long a new thread is looked for in the JVM's thread list (the JVM lists a Java thread
+/// before it starts it; a thread not listed by then is not a Java thread).
+const BIRTH_WATCH: Duration = Duration::from_secs(1);
+
+/// How often the JVM's thread list is read while a new thread is looked for.
+const BIRTH_POLL: Duration = Duration::from_millis(2);
 
 /// A system call still under way as capture stops.
 struct UnfinishedCall {
@@ -471,6 +486,12 @@ impl Session {
                 DRAIN_PERIOD
             };
             self.refresh_java_threads()?;
+            // A thread born lately may not be in the JVM's list yet: look again soon, so that
+            // it is known as a Java thread (a carrier) from its first waits, like the others.
+            self.births.retain(|_, seen| seen.elapsed() < BIRTH_WATCH);
+            if !self.births.is_empty() {
+                wait = wait.min(BIRTH_POLL);
+            }
             if self.handle(&raws)? {
                 break StopReason::TargetExited;
             }
@@ -534,7 +555,22 @@ impl Session {
         }
         let addrs: Vec<(u32, u64, bool)> =
             threads.iter().map(|t| (t.tid, t.addr, t.carrier)).collect();
+        // Threads new to the list, with their state read before the kernel knows them (see
+        // `amend_open_wait`): how many times each had run, then what it is doing.
+        let known: HashSet<(u32, u64)> = jvm.threads.iter().map(|t| (t.tid, t.addr)).collect();
+        let new: Vec<(u32, u64, profiler_ebpf::JavaState)> = threads
+            .iter()
+            .filter(|t| !known.contains(&(t.tid, t.addr)))
+            .filter_map(|t| {
+                let runs = self.target.runs(t.tid)?;
+                Some((t.tid, runs, jvm.hotspot.java_state(t)?))
+            })
+            .collect();
         self.capture.set_java_threads(&addrs)?;
+        for (tid, runs, java) in new {
+            self.births.remove(&tid);
+            self.capture.amend_open_wait(tid, runs, java);
+        }
         jvm.threads = threads;
         self.write_java_threads()
     }
@@ -639,7 +675,21 @@ impl Session {
     /// Records raw kernel records; true once the target has exited.
     fn handle(&mut self, raws: &[Raw]) -> Result<bool> {
         let mut exited = false;
+        // Births first: the JVM lists a new Java thread before it starts it, and what follows
+        // (naming and walking stacks) can take a while, during which the new thread blocks.
+        if self.jvm.is_some() {
+            for raw in raws {
+                if let Raw::ThreadStart(life) = raw {
+                    self.births.insert(life.tid, Instant::now());
+                }
+            }
+        }
+        let mut refreshed: Option<Instant> = None;
         for raw in raws {
+            if !self.births.is_empty() && refreshed.is_none_or(|r| r.elapsed() >= BIRTH_POLL) {
+                self.refresh_java_threads()?;
+                refreshed = Some(Instant::now());
+            }
             match raw {
                 Raw::OffCpu(e) => {
                     let event = OffCpu {
@@ -675,6 +725,24 @@ impl Session {
                     self.known_threads.insert(r.tid);
                     self.writer
                         .write_event(&Event::Thread(ThreadName { tid: r.tid, name }))?;
+                }
+                Raw::ThreadStart(life) => {
+                    self.writer.write_event(&Event::ThreadStart {
+                        tid: life.tid,
+                        time_ns: life.time_ns,
+                    })?;
+                }
+                Raw::ThreadExit(life) => {
+                    let known = life.run_ns != u64::MAX && life.wait_ns != u64::MAX;
+                    self.writer.write_event(&Event::ThreadExit {
+                        tid: life.tid,
+                        time_ns: life.time_ns,
+                        account: known.then_some(ThreadCpu {
+                            tid: life.tid,
+                            run_ns: life.run_ns,
+                            wait_ns: life.wait_ns,
+                        }),
+                    })?;
                 }
                 Raw::Exit(e) => {
                     self.writer

@@ -18,7 +18,7 @@ use aya::{
 };
 use profiler_ebpf::{
     ExitEvent, NativeStackCopy, OffCpuEvent, StackChunkCopy, StackCopy, SyscallEvent, SyscallKey,
-    ThreadRename, WaitSum, counter, kind,
+    ThreadLife, ThreadRename, WaitSum, counter, kind,
 };
 
 use crate::events::{Counters, ShortOffCpu};
@@ -75,6 +75,10 @@ pub enum Raw {
     /// User registers and stack of a long system call or of a waker, for DWARF unwinding.
     NativeStack(Box<NativeStackCopy>),
     Rename(ThreadRename),
+    /// A thread of the target was created.
+    ThreadStart(ThreadLife),
+    /// A thread of the target ended, with its final scheduler account.
+    ThreadExit(ThreadLife),
 }
 
 /// Loaded and attached programs. Dropping it detaches and unloads everything.
@@ -138,6 +142,10 @@ impl Capture {
             .and_then(|pid| Ok((pid, offset("task", "task_rename", "newcomm")?)));
         let (rename_pid, rename_comm) = rename.as_ref().map_or((8, 28), |r| *r);
         let group_dead = offset("sched", "sched_process_exit", "group_dead")?;
+        // Threads' births; optional (without, a thread's life starts when it is first seen).
+        let newtask = offset("task", "task_newtask", "pid")
+            .and_then(|pid| Ok((pid, offset("task", "task_newtask", "clone_flags")?)));
+        let (newtask_pid, newtask_flags) = newtask.as_ref().map_or((8, 32), |n| *n);
 
         let jvm = options.jvm.unwrap_or_default();
         let mut warnings = Vec::new();
@@ -145,6 +153,13 @@ impl Capture {
             warnings.push(format!(
                 "file descriptors are named from /proc only ({e:#}): one closed right after its \
                  call stays unnamed"
+            ));
+            Default::default()
+        });
+        let task_layout = task_layout().unwrap_or_else(|e| {
+            warnings.push(format!(
+                "the final CPU account of threads that end is not known ({e:#}): their running \
+                 time is what is left of their life"
             ));
             Default::default()
         });
@@ -166,6 +181,9 @@ impl Capture {
             .override_global("FD_LAYOUT", &fd_layout, true)
             .override_global("RENAME_PID_OFFSET", &rename_pid, true)
             .override_global("RENAME_NEWCOMM_OFFSET", &rename_comm, true)
+            .override_global("NEWTASK_PID_OFFSET", &newtask_pid, true)
+            .override_global("NEWTASK_FLAGS_OFFSET", &newtask_flags, true)
+            .override_global("TASK_LAYOUT", &task_layout, true)
             .override_global("TARGET_TGID", &options.pid, true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
             .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
@@ -179,11 +197,20 @@ impl Capture {
         // Wake-ups first, so no switch-in misses its waker; exits before switches so nothing
         // of a dying thread lingers.
         // sched_waking runs in the waker's context (sched_wakeup may run on the wakee's CPU).
-        let mut programs = vec![
+        let mut programs = vec![];
+        // Births first of all: a thread born after the window opened is then seen born.
+        match &newtask {
+            Ok(_) => programs.push(("task_newtask", "task", "task_newtask")),
+            Err(e) => warnings.push(format!(
+                "threads' births are not seen ({e:#}): a thread born during the recording is \
+                 counted from its first event"
+            )),
+        }
+        programs.extend([
             ("sched_waking", "sched", "sched_waking"),
             ("sched_process_exit", "sched", "sched_process_exit"),
             ("sched_switch", "sched", "sched_switch"),
-        ];
+        ]);
         match &rename {
             Ok(_) => programs.push(("task_rename", "task", "task_rename")),
             Err(e) => warnings.push(format!(
@@ -445,6 +472,47 @@ impl Capture {
         Ok(())
     }
 
+    /// A thread that became known as a Java thread while off CPU blocked before the kernel
+    /// knew it (a thread born during the recording is registered as soon as the JVM lists
+    /// it, which can be after its first wait began): its wait gets the Java state read now
+    /// (`java`; it cannot change while the thread sleeps), and an idle carrier's system call
+    /// its idle mark, as if the kernel had read them as it blocked. `runs` is how many times
+    /// the thread had been on a CPU when `java` was read: if it ran since, nothing is changed
+    /// (and what may have been is taken back).
+    pub fn amend_open_wait(&mut self, tid: u32, runs: u64, java: profiler_ebpf::JavaState) {
+        use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
+        // Only an existing entry is updated: one the thread has since ended is not made again.
+        const EXISTING: u64 = 2; // BPF_EXIST
+        let Ok(mut start) = self.starts.get(&tid, 0) else {
+            return;
+        };
+        if start.java.flags & KNOWN != 0 || crate::target::thread_runs(self.pid, tid) != Some(runs)
+        {
+            return;
+        }
+        let open = start.start_ns;
+        start.java = java;
+        if self.starts.insert(tid, start, EXISTING).is_err() {
+            return;
+        }
+        let idle = java.flags & (CARRIER | MOUNTED) == CARRIER
+            && start.prev_state != profiler_ebpf::task_state::RUNNING;
+        if idle
+            && let Some(calls) = self.in_syscall.as_mut()
+            && let Ok(mut call) = calls.get(&tid, 0)
+            && call.start_ns <= open
+        {
+            call.flags |= profiler_ebpf::syscall_flags::IDLE;
+            let _ = calls.insert(tid, call, EXISTING);
+        }
+        // It ran meanwhile: the entry written may be a later wait's, given this one's start.
+        if crate::target::thread_runs(self.pid, tid) != Some(runs)
+            && self.starts.get(&tid, 0).is_ok_and(|s| s.start_ns == open)
+        {
+            let _ = self.starts.remove(&tid);
+        }
+    }
+
     /// Per-(thread, system call) sums of the calls below the threshold, cumulative.
     pub fn syscall_sums(&self) -> Vec<(SyscallKey, WaitSum)> {
         entries(self.syscall_sums.as_ref())
@@ -541,6 +609,18 @@ fn fd_layout() -> Result<profiler_ebpf::FdLayout> {
     })
 }
 
+/// Where this kernel keeps a task's scheduler account (`/proc/<pid>/task/<tid>/schedstat`).
+fn task_layout() -> Result<profiler_ebpf::TaskLayout> {
+    let btf = btf::Btf::from_sys_fs()?;
+    let at = |outer: &str, inner_struct: &str, field: &str| -> Result<u32> {
+        Ok(btf.offset("task_struct", outer)? + btf.offset(inner_struct, field)?)
+    };
+    Ok(profiler_ebpf::TaskLayout {
+        run_ns: at("se", "sched_entity", "sum_exec_runtime")?,
+        run_delay: at("sched_info", "sched_info", "run_delay")?,
+    })
+}
+
 /// Every entry of a map the kernel programs keep, if it was loaded (a read that fails mid-way
 /// means the entry went away meanwhile).
 fn entries<K: aya::Pod, V: aya::Pod>(map: Option<&HashMap<MapData, K, V>>) -> Vec<(K, V)> {
@@ -557,7 +637,7 @@ impl Raw {
             Raw::StackChunkCopy(copy) => (copy.stack.start_ns == 0).then_some(copy.stack.tid),
             Raw::Syscall(e) => (e.start_ns == 0).then_some(e.tid),
             Raw::NativeStack(copy) => (copy.key_ns == 0).then_some(copy.tid),
-            Raw::Exit(_) | Raw::Rename(_) => None,
+            Raw::Exit(_) | Raw::Rename(_) | Raw::ThreadStart(_) | Raw::ThreadExit(_) => None,
         }
     }
 
@@ -576,6 +656,10 @@ impl Raw {
             // Keyed by its call's start, or by a wake-up.
             Raw::NativeStack(copy) => (&mut copy.key_ns, None),
             Raw::Exit(_) | Raw::Rename(_) => return Some(self),
+            // A thread born or ended after the capture stopped is none of its business.
+            Raw::ThreadStart(life) | Raw::ThreadExit(life) => {
+                return (life.time_ns < end_ns).then_some(self);
+            }
         };
         if *start >= end_ns {
             return None;
@@ -602,6 +686,8 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
         kind::SYSCALL | kind::FUTEX_WAIT => read(bytes).map(Raw::Syscall),
         kind::NATIVE_STACK => read(bytes).map(|copy| Raw::NativeStack(Box::new(copy))),
         kind::RENAME => read(bytes).map(Raw::Rename),
+        kind::THREAD_START => read(bytes).map(Raw::ThreadStart),
+        kind::THREAD_EXIT => read(bytes).map(Raw::ThreadExit),
         _ => None,
     }
 }

@@ -492,9 +492,23 @@ impl Hotspot {
         }
     }
 
-    /// The current `ThreadsList*`: it changes whenever a Java thread starts or ends.
+    /// What changes whenever a Java thread starts or ends: the current `ThreadsList*` (a new
+    /// list each time), with its length and last thread (a new thread is added at the end).
+    /// The pointer alone is not enough: a list freed and a new one allocated at its address
+    /// (two changes between reads) would look unchanged.
     pub fn thread_list_version(&self) -> Result<u64> {
-        self.mem.u64(self.thread_list)
+        let list = self.mem.u64(self.thread_list)?;
+        let length = self
+            .mem
+            .u32(list.wrapping_add(self.vm.offset("ThreadsList", "_length")?))?;
+        let threads = self
+            .mem
+            .u64(list.wrapping_add(self.vm.offset("ThreadsList", "_threads")?))?;
+        let last = match u64::from(length).checked_sub(1) {
+            Some(i) if length <= MAX_THREADS => self.mem.u64(threads.wrapping_add(8 * i))?,
+            _ => 0,
+        };
+        Ok(list ^ u64::from(length).rotate_left(48) ^ last.rotate_left(17))
     }
 
     /// Every Java thread alive now.

@@ -86,6 +86,9 @@ pub struct StackHints {
     pub in_vm_call: bool,
     /// It waited for another thread's initialization of a class (see `Model::classify`).
     pub class_init_wait: bool,
+    /// The JVM itself suspended the thread (its suspend signal's handler waits in
+    /// `rt_sigsuspend`: a handshake, a sampler): the program is not waiting for anything.
+    pub suspended_by_jvm: bool,
 }
 
 /// How one off-CPU interval of a Java thread counts.
@@ -96,7 +99,7 @@ pub enum Use {
     /// A mounted virtual thread blocked its carrier.
     Pinned(Reason, Operation),
     /// Off CPU with a virtual thread mounted, but not in a blocking call of its own (a page
-    /// fault, a VM-internal lock...).
+    /// fault, a VM-internal lock, the JVM suspending the thread...).
     BlockedMounted,
     /// Any other wait.
     Blocked,
@@ -111,6 +114,13 @@ pub fn classify(o: &OffCpu, carrier: bool, major: Option<u32>, hints: StackHints
     let Some(java) = &o.java else {
         return Some(Use::Blocked);
     };
+    if hints.suspended_by_jvm {
+        return Some(if java.vthread.is_some() {
+            Use::BlockedMounted
+        } else {
+            Use::Blocked
+        });
+    }
     let operation = Operation::of(java, hints.in_vm_call);
     if java.vthread.is_none() {
         return Some(if carrier && operation == Operation::Park {

@@ -257,7 +257,18 @@ fn cut_event(event: &mut Event) -> u64 {
         Event::MonitorClass { class, .. }
         | Event::MonitorClassObject { class, .. }
         | Event::ClassInitLock { class, .. } => return text(class, MAX_TEXT),
-        Event::OpenWaits { .. } => {}
+        Event::OpenWaits { .. } | Event::ThreadStart { .. } => {}
+        Event::ThreadExit { tid, account, .. } => {
+            if let Some(a) = account {
+                count(&mut a.run_ns);
+                count(&mut a.wait_ns);
+                // The account is the thread's own.
+                if a.tid != *tid {
+                    a.tid = *tid;
+                    cut += 1;
+                }
+            }
+        }
     }
     cut
 }
@@ -515,7 +526,30 @@ pub(crate) mod hostile {
                     })
                     .collect(),
             },
+            // Born after it ended, with an account beyond any life, said to be another's.
+            Event::ThreadStart {
+                tid: 2,
+                time_ns: last,
+            },
+            Event::ThreadExit {
+                tid: 2,
+                time_ns: start,
+                account: Some(ThreadCpu {
+                    tid: 3,
+                    run_ns: u64::MAX,
+                    wait_ns: u64::MAX,
+                }),
+            },
             // Out of the window, or reversed: left out.
+            Event::ThreadStart {
+                tid: 1,
+                time_ns: u64::MAX,
+            },
+            Event::ThreadExit {
+                tid: 1,
+                time_ns: 0,
+                account: None,
+            },
             Event::OffCpu(off_cpu(1, 0, u64::MAX)),
             Event::OffCpu(off_cpu(1, last, start)),
             Event::OffCpu(off_cpu(1, start, u64::MAX)),
@@ -643,6 +677,19 @@ mod tests {
             let json = report::to_json(&model, &report::Options::default());
             assert_eq!(json["futex_waits"]["total_ns"], u64::MAX);
             assert_eq!(json["locks"][0]["wait_ns"], u64::MAX);
+            // The thread born after it ended lives no time, whatever its account says.
+            assert!(!model.births.contains_key(&1) && !model.exits.contains_key(&1));
+            assert_eq!(model.exits[&2].1.map(|a| a.tid), Some(2));
+            let (from, to) = model.life(2);
+            assert_eq!(from, to);
+            let row = model.threads().into_iter().find(|t| t.tid == 2).unwrap();
+            let times = [
+                row.running_ns,
+                row.preempted_ns,
+                row.blocked_ns,
+                row.idle_ns,
+            ];
+            assert_eq!(times, [0; 4]);
         }
     }
 

@@ -43,6 +43,10 @@ pub struct Model {
     pub cpu_last: HashMap<u32, (u64, ThreadCpu)>,
     /// Time of the first snapshot: threads in it were there when the window opened.
     pub cpu_start_ns: Option<u64>,
+    /// Threads born during the window: when.
+    pub births: HashMap<u32, u64>,
+    /// Threads that ended during the window: when, and their whole life's account then.
+    pub exits: HashMap<u32, (u64, Option<ThreadCpu>)>,
     /// What went wrong reading the source, said to the user with the results.
     pub warnings: Vec<String>,
     /// Every Java thread seen; a thread once seen as a carrier stays one.
@@ -475,7 +479,23 @@ impl Model {
             }
             Event::OffCpu(o) => {
                 self.end_mono_ns = self.end_mono_ns.max(o.end_ns);
-                self.off_cpu.push(o);
+                if self.is_death(&o) {
+                    // A recording made before threads' ends were sent: the wait the thread
+                    // died in (until the window's end) is its end, not a wait.
+                    self.exits.entry(o.tid).or_insert((o.start_ns, None));
+                } else {
+                    self.off_cpu.push(o);
+                }
+            }
+            Event::ThreadStart { tid, time_ns } => {
+                self.births.insert(tid, time_ns);
+            }
+            Event::ThreadExit {
+                tid,
+                time_ns,
+                account,
+            } => {
+                self.exits.insert(tid, (time_ns, account));
             }
             Event::Counters { time_ns, counters } => {
                 self.end_mono_ns = self.end_mono_ns.max(time_ns);
@@ -626,14 +646,15 @@ impl Model {
                 kept.push(o);
                 continue;
             }
+            let d = self.lived_ns(&o);
             let f = self.folded.entry(o.tid).or_default();
             f.intervals += 1;
             f.blocked_intervals += u64::from(used.is_some());
             match used {
-                None => add(&mut f.preempted_ns, o.duration_ns()),
-                Some(Use::Idle) => add(&mut f.idle_ns, o.duration_ns()),
-                Some(Use::Pinned(..)) => add(&mut f.pinned_ns, o.duration_ns()),
-                Some(Use::Blocked | Use::BlockedMounted) => add(&mut f.blocked_ns, o.duration_ns()),
+                None => add(&mut f.preempted_ns, d),
+                Some(Use::Idle) => add(&mut f.idle_ns, d),
+                Some(Use::Pinned(..)) => add(&mut f.pinned_ns, d),
+                Some(Use::Blocked | Use::BlockedMounted) => add(&mut f.blocked_ns, d),
             }
         }
         self.off_cpu = kept;
@@ -762,6 +783,7 @@ impl Model {
             in_clinit: self.in_clinit(java_stack),
             in_vm_call: self.in_vm_call(java_stack),
             class_init_wait: self.waits_for_class_init(o, java_stack),
+            suspended_by_jvm: self.suspended_by_jvm(o),
         };
         carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), hints)
     }
@@ -790,6 +812,23 @@ impl Model {
                 .is_some_and(|name| {
                     !name.starts_with("java.lang.Object.wait") && name != UNKNOWN_JAVA_FRAME
                 })
+    }
+
+    /// Whether an interval is the JVM suspending the thread: its kernel stack is in
+    /// `rt_sigsuspend` (HotSpot's suspend signal handler waits there), or its native stack in
+    /// that handler.
+    fn suspended_by_jvm(&self, o: &OffCpu) -> bool {
+        let named = |id: Option<StackId>, hit: fn(&str) -> bool| {
+            id.and_then(|id| self.stacks.get(&id))
+                .is_some_and(|frames| {
+                    frames
+                        .iter()
+                        .take(16)
+                        .any(|f| f.name.as_deref().is_some_and(hit))
+                })
+        };
+        named(o.kernel_stack, |n| n.contains("sys_rt_sigsuspend"))
+            || named(o.user_stack, |n| n.contains("SR_handler"))
     }
 
     /// Whether a Java stack blocked in a call into the VM rather than in a park: its
@@ -1015,14 +1054,15 @@ impl Model {
         let open = self.open_intervals();
         for o in self.off_cpu.iter().chain(&open) {
             let used = self.classify(o);
+            let d = self.lived_ns(o);
             let r = self.row(&mut rows, o.tid);
             r.intervals += 1;
             r.blocked_intervals += u64::from(used.is_some());
             match used {
-                None => add(&mut r.preempted_ns, o.duration_ns()),
-                Some(Use::Idle) => add(&mut r.idle_ns, o.duration_ns()),
-                Some(Use::Pinned(..)) => add(&mut r.pinned_ns, o.duration_ns()),
-                Some(Use::Blocked | Use::BlockedMounted) => add(&mut r.blocked_ns, o.duration_ns()),
+                None => add(&mut r.preempted_ns, d),
+                Some(Use::Idle) => add(&mut r.idle_ns, d),
+                Some(Use::Pinned(..)) => add(&mut r.pinned_ns, d),
+                Some(Use::Blocked | Use::BlockedMounted) => add(&mut r.blocked_ns, d),
             }
         }
         for (&tid, f) in &self.folded {
@@ -1043,14 +1083,13 @@ impl Model {
         for &tid in self.names.keys() {
             self.row(&mut rows, tid);
         }
-        for &tid in self.cpu_first.keys() {
+        for &tid in self.cpu_first.keys().chain(self.exits.keys()) {
             self.row(&mut rows, tid);
         }
-        let window = self.duration_ns();
         let mut rows: Vec<ThreadRow> = rows
             .into_values()
             .map(|mut r| {
-                self.account(&mut r, window);
+                self.account(&mut r);
                 r.kernel_lock_ns = self.kernel_lock_threads.get(&r.tid).map_or(0, |k| k.1);
                 r
             })
@@ -1064,39 +1103,110 @@ impl Model {
         rows
     }
 
-    /// Running and run-queue time come from the scheduler's own account. For a thread there
-    /// when the window opened, blocked time is the rest of the span between its snapshots,
-    /// which also counts waits that began before attach. A thread born later had every
-    /// switch seen, so its intervals are complete, and its account covers its whole life.
-    fn account(&self, r: &mut ThreadRow, window: u64) {
+    /// Running and run-queue time come from the scheduler's own account: its last one (at
+    /// the thread's exit, else the latest snapshot) less its first in the window. Blocked time
+    /// is the rest of the thread's time between the two, less its idle and pinned time (its
+    /// waits that began before attach count too; a wake-up's wait for a CPU is counted once,
+    /// as run-queue time). A thread born in the window has its whole life in its account; one
+    /// whose account is not known runs for what is left of its life. Whatever the figures,
+    /// their sum is at most the thread's life in the window.
+    fn account(&self, r: &mut ThreadRow) {
+        let (from, to) = self.life(r.tid);
         let first = self.cpu_first.get(&r.tid);
-        let there_at_start = first.is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns);
-        match (first, self.cpu_last.get(&r.tid)) {
-            (Some(_), Some((_, last))) if !there_at_start => {
-                r.running_ns = last.run_ns;
-                r.preempted_ns = last.wait_ns;
-            }
-            (Some((t0, first)), Some((t1, last))) if t1 > t0 => {
+        let born = self.births.get(&r.tid).copied();
+        // (A thread seen born is not, even if the first snapshot was read after its birth.)
+        let there_at_start =
+            born.is_none() && first.is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns);
+        let last = self
+            .exits
+            .get(&r.tid)
+            .and_then(|(t, account)| Some((*t, (*account)?)))
+            .or_else(|| self.cpu_last.get(&r.tid).copied());
+        match (first, last) {
+            (Some((t0, first)), Some((t1, last))) if there_at_start && t1 > *t0 => {
                 r.running_ns = last.run_ns.saturating_sub(first.run_ns);
                 r.preempted_ns = last.wait_ns.saturating_sub(first.wait_ns);
-                // A thread seen from the window's start to its end was there all along.
-                let span = t1 - t0;
-                r.blocked_ns = span.saturating_sub(total([
+                r.blocked_ns = (t1 - t0).saturating_sub(total([
                     r.running_ns,
                     r.preempted_ns,
                     r.idle_ns,
                     r.pinned_ns,
                 ]));
             }
-            _ => {
-                r.running_ns = window.saturating_sub(total([
+            (_, Some((t1, last))) if !there_at_start => {
+                r.running_ns = last.run_ns;
+                r.preempted_ns = last.wait_ns;
+                // Born in the window: every wait was seen, and its life is known.
+                if let Some(born) = born {
+                    r.blocked_ns = t1.saturating_sub(born).saturating_sub(total([
+                        r.running_ns,
+                        r.preempted_ns,
+                        r.idle_ns,
+                        r.pinned_ns,
+                    ]));
+                }
+            }
+            // Without an account, it ran for what is left of its life, if its life is known:
+            // born in the window, or there when it opened (a thread only named, say by the
+            // JVM's list read before attach, may have ended before).
+            _ if born.is_some() || there_at_start || self.cpu_start_ns.is_none() => {
+                r.running_ns = (to - from).saturating_sub(total([
                     r.blocked_ns,
                     r.preempted_ns,
                     r.idle_ns,
                     r.pinned_ns,
                 ]));
             }
+            _ => {}
         }
+        // Beyond its life only by what was counted twice (a wait for a CPU after a wake-up
+        // is also the end of an idle or pinned interval): taken from blocked, then run-queue.
+        let mut excess = total([
+            r.running_ns,
+            r.preempted_ns,
+            r.blocked_ns,
+            r.idle_ns,
+            r.pinned_ns,
+        ])
+        .saturating_sub(to - from);
+        for part in [&mut r.blocked_ns, &mut r.preempted_ns, &mut r.running_ns] {
+            let cut = excess.min(*part);
+            *part -= cut;
+            excess -= cut;
+        }
+    }
+
+    /// The span of the window a thread lived in: from its birth (or the window's start) to
+    /// its exit (or the window's end).
+    pub fn life(&self, tid: u32) -> (u64, u64) {
+        let start = self.start_mono_ns;
+        let end = self.end_mono_ns.max(start);
+        let to = self
+            .exits
+            .get(&tid)
+            .map_or(end, |(t, _)| *t)
+            .clamp(start, end);
+        let from = self.births.get(&tid).map_or(start, |t| *t).clamp(start, to);
+        (from, to)
+    }
+
+    /// The part of an interval that lies within its thread's life.
+    pub fn lived_ns(&self, o: &OffCpu) -> u64 {
+        let (from, to) = self.life(o.tid);
+        o.end_ns.min(to).saturating_sub(o.start_ns.max(from))
+    }
+
+    /// Whether an interval is the one a thread died in (a recording from before threads'
+    /// ends were sent): the kernel switched it out in `do_task_dead`.
+    fn is_death(&self, o: &OffCpu) -> bool {
+        o.kernel_stack
+            .and_then(|id| self.stacks.get(&id))
+            .is_some_and(|frames| {
+                frames
+                    .iter()
+                    .take(8)
+                    .any(|f| f.name.as_deref() == Some("do_task_dead"))
+            })
     }
 
     fn row<'a>(&self, rows: &'a mut BTreeMap<u32, ThreadRow>, tid: u32) -> &'a mut ThreadRow {
@@ -1166,6 +1276,10 @@ impl Model {
         // An idle carrier is waiting for work, not blocked.
         let blocked = |o: &&OffCpu| o.state.is_blocked() && self.classify(o) != Some(Use::Idle);
         for o in self.off_cpu.iter().filter(blocked) {
+            let d = self.lived_ns(o);
+            if d == 0 {
+                continue;
+            }
             let java = self.java_stack(o);
             let has_java = java
                 .and_then(|id| self.stacks.get(&id))
@@ -1178,7 +1292,6 @@ impl Model {
             let thread = (!has_java).then_some(o.tid);
             let key = (o.kernel_stack, o.user_stack, java, thread, class);
             let entry = by_stack.entry(key).or_default();
-            let d = o.duration_ns();
             entry.events += 1;
             add(&mut entry.total_ns, d);
             entry.max_ns = entry.max_ns.max(d);
@@ -1674,6 +1787,211 @@ mod tests {
         assert_eq!(pinned.len(), 1);
         assert_eq!(pinned[0].start_ns, 70_000_000);
         assert_eq!(model.forgotten_before, Some(50_000_000));
+    }
+
+    const MS: u64 = 1_000_000;
+
+    fn account(tid: u32, run_ms: u64, wait_ms: u64) -> ThreadCpu {
+        ThreadCpu {
+            tid,
+            run_ns: run_ms * MS,
+            wait_ns: wait_ms * MS,
+        }
+    }
+
+    /// A 15 s window with thread 1 there all along (snapshots at its start and end).
+    fn window_of_15s() -> Model {
+        let mut model = Model::default();
+        for (time_ms, run_ms) in [(0, 100), (15_000, 600)] {
+            model.apply(&Event::ThreadCpu {
+                time_ns: time_ms * MS,
+                threads: vec![account(1, run_ms, 0)],
+            });
+        }
+        model.end_mono_ns = 15_000 * MS;
+        model
+    }
+
+    fn row(model: &Model, tid: u32) -> ThreadRow {
+        let rows = model.threads();
+        rows.into_iter().find(|r| r.tid == tid).unwrap()
+    }
+
+    fn life_total(r: &ThreadRow) -> u64 {
+        r.running_ns + r.preempted_ns + r.blocked_ns + r.idle_ns + r.pinned_ns
+    }
+
+    #[test]
+    fn a_short_lived_thread_counts_its_life_not_the_window() {
+        let mut model = window_of_15s();
+        // Born at 1 s, 25 ms of life: 10 ms on a CPU, 2 ms waiting for one, 8 ms asleep.
+        model.apply(&Event::ThreadStart {
+            tid: 9,
+            time_ns: 1000 * MS,
+        });
+        model.apply(&Event::OffCpu(interval(9, 1012, 8, OffCpuState::Sleeping)));
+        model.apply(&Event::ThreadExit {
+            tid: 9,
+            time_ns: 1025 * MS,
+            account: Some(account(9, 10, 2)),
+        });
+        let r = row(&model, 9);
+        assert_eq!((r.running_ns, r.preempted_ns), (10 * MS, 2 * MS));
+        // The rest of its life, off CPU not waiting for one (its sleep and its start).
+        assert_eq!(r.blocked_ns, 13 * MS);
+        assert_eq!(life_total(&r), 25 * MS);
+        assert_eq!(model.life(9), (1000 * MS, 1025 * MS));
+
+        // Without its account (the kernel's layout unknown), it runs what is left of its life.
+        model.exits.insert(9, (1025 * MS, None));
+        let r = row(&model, 9);
+        assert_eq!((r.running_ns, r.blocked_ns), (17 * MS, 8 * MS));
+        assert_eq!(life_total(&r), 25 * MS);
+    }
+
+    #[test]
+    fn a_thread_there_at_attach_ends_at_its_exit() {
+        let mut model = window_of_15s();
+        model.apply(&Event::ThreadCpu {
+            time_ns: 0,
+            threads: vec![account(2, 50, 1)],
+        });
+        // It sleeps from 3 s on, and exits at 4 s; its final account says 300 ms more on CPU.
+        model.apply(&Event::OffCpu(interval(
+            2,
+            3000,
+            1000,
+            OffCpuState::Sleeping,
+        )));
+        model.apply(&Event::ThreadExit {
+            tid: 2,
+            time_ns: 4000 * MS,
+            account: Some(account(2, 350, 11)),
+        });
+        let r = row(&model, 2);
+        assert_eq!((r.running_ns, r.preempted_ns), (300 * MS, 10 * MS));
+        assert_eq!(r.blocked_ns, (4000 - 310) * MS);
+        assert_eq!(life_total(&r), 4000 * MS);
+    }
+
+    #[test]
+    fn the_wait_a_thread_died_in_is_not_blocking() {
+        // A recording from before threads' ends were sent: the dead thread's last switch
+        // (in do_task_dead) stays open until the window's end.
+        let mut model = window_of_15s();
+        let kernel = |name: &str| Frame {
+            kind: FrameKind::Kernel,
+            addr: 0,
+            name: Some(name.into()),
+            module: None,
+            holds_monitor: false,
+            line: None,
+        };
+        model.apply(&Event::Stack(crate::events::Stack {
+            id: 5,
+            frames: vec![
+                kernel("__schedule"),
+                kernel("do_task_dead"),
+                kernel("do_exit"),
+            ],
+        }));
+        model.apply(&Event::ThreadStart {
+            tid: 3,
+            time_ns: 2000 * MS,
+        });
+        model.apply(&Event::OffCpu(OffCpu {
+            kernel_stack: Some(5),
+            ..interval(3, 2020, 12_980, OffCpuState::Other)
+        }));
+        model.apply(&Event::OffCpu(interval(3, 2005, 10, OffCpuState::Sleeping)));
+        let r = row(&model, 3);
+        assert_eq!(model.life(3), (2000 * MS, 2020 * MS));
+        // No account: it ran for what is left of its 20 ms.
+        assert_eq!((r.blocked_ns, r.running_ns), (10 * MS, 10 * MS));
+        assert!(
+            model.blocked_stacks().iter().all(|s| !s
+                .stack
+                .frames
+                .iter()
+                .any(|f| f == "do_task_dead")),
+            "no blocked stack ends in the thread's death"
+        );
+    }
+
+    #[test]
+    fn intervals_are_clipped_to_the_threads_life_and_its_times_to_its_length() {
+        let mut model = window_of_15s();
+        make_carrier(&mut model, 4);
+        model.apply(&Event::ThreadStart {
+            tid: 4,
+            time_ns: 5000 * MS,
+        });
+        // An idle park that (damaged, or from another thread of the same id) runs past its
+        // exit, and a run-queue wait its account counts again at the end of the park.
+        model.apply(&Event::OffCpu(parked(4, 5010, 100, None)));
+        model.apply(&Event::ThreadExit {
+            tid: 4,
+            time_ns: 5100 * MS,
+            account: Some(account(4, 5, 6)),
+        });
+        let r = row(&model, 4);
+        assert_eq!(r.idle_ns, 90 * MS, "clipped at its exit");
+        assert_eq!(r.running_ns, 5 * MS);
+        assert_eq!(life_total(&r), 100 * MS, "at most its life");
+        assert_eq!(
+            r.preempted_ns,
+            5 * MS,
+            "the wait counted twice is taken out"
+        );
+
+        // The live view's folding counts the same.
+        let before = model.threads();
+        model.fold_settled(10_000 * MS);
+        assert_eq!(model.threads(), before);
+    }
+
+    #[test]
+    fn the_jvm_suspending_a_carrier_is_no_pinning() {
+        // JDK 25: a virtual thread in native code, its carrier suspended by the JVM (a
+        // sampler's or a handshake's signal) in rt_sigsuspend.
+        let mut model = Model::default();
+        make_carrier(&mut model, 1);
+        let frame = |kind, name: &str| Frame {
+            kind,
+            addr: 0,
+            name: Some(name.into()),
+            module: None,
+            holds_monitor: false,
+            line: None,
+        };
+        model.stacks.insert(
+            1,
+            ["__schedule", "sigsuspend", "__x64_sys_rt_sigsuspend"]
+                .map(|n| frame(FrameKind::Kernel, n))
+                .to_vec(),
+        );
+        model.stacks.insert(
+            2,
+            vec![frame(
+                FrameKind::Native,
+                "SR_handler(int, siginfo_t*, void*)",
+            )],
+        );
+        let mut native = parked(1, 0, 5, Some(7));
+        if let Some(java) = &mut native.java {
+            java.state = JavaThreadState::InNative;
+            java.held_monitors = 0;
+        }
+        let in_native = Some(Use::Pinned(Reason::Native, Operation::Syscall));
+        assert_eq!(model.classify(&native), in_native);
+        for (kernel, user) in [(Some(1), None), (None, Some(2))] {
+            let suspended = OffCpu {
+                kernel_stack: kernel,
+                user_stack: user,
+                ..native.clone()
+            };
+            assert_eq!(model.classify(&suspended), Some(Use::BlockedMounted));
+        }
     }
 
     #[test]
