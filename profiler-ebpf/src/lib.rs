@@ -281,11 +281,10 @@ pub struct StackRequest {
     pub anchor_sp: u64,
 }
 
-/// The raw bytes of a Java thread's stack from its last Java frame (`JavaFrameAnchor`) up,
-/// for user space to walk with HotSpot's frame layout.
+/// What the kernel says of a Java thread's stack copy (see [`StackCopy`]), before its bytes.
 #[repr(C)]
-#[derive(Clone, Copy)]
-pub struct StackCopy {
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StackHead {
     pub kind: u32,
     pub tid: u32,
     /// Start of the off-CPU interval this stack blocked in.
@@ -295,13 +294,22 @@ pub struct StackCopy {
     pub anchor_fp: u64,
     /// The mounted virtual thread (its oop and `Thread.threadId()`), and the `StackChunk`
     /// holding its older frames with the `sp` they began at, as the thread left its system
-    /// call (0: none). The chunk's frames are read later, from the heap.
+    /// call (0: none).
     pub vthread: u64,
     pub vthread_id: u64,
     pub chunk: u64,
     pub chunk_sp: u32,
-    /// Bytes of `data` that hold the stack from `anchor_sp`.
+    /// Bytes of the stack copied from `anchor_sp` (1..=`STACK_COPY_BYTES`).
     pub len: u32,
+}
+
+/// The raw bytes of a Java thread's stack from its last Java frame (`JavaFrameAnchor`) up,
+/// for user space to walk with HotSpot's frame layout. The kernel fills one in a per-CPU
+/// scratch map and sends only `head` and the `head.len` bytes of `data` it used.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct StackCopy {
+    pub head: StackHead,
     pub data: [u8; STACK_COPY_BYTES],
 }
 
@@ -316,7 +324,7 @@ pub const MAX_COPIED_CHUNKS: usize = 4;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CopiedChunk {
-    /// The chunk's address, its `sp` (for the tail: as noted, [`StackCopy::chunk_sp`]) and
+    /// The chunk's address, its `sp` (for the tail: as noted, [`StackHead::chunk_sp`]) and
     /// `bottom`, in words from its stack's start: its frames lie between the two.
     pub addr: u64,
     pub sp: u32,
@@ -327,12 +335,12 @@ pub struct CopiedChunk {
     pub len: u32,
 }
 
-/// The frames of the stack chunks of the virtual thread mounted on a carrier (the tail, then
-/// its parents), copied as the carrier leaves its system call: read later from the heap, a
-/// chunk may have moved (a young GC) or been thawed.
+/// Where the frames of the stack chunks of the virtual thread mounted on a carrier (the tail,
+/// then its parents) are in their copy, made as the carrier leaves its system call: read
+/// later from the heap, a chunk may have moved (a young GC) or been thawed.
 #[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ChunkCopy {
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChunkHead {
     pub chunks: [CopiedChunk; MAX_COPIED_CHUNKS],
     /// Entries of `chunks` filled in.
     pub count: u32,
@@ -340,18 +348,34 @@ pub struct ChunkCopy {
     pub cut: u32,
     /// The oldest chunk not copied (no room left); 0: none, the chain was copied to its end.
     pub rest: u64,
-    /// `CHUNK_COPY_BYTES` used at most: twice that, so that the kernel's verifier sees each
-    /// chunk's read (an offset below `CHUNK_COPY_BYTES`, as long as that) stay inside.
-    pub data: [u8; 2 * CHUNK_COPY_BYTES],
 }
 
-/// A [`StackCopy`] of a carrier whose mounted virtual thread has frames frozen in stack
-/// chunks, with a copy of those frames. Sent instead of a plain `StackCopy` only then.
+/// The copied frames of a virtual thread's stack chunks, as user space holds them.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ChunkCopy {
+    pub head: ChunkHead,
+    /// The chunks' bytes, each where `head.chunks` says.
+    pub data: [u8; CHUNK_COPY_BYTES],
+}
+
+/// Bytes after the heads of a [`StackChunkCopy`]: the chunks' bytes (`CHUNK_COPY_BYTES` at
+/// most, but each chunk's read is an offset below `CHUNK_COPY_BYTES` as long as that for the
+/// kernel's verifier), then the stack's (from an offset of `CHUNK_COPY_BYTES` at most).
+pub const STACK_CHUNK_DATA_BYTES: usize = CHUNK_COPY_BYTES + STACK_COPY_BYTES;
+const _: () = assert!(STACK_CHUNK_DATA_BYTES >= 2 * CHUNK_COPY_BYTES);
+
+/// The stack of a carrier whose mounted virtual thread has frames frozen in stack chunks,
+/// with a copy of those frames; sent instead of a plain [`StackCopy`] only then. Filled in a
+/// per-CPU scratch map (its size must stay within a per-CPU map value's 32 KiB) and sent up
+/// to the end of what it used: the two heads, the chunks' bytes (as far as the last chunk's
+/// `offset + len`), then `stack.len` bytes of the stack.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct StackChunkCopy {
-    pub stack: StackCopy,
-    pub chunk: ChunkCopy,
+    pub stack: StackHead,
+    pub chunk: ChunkHead,
+    pub data: [u8; STACK_CHUNK_DATA_BYTES],
 }
 
 /// Bytes of a `JavaThread` read at once at a block (its fields pinprof needs span ~470 bytes
@@ -512,18 +536,16 @@ mod tests {
             4 + 4 + 8 * 4 + 4 + 4 + NATIVE_COPY_BYTES
         );
         assert_eq!(size_of::<ThreadRename>(), 4 + 4 + 16);
-        assert_eq!(
-            size_of::<StackCopy>(),
-            4 + 4 + 8 + 8 * 3 + 8 * 3 + 4 + 4 + STACK_COPY_BYTES
-        );
+        let stack_head = 4 + 4 + 8 + 8 * 3 + 8 * 3 + 4 + 4;
+        assert_eq!(size_of::<StackHead>(), stack_head);
+        assert_eq!(size_of::<StackCopy>(), stack_head + STACK_COPY_BYTES);
         assert_eq!(size_of::<CopiedChunk>(), 8 + 4 * 4);
-        assert_eq!(
-            size_of::<ChunkCopy>(),
-            24 * MAX_COPIED_CHUNKS + 4 + 4 + 8 + 2 * CHUNK_COPY_BYTES
-        );
+        let chunk_head = 24 * MAX_COPIED_CHUNKS + 4 + 4 + 8;
+        assert_eq!(size_of::<ChunkHead>(), chunk_head);
+        assert_eq!(size_of::<ChunkCopy>(), chunk_head + CHUNK_COPY_BYTES);
         assert_eq!(
             size_of::<StackChunkCopy>(),
-            size_of::<StackCopy>() + size_of::<ChunkCopy>()
+            stack_head + chunk_head + STACK_CHUNK_DATA_BYTES
         );
         assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + java);
         assert_eq!(
@@ -534,5 +556,21 @@ mod tests {
         assert_eq!(size_of::<ThreadLife>(), 4 + 4 + 8 * 3);
         assert_eq!(size_of::<TaskLayout>(), 8);
         assert_eq!(size_of::<ShortOffCpu>(), 8 + 8 + 8);
+    }
+
+    // The kernel sends the used prefix of these: the heads first, the bytes after, nothing
+    // between. And it fills them in per-CPU maps, whose values the kernel caps at 32 KiB.
+    #[test]
+    fn stack_copies_send_a_prefix_and_fit_a_per_cpu_map() {
+        use core::mem::offset_of;
+        assert_eq!(offset_of!(StackCopy, data), size_of::<StackHead>());
+        assert_eq!(offset_of!(StackChunkCopy, chunk), size_of::<StackHead>());
+        assert_eq!(
+            offset_of!(StackChunkCopy, data),
+            size_of::<StackHead>() + size_of::<ChunkHead>()
+        );
+        const PER_CPU_VALUE_MAX: usize = 32 * 1024;
+        assert!(size_of::<StackCopy>() <= PER_CPU_VALUE_MAX);
+        assert!(size_of::<StackChunkCopy>() <= PER_CPU_VALUE_MAX);
     }
 }

@@ -10,9 +10,9 @@ use aya_ebpf::{
     programs::{TracePointContext, tracing::StackIdContext as _},
 };
 use profiler_ebpf::{
-    CARRIER_BIT, CHUNK_COPY_BYTES, CLONE_THREAD, ChunkCopy, CopiedChunk, ExitEvent, FdLayout,
+    CARRIER_BIT, CHUNK_COPY_BYTES, CLONE_THREAD, ChunkHead, CopiedChunk, ExitEvent, FdLayout,
     JAVA_WINDOW_BYTES, JavaState, JvmLayout, MAX_COPIED_CHUNKS, NATIVE_COPY_BYTES, NativeStackCopy,
-    OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackChunkCopy, StackCopy,
+    OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackChunkCopy, StackCopy, StackHead,
     StackRequest, SyscallEvent, SyscallKey, SyscallStart, TaskLayout, ThreadLife, ThreadRename,
     WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags, sysno, task_state,
 };
@@ -139,6 +139,12 @@ static KERNEL_LOCK_THREADS: HashMap<u32, WaitSum> = HashMap::with_max_entries(64
 /// Per CPU: the `JavaThread` bytes read at a block (see `JvmLayout::window_start`).
 #[map]
 static JAVA_WINDOW: PerCpuArray<[u8; JAVA_WINDOW_BYTES]> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: where a Java stack copy is made before its used part is sent (a fixed-size
+/// record would take its whole size from the ring buffer).
+#[map]
+static STACK_SCRATCH: PerCpuArray<StackCopy> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+static STACK_CHUNK_SCRATCH: PerCpuArray<StackChunkCopy> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: when a waker's stacks were last captured (see `capture_budget`).
 #[map]
 static LAST_WAKER_CAPTURE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
@@ -635,14 +641,27 @@ fn copy_java_stack(tid: u32) {
     let frozen = frozen_frames(&layout, thread, entry);
     // A virtual thread with frames frozen in a chunk: those frames are copied too, now, while
     // they are where the chunk says (later, the GC may move the chunk, or the thread thaw them).
+    // Either copy is made in its scratch map and only its used part sent.
     if frozen.chunk != 0
         && layout.chunk_stack != 0
-        && let Some(mut slot) = EVENTS.reserve::<StackChunkCopy>(0)
+        && let Some(copy) = STACK_CHUNK_SCRATCH.get_ptr_mut(0)
     {
-        let copy = slot.as_mut_ptr();
         unsafe {
-            fill_stack_copy(
-                core::ptr::addr_of_mut!((*copy).stack),
+            let data = (*copy).data.as_mut_ptr();
+            let used = copy_chunks(
+                core::ptr::addr_of_mut!((*copy).chunk),
+                data,
+                &layout,
+                &frozen,
+            );
+            // A bound the verifier can see for where the stack goes (never false).
+            if used > CHUNK_COPY_BYTES {
+                return;
+            }
+            let head = core::ptr::addr_of_mut!((*copy).stack);
+            let len = fill_stack_copy(
+                head,
+                data.add(used),
                 tid,
                 &request,
                 &layout,
@@ -651,38 +670,51 @@ fn copy_java_stack(tid: u32) {
                 len,
                 &frozen,
             );
-            (*copy).stack.kind = kind::STACK_CHUNK_COPY;
-            copy_chunks(core::ptr::addr_of_mut!((*copy).chunk), &layout, &frozen);
+            (*head).kind = kind::STACK_CHUNK_COPY;
+            let heads = size_of::<StackHead>() + size_of::<ChunkHead>();
+            send_stack(copy.cast(), heads + used, len);
         }
-        slot.submit(BPF_RB_NO_WAKEUP as u64);
         return;
     }
-    let Some(mut slot) = EVENTS.reserve::<StackCopy>(0) else {
+    let Some(copy) = STACK_SCRATCH.get_ptr_mut(0) else {
         count(counter::STACK_COPY_MISSES);
-        count(counter::LOST_EVENTS);
         return;
     };
     unsafe {
-        fill_stack_copy(
-            slot.as_mut_ptr(),
-            tid,
-            &request,
-            &layout,
-            thread,
-            sp,
-            len,
-            &frozen,
-        );
+        let head = core::ptr::addr_of_mut!((*copy).head);
+        let data = (*copy).data.as_mut_ptr();
+        let len = fill_stack_copy(head, data, tid, &request, &layout, thread, sp, len, &frozen);
+        send_stack(copy.cast(), size_of::<StackHead>(), len);
     }
-    slot.submit(BPF_RB_NO_WAKEUP as u64);
 }
 
-/// Fills a reserved `StackCopy`: the frame anchor, the frozen frames' whereabouts, and `len`
-/// bytes of the stack from `sp`.
+/// Sends the used part of a stack copy filled in its scratch map: `before` bytes, then `len`
+/// bytes of stack (none: nothing to send, the miss was counted). A full ring buffer loses it.
+#[inline(always)]
+unsafe fn send_stack(copy: *const u8, before: usize, len: usize) {
+    let size = before + len;
+    // Never false; bounds the verifier can see: the larger scratch map's size.
+    if len == 0 || size > size_of::<StackChunkCopy>() {
+        return;
+    }
+    let bytes = unsafe { core::slice::from_raw_parts(copy, size) };
+    if EVENTS
+        .output::<[u8]>(bytes, BPF_RB_NO_WAKEUP as u64)
+        .is_err()
+    {
+        count(counter::STACK_COPY_MISSES);
+        count(counter::LOST_EVENTS);
+    }
+}
+
+/// Fills a stack copy's head (the frame anchor, the frozen frames' whereabouts) and copies
+/// `len` bytes of the stack from `sp` to `data`; returns the bytes copied (0: none, counted
+/// as a miss), `STACK_COPY_BYTES` at most.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn fill_stack_copy(
-    copy: *mut StackCopy,
+    copy: *mut StackHead,
+    data: *mut u8,
     tid: u32,
     request: &StackRequest,
     layout: &JvmLayout,
@@ -690,7 +722,7 @@ unsafe fn fill_stack_copy(
     sp: u64,
     len: u64,
     frozen: &Frozen,
-) {
+) -> usize {
     let field = |offset: u32| thread + offset as u64;
     unsafe {
         (*copy).kind = kind::STACK_COPY;
@@ -706,14 +738,17 @@ unsafe fn fill_stack_copy(
         // A length the verifier can bound: 1..=STACK_COPY_BYTES.
         let len = ((len as usize).wrapping_sub(1) & (STACK_COPY_BYTES - 1)) + 1;
         let read = aya_ebpf::helpers::generated::bpf_probe_read_user(
-            (*copy).data.as_mut_ptr().cast(),
+            data.cast(),
             len as u32,
             sp as *const core::ffi::c_void,
         );
-        (*copy).len = if read == 0 { len as u32 } else { 0 };
         if read != 0 {
             count(counter::STACK_COPY_MISSES);
+            (*copy).len = 0;
+            return 0;
         }
+        (*copy).len = len as u32;
+        len
     }
 }
 
@@ -725,9 +760,15 @@ const MAX_CHUNK_WORDS: u32 = 1 << 24;
 /// Copies the frames of the chunks `frozen` begins with: the tail from its noted `sp`, then
 /// its parents from theirs, each down to its `bottom` and with the two words below its `sp`,
 /// one read per chunk, `CHUNK_COPY_BYTES` and `MAX_COPIED_CHUNKS` at most (what is left is
-/// said in `cut` and `rest`).
+/// said in `cut` and `rest`). The bytes go to `data`, one chunk after the other; returns how
+/// many.
 #[inline(always)]
-unsafe fn copy_chunks(copy: *mut ChunkCopy, layout: &JvmLayout, frozen: &Frozen) {
+unsafe fn copy_chunks(
+    copy: *mut ChunkHead,
+    data: *mut u8,
+    layout: &JvmLayout,
+    frozen: &Frozen,
+) -> usize {
     unsafe {
         (*copy).count = 0;
         (*copy).cut = 0;
@@ -761,13 +802,13 @@ unsafe fn copy_chunks(copy: *mut ChunkCopy, layout: &JvmLayout, frozen: &Frozen)
             let whole = (bottom - from) as u64 * 8;
             let len = whole.min(CHUNK_COPY_BYTES as u64 - off);
             // Bounds the verifier can see: an offset below CHUNK_COPY_BYTES, a length of
-            // 1..=CHUNK_COPY_BYTES, in a buffer of twice that.
+            // 1..=CHUNK_COPY_BYTES, in a buffer of at least twice that.
             let at = off as usize & (CHUNK_COPY_BYTES - 1);
             let len = ((len as usize).wrapping_sub(1) & (CHUNK_COPY_BYTES - 1)) + 1;
             let src = chunk + layout.chunk_stack as u64 + from as u64 * 8;
             let read = unsafe {
                 aya_ebpf::helpers::generated::bpf_probe_read_user(
-                    (*copy).data.as_mut_ptr().add(at).cast(),
+                    data.add(at).cast(),
                     len as u32,
                     src as *const core::ffi::c_void,
                 )
@@ -801,6 +842,7 @@ unsafe fn copy_chunks(copy: *mut ChunkCopy, layout: &JvmLayout, frozen: &Frozen)
         }
         count(counter::CHUNK_COPIES_CUT);
     }
+    off as usize
 }
 
 /// A mounted virtual thread and where its frozen frames begin (all zero: none).

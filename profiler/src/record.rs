@@ -869,21 +869,22 @@ impl Session {
         let Some(jvm) = &mut self.jvm else {
             return Ok(());
         };
-        let len = (copy.len as usize).min(copy.data.len());
+        let head = &copy.head;
+        let len = (head.len as usize).min(copy.data.len());
         if len == 0 {
             // The kernel could not read the stack (counted there as a miss).
             return Ok(());
         }
-        let anchor = [copy.anchor_sp, copy.anchor_pc, copy.anchor_fp];
-        let frozen = (copy.chunk != 0).then_some(Frozen {
-            vthread: copy.vthread,
-            vthread_id: copy.vthread_id,
-            chunk: copy.chunk,
-            sp: copy.chunk_sp,
+        let anchor = [head.anchor_sp, head.anchor_pc, head.anchor_fp];
+        let frozen = (head.chunk != 0).then_some(Frozen {
+            vthread: head.vthread,
+            vthread_id: head.vthread_id,
+            chunk: head.chunk,
+            sp: head.chunk_sp,
         });
         let walked = jvm
             .hotspot
-            .walk(copy.anchor_sp, &copy.data[..len], anchor, frozen, chunk);
+            .walk(head.anchor_sp, &copy.data[..len], anchor, frozen, chunk);
         if let Some(check) = &mut self.fp_check {
             // Unwinding: both walks must find the same compiled frames (by return address).
             // Naming: where the perf map knows a frame, it must give the same method.
@@ -894,7 +895,7 @@ impl Session {
                 .collect();
             let chain = jvm
                 .hotspot
-                .frame_pointer_chain(copy.anchor_sp, &copy.data[..len], anchor);
+                .frame_pointer_chain(head.anchor_sp, &copy.data[..len], anchor);
             let theirs: Vec<u64> = chain
                 .into_iter()
                 .filter(|&pc| jvm.hotspot.in_compiled_method(pc))
@@ -935,8 +936,8 @@ impl Session {
         }
         let id = self.own_stack(frames)?;
         self.writer.write_event(&Event::JavaStack {
-            tid: copy.tid,
-            start_ns: copy.start_ns,
+            tid: copy.head.tid,
+            start_ns: copy.head.start_ns,
             stack: id,
         })
     }
@@ -1003,7 +1004,7 @@ impl Session {
             .iter()
             .filter_map(|(tid, start)| {
                 let mut copy = self.open_java_stack(start)?;
-                copy.tid = *tid;
+                copy.head.tid = *tid;
                 Some(((*tid, start.start_ns), copy))
             })
             .collect();
@@ -1134,18 +1135,20 @@ impl Session {
         }
         let data = read_stack(self.target_mem.as_ref()?, java.anchor_sp)?;
         let mut copy = Box::new(profiler_ebpf::StackCopy {
-            kind: profiler_ebpf::kind::STACK_COPY,
-            tid: 0,
-            start_ns: start.start_ns,
-            anchor_sp: java.anchor_sp,
-            anchor_pc: java.anchor_pc,
-            anchor_fp: java.anchor_fp,
-            // Read now, like the stack: the frozen frames of a thread still blocked.
-            vthread: 0,
-            vthread_id: 0,
-            chunk: 0,
-            chunk_sp: 0,
-            len: data.len() as u32,
+            head: profiler_ebpf::StackHead {
+                kind: profiler_ebpf::kind::STACK_COPY,
+                tid: 0,
+                start_ns: start.start_ns,
+                anchor_sp: java.anchor_sp,
+                anchor_pc: java.anchor_pc,
+                anchor_fp: java.anchor_fp,
+                // Read now, like the stack: the frozen frames of a thread still blocked.
+                vthread: 0,
+                vthread_id: 0,
+                chunk: 0,
+                chunk_sp: 0,
+                len: data.len() as u32,
+            },
             data: [0; profiler_ebpf::STACK_COPY_BYTES],
         });
         copy.data[..data.len()].copy_from_slice(&data);

@@ -119,8 +119,9 @@ impl ChunkLayout {
     /// The chunks' frames from the kernel's copy of them (`ChunkCopy`); None when it holds
     /// none, or does not fit the chunk fields read beside it.
     pub fn from_copy(&self, frozen: &Frozen, copy: &ChunkCopy) -> Option<Copied> {
-        let count = usize::try_from(copy.count).ok()?;
-        let entries = copy.chunks.get(..count).filter(|e| !e.is_empty())?;
+        let head = &copy.head;
+        let count = usize::try_from(head.count).ok()?;
+        let entries = head.chunks.get(..count).filter(|e| !e.is_empty())?;
         let mut chunks = Vec::with_capacity(count);
         let mut next_offset = 0u64;
         for (i, entry) in entries.iter().enumerate() {
@@ -139,7 +140,7 @@ impl ChunkLayout {
             let whole = (bottom - from) * 8;
             let (offset, len) = (u64::from(entry.offset), u64::from(entry.len));
             // Entries follow each other in the copy; only the last may be cut, by `cut`.
-            let cut = if last { u64::from(copy.cut) } else { 0 };
+            let cut = if last { u64::from(head.cut) } else { 0 };
             if offset != next_offset || len == 0 || len + cut != whole {
                 return None;
             }
@@ -160,7 +161,7 @@ impl ChunkLayout {
         }
         Some(Copied {
             chunks,
-            complete: copy.cut == 0 && copy.rest == 0,
+            complete: head.cut == 0 && head.rest == 0,
         })
     }
 
@@ -331,14 +332,14 @@ mod tests {
     /// What the kernel copies of the chunks in `memory()`: the tail from the noted sp, then
     /// the parent from its own.
     fn kernel_copy() -> ChunkCopy {
-        use profiler_ebpf::{CHUNK_COPY_BYTES, CopiedChunk, MAX_COPIED_CHUNKS};
+        use profiler_ebpf::{CHUNK_COPY_BYTES, ChunkHead, CopiedChunk};
         let mem = memory();
         let mut copy = ChunkCopy {
-            chunks: [CopiedChunk::default(); MAX_COPIED_CHUNKS],
-            count: 2,
-            cut: 0,
-            rest: 0,
-            data: [0; 2 * CHUNK_COPY_BYTES],
+            head: ChunkHead {
+                count: 2,
+                ..ChunkHead::default()
+            },
+            data: [0; CHUNK_COPY_BYTES],
         };
         // Tail: words 10..30 (two below sp 12); parent: words 2..16 (two below sp 4).
         let mut off = 0;
@@ -352,7 +353,7 @@ mod tests {
                 &mut copy.data[off..off + len as usize],
             )
             .unwrap();
-            copy.chunks[i] = CopiedChunk {
+            copy.head.chunks[i] = CopiedChunk {
                 addr,
                 sp,
                 bottom,
@@ -379,16 +380,16 @@ mod tests {
     #[test]
     fn a_cut_copy_is_not_complete_and_holds_what_was_copied() {
         let mut copy = kernel_copy();
-        copy.chunks[1].len = 64;
-        copy.cut = (16 - 2) * 8 - 64;
+        copy.head.chunks[1].len = 64;
+        copy.head.cut = (16 - 2) * 8 - 64;
         let copied = layout().from_copy(&frozen(), &copy).unwrap();
         assert!(!copied.complete);
         assert_eq!(copied.chunks[1].data.len(), 64);
         assert_eq!(copied.chunks[1].end, PARENT + 32 + 16 * 8);
         // Older chunks left for lack of room.
         let mut copy = kernel_copy();
-        copy.count = 1;
-        copy.rest = PARENT;
+        copy.head.count = 1;
+        copy.head.rest = PARENT;
         let copied = layout().from_copy(&frozen(), &copy).unwrap();
         assert!(!copied.complete);
         assert_eq!(copied.chunks.len(), 1);
@@ -397,13 +398,13 @@ mod tests {
     #[test]
     fn copies_that_do_not_fit_their_chunks_are_refused() {
         let broken: [fn(&mut ChunkCopy); 7] = [
-            |c| c.count = 0,
-            |c| c.count = 9,
-            |c| c.chunks[0].sp = 14,     // not the noted sp
-            |c| c.chunks[1].offset += 8, // a gap
-            |c| c.chunks[0].len -= 8,    // shorter, though not cut
-            |c| c.chunks[1].bottom = 1 << 30,
-            |c| c.chunks[1].offset = u32::MAX - 8, // past the copy
+            |c| c.head.count = 0,
+            |c| c.head.count = 9,
+            |c| c.head.chunks[0].sp = 14,     // not the noted sp
+            |c| c.head.chunks[1].offset += 8, // a gap
+            |c| c.head.chunks[0].len -= 8,    // shorter, though not cut
+            |c| c.head.chunks[1].bottom = 1 << 30,
+            |c| c.head.chunks[1].offset = u32::MAX - 8, // past the copy
         ];
         for (i, breaks) in broken.iter().enumerate() {
             let mut copy = kernel_copy();

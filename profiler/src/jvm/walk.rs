@@ -1142,7 +1142,7 @@ mod tests {
 
     #[test]
     fn frozen_interpreted_and_compiled_frames_are_walked_from_a_kernel_copy() {
-        use profiler_ebpf::{CHUNK_COPY_BYTES, ChunkCopy, CopiedChunk, MAX_COPIED_CHUNKS};
+        use profiler_ebpf::{CHUNK_COPY_BYTES, ChunkCopy, ChunkHead, CopiedChunk};
 
         use super::super::chunk::{ChunkLayout, Frozen};
         const CHUNK: u64 = 0x80_0000;
@@ -1161,14 +1161,14 @@ mod tests {
         w[15] = STUB_PC; // the compiled frame's pc
         let bytes = words(&w[2..]);
         let mut copy = ChunkCopy {
-            chunks: [CopiedChunk::default(); MAX_COPIED_CHUNKS],
-            count: 1,
-            cut: 0,
-            rest: 0,
-            data: [0; 2 * CHUNK_COPY_BYTES],
+            head: ChunkHead {
+                count: 1,
+                ..ChunkHead::default()
+            },
+            data: [0; CHUNK_COPY_BYTES],
         };
         copy.data[..bytes.len()].copy_from_slice(&bytes);
-        copy.chunks[0] = CopiedChunk {
+        copy.head.chunks[0] = CopiedChunk {
             addr: CHUNK,
             sp: 4,
             bottom: 22,
