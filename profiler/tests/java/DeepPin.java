@@ -66,11 +66,28 @@ public final class DeepPin {
 
     static void middle(String mode, URL classes, Account account) throws Exception {
         if (mode.equals("clinit")) {
-            try (URLClassLoader loader = new URLClassLoader(new URL[] {classes}, null)) {
+            try (URLClassLoader loader = keep(new URLClassLoader(new URL[] {classes}, null))) {
                 Class.forName("DeepPin$Slow", true, loader);
             }
         } else {
             account.update();
         }
+    }
+
+    /**
+     * The latest loaders stay reachable, so their classes are not unloaded (and their methods'
+     * metadata freed) within seconds of pinning, while a profiler may still be naming their
+     * frames: a real service does not unload a class per request.
+     */
+    static final java.util.ArrayDeque<URLClassLoader> LOADERS = new java.util.ArrayDeque<>();
+
+    static URLClassLoader keep(URLClassLoader loader) {
+        synchronized (LOADERS) {
+            LOADERS.addLast(loader);
+            if (LOADERS.size() > 4096) {
+                LOADERS.pollFirst();
+            }
+        }
+        return loader;
     }
 }
