@@ -182,7 +182,12 @@ fn class_init_waits(major: u32, name: &str, options: &[&str]) {
         WAITERS * u64::from(ROUNDS),
         expected as f64 / 1e9
     );
-    assert_eq!(events, WAITERS * u64::from(ROUNDS), "class-init waits");
+    assert_eq!(
+        events,
+        WAITERS * u64::from(ROUNDS),
+        "class-init waits; every pinned site: {:#}",
+        report["pinned"]["sites"]
+    );
     common::assert_within("class-init wait time", total as f64, expected as f64, 0.10);
     // No class-init wait is said to be the program's monitor.
     let monitor_waits = report["pinned"]["sites"]
@@ -328,7 +333,16 @@ fn class_monitors(major: u32) {
                     .any(|f| f == "ClassInit$Registry.lookup")
         })
         .collect();
-    assert!(!rows.is_empty(), "no blocked stack of registry-waiter");
+    // (A wait of the same place that was no monitor's, e.g. a safepoint taken on the way
+    // in, names no monitor, rightly.)
+    let rows: Vec<&Value> = rows
+        .into_iter()
+        .filter(|row| !strings(&row["monitor_classes"]).is_empty())
+        .collect();
+    assert!(
+        !rows.is_empty(),
+        "no blocked stack of registry-waiter on its monitor"
+    );
     for row in &rows {
         assert_eq!(strings(&row["class_monitors"]), theirs, "{row:#}");
         assert!(strings(&row["monitor_classes"]).contains("java.lang.Class"));
