@@ -1,6 +1,6 @@
 use aya_ebpf::{
     bindings::pt_regs,
-    bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
+    bindings::{BPF_F_USER_STACK, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel, bpf_probe_read_user,
@@ -1154,9 +1154,10 @@ fn thread_life(kind: u32, tid: u32, now: u64, account: bool) {
                 wait_ns: read(layout.run_delay),
             });
             // A new thread wakes user space: the sooner it reads the JVM's thread list, the
-            // sooner the new thread's blocks are seen as a Java thread's.
+            // sooner the new thread's blocks are seen as a Java thread's. (Forced: the
+            // adaptive wake-up is skipped while earlier records, sent without one, wait.)
             let flags = if kind == kind::THREAD_START {
-                0
+                BPF_RB_FORCE_WAKEUP as u64
             } else {
                 BPF_RB_NO_WAKEUP as u64
             };

@@ -208,6 +208,7 @@ pub fn run_with(
         events: 0,
         births: HashMap::new(),
     };
+    session.warm_up();
     let started_ns = session.capture.started_ns();
     session.write_accounts(started_ns, first_accounts)?;
     let result = session.run(options, stop);
@@ -529,6 +530,23 @@ impl Session {
         Ok(reason)
     }
 
+    /// Reads the JVM library's symbols now: the first stacks through it otherwise take that
+    /// time (a large symbol table) while events wait, new threads among them, whose waits
+    /// would go unknown as Java threads' until the JVM's list is read again.
+    fn warm_up(&mut self) {
+        if self.jvm.is_none() {
+            return;
+        }
+        let libjvm = self
+            .mappings
+            .iter()
+            .find(|m| m.path.ends_with("/libjvm.so"))
+            .map(|m| m.start);
+        if let Some(addr) = libjvm {
+            let _ = self.symbolizer.user(&mut self.mappings, &[addr]);
+        }
+    }
+
     /// The recording's window up to `now_ns`: what the progress line and the summary give.
     fn window(&self, now_ns: u64) -> Duration {
         Duration::from_nanos(now_ns.saturating_sub(self.capture.started_ns()))
@@ -543,12 +561,17 @@ impl Session {
         let Ok(version) = jvm.hotspot.thread_list_version() else {
             return Ok(());
         };
-        if version == jvm.list_version {
+        // A thread born lately can be in the list before its thread id is (the new thread
+        // writes it as it starts): while one is awaited, the list is read even unchanged.
+        if version == jvm.list_version && self.births.is_empty() {
             return Ok(());
         }
         let Ok(threads) = jvm.hotspot.java_threads() else {
             return Ok(());
         };
+        // Births the JVM lists are no longer awaited (new or not to this list).
+        self.births
+            .retain(|tid, _| !threads.iter().any(|t| t.tid == *tid));
         jvm.list_version = version;
         if threads == jvm.threads {
             return Ok(());

@@ -113,12 +113,17 @@ fn service_threads_next_to_an_application_lock(major: u32) {
 
     // The application's lock: every teller's wait on it, first in the list, long-held, with
     // the time the tellers measured themselves.
+    // (Identified by the tellers waiting in `deposit`: their other waits, such as for their
+    // own start, are the JVM's business.)
     let tellers: Vec<&&Value> = locks
         .iter()
         .filter(|l| {
             strings(&l["waiters"])
                 .iter()
                 .all(|w| w.starts_with("teller-"))
+                && strings(&l["waiter_frames"])
+                    .iter()
+                    .any(|f| f.ends_with(".deposit"))
         })
         .collect();
     assert!(!tellers.is_empty(), "the tellers' lock");

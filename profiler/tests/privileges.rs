@@ -143,6 +143,12 @@ impl Stage {
         let jvm = Jvm::spawn(command).expect("the JVM started as nobody (setpriv, util-linux)");
         let status = std::fs::metadata(format!("/proc/{}", jvm.pid)).unwrap();
         assert_eq!(status.uid(), JVM_ID, "the JVM runs as nobody");
+        // An attach socket another test's JVM of the same pid left behind (pids wrap) is
+        // not this JVM's: pinprof would rightly refuse it, and these tests be about nothing.
+        let stale = format!("/tmp/.java_pid{}", jvm.pid);
+        if std::fs::symlink_metadata(&stale).is_ok_and(|m| m.uid() != JVM_ID) {
+            std::fs::remove_file(&stale).unwrap();
+        }
         jvm
     }
 

@@ -149,15 +149,13 @@ pub struct Hotspot {
 }
 
 impl Hotspot {
-    /// Reads the layout of the JVM in process `pid`.
     /// Reads the JVM of process `pid`, of feature release `major` if known.
     pub fn attach(pid: u32, major: Option<u32>) -> Result<Self> {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
             .chain(&CHUNK_FIELD_OFFSETS)
-            .chain([&SAFEPOINT_STATE, &CONTINUATION_RETURN_PC])
-            .chain([&SAFEPOINT_STATE, &CLASS_INIT_LOCK])
+            .chain([&SAFEPOINT_STATE, &CONTINUATION_RETURN_PC, &CLASS_INIT_LOCK])
             .copied()
             .collect();
         let lib = Libjvm::load(pid, &wanted)?;

@@ -78,8 +78,12 @@ impl Model {
     /// - Java threads, in recordings that do not say their class, whose entry method is a
     ///   JDK service loop (`sun.nio.ch.Poller.pollerLoop`, `jdk.internal.ref.CleanerImpl.run`);
     /// - threads that are not Java threads at all (the VM thread, GC workers): there when the
-    ///   window opened, yet never in the JVM's thread list, never seen with a Java state.
+    ///   window opened or alive for seconds after their birth, yet never in the JVM's thread
+    ///   list, never seen with a Java state.
     pub fn jdk_own_threads(&self) -> HashSet<u32> {
+        // A thread born in the window is looked for in the JVM's list for a second (the
+        // recorder's watch of births): one alive longer and never listed is no Java thread.
+        const UNLISTED_AFTER_NS: u64 = 2_000_000_000;
         let mut out = HashSet::new();
         if !self.knows_java_threads() {
             return out;
@@ -117,14 +121,19 @@ impl Model {
             ) {
                 (true, Some(class)) => is_jdk_service_class(class) || runs_no_java(),
                 (true, None) => runs_no_java() || self.runs_service_loop(tid),
-                // Not in the JVM's list, though there when the window opened (a short-lived
-                // thread of the application's can come and go between two reads of it).
+                // Not in the JVM's list, though there when the window opened, or born in it
+                // and alive long after the recorder looked for it in the list (a GC worker
+                // started on demand); a short-lived thread of the application's can come and
+                // go between two reads of the list.
                 (false, _) => {
-                    !anchors.contains_key(&tid)
-                        && self
-                            .cpu_first
-                            .get(&tid)
-                            .is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns)
+                    let there_at_start = self
+                        .cpu_first
+                        .get(&tid)
+                        .is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns);
+                    let born_unlisted = self.births.get(&tid).is_some_and(|&born| {
+                        self.life(tid).1.saturating_sub(born) >= UNLISTED_AFTER_NS
+                    });
+                    !anchors.contains_key(&tid) && (there_at_start || born_unlisted)
                 }
             };
             if own {

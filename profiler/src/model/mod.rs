@@ -1320,7 +1320,11 @@ impl Model {
                 } = acc;
                 let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                let jvm_internal = threads.iter().all(|(tid, _)| own.contains(tid));
+                // The JVM's own threads waiting for work: none of the application's code
+                // under them (a finalizer or a timer running the application's task is
+                // the application's).
+                let jvm_internal = threads.iter().all(|(tid, _)| own.contains(tid))
+                    && !stack.iter().any(|f| jdk::is_application_frame(f));
                 StackRow {
                     jvm_internal,
                     stack: StackLabels::new(&stack, monitor_frames(&stack)),

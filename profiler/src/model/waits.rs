@@ -172,14 +172,53 @@ impl Model {
         out
     }
 
+    /// A wait in the JVM's own code alone: no Java frame, and every native frame in libjvm
+    /// or the C library (a thread starting before the JVM lists it, a safepoint): the JVM's
+    /// machinery, whichever thread waits. Code of the application's own (JNI) is elsewhere.
+    fn in_the_jvm_alone(&self, s: &Syscall) -> bool {
+        if self.jdk_major().is_none() {
+            return false;
+        }
+        let java = self
+            .java_stack_within(s.tid, s.start_ns, s.end_ns)
+            .and_then(|id| self.stacks.get(&id))
+            .is_some_and(|frames| !frames.is_empty());
+        let jvm_or_libc = |module: &str| {
+            let file = module.rsplit('/').next().unwrap_or(module);
+            ["libjvm.so", "libc.so", "libpthread.so"]
+                .iter()
+                .any(|lib| file.starts_with(lib))
+        };
+        !java
+            && s.user_stack
+                .and_then(|id| self.stacks.get(&id))
+                .is_some_and(|frames| {
+                    !frames.is_empty()
+                        && frames
+                            .iter()
+                            .all(|f| f.module.as_deref().is_some_and(jvm_or_libc))
+                })
+    }
+
     /// A lock wait that is the JDK's business, not the application's: a wait of one of the
     /// JDK's own threads with no application frame under it (a finalizer or a cleaner may
     /// run the application's code, and wait for its locks), a wait one of them ended (a
-    /// socket poller waking a reader is no lock's release), or a wait of a Java thread with
-    /// no Java frame under it (a new thread waiting for its start).
+    /// socket poller waking a reader is no lock's release), a wait of a Java thread with no
+    /// Java frame under it (a new thread waiting for its start), or a wait in the JVM's own
+    /// code alone.
     fn jdk_internal_wait(&self, s: &Syscall, own: &Internal) -> bool {
+        // One of the JDK's threads ended the wait: no lock's release, unless it was running
+        // the application's code then (a timer's or a cleaner's task releasing its lock).
         let waker = s.futex.as_ref().and_then(|f| f.waker.as_ref());
-        if waker.is_some_and(|w| own.threads.contains(&w.tid)) {
+        if waker.is_some_and(|w| own.threads.contains(&w.tid))
+            && !self
+                .holder_frames(s)
+                .iter()
+                .any(|f| super::jdk::is_application_frame(f))
+        {
+            return true;
+        }
+        if self.in_the_jvm_alone(s) {
             return true;
         }
         if own

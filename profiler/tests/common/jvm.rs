@@ -86,5 +86,8 @@ impl Drop for Jvm {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Killed, it leaves its attach socket behind: a later JVM given the same pid (pids
+        // wrap quickly on a test machine) would find it there and be refused attach.
+        let _ = std::fs::remove_file(format!("/tmp/.java_pid{}", self.pid));
     }
 }
