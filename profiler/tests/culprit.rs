@@ -113,8 +113,8 @@ fn service_threads_next_to_an_application_lock(major: u32) {
 
     // The application's lock: every teller's wait on it, first in the list, long-held, with
     // the time the tellers measured themselves.
-    // (Identified by the tellers waiting in `deposit`: their other waits, such as for their
-    // own start, are the JVM's business.)
+    // (Identified by the tellers waiting in the lock: their other waits, for their own start
+    // or the heap's lock as they allocate, are the JVM's business.)
     let tellers: Vec<&&Value> = locks
         .iter()
         .filter(|l| {
@@ -123,7 +123,7 @@ fn service_threads_next_to_an_application_lock(major: u32) {
                 .all(|w| w.starts_with("teller-"))
                 && strings(&l["waiter_frames"])
                     .iter()
-                    .any(|f| f.ends_with(".deposit"))
+                    .any(|f| f.starts_with("java.util.concurrent.locks.ReentrantLock"))
         })
         .collect();
     assert!(!tellers.is_empty(), "the tellers' lock");
