@@ -495,13 +495,7 @@ impl Hotspot {
     /// The pointer alone is not enough: a list freed and a new one allocated at its address
     /// (two changes between reads) would look unchanged.
     pub fn thread_list_version(&self) -> Result<u64> {
-        let list = self.mem.u64(self.thread_list)?;
-        let length = self
-            .mem
-            .u32(list.wrapping_add(self.vm.offset("ThreadsList", "_length")?))?;
-        let threads = self
-            .mem
-            .u64(list.wrapping_add(self.vm.offset("ThreadsList", "_threads")?))?;
+        let (list, length, threads) = self.thread_list_head()?;
         let last = match u64::from(length).checked_sub(1) {
             Some(i) if length <= MAX_THREADS => self.mem.u64(threads.wrapping_add(8 * i))?,
             _ => 0,
@@ -509,8 +503,8 @@ impl Hotspot {
         Ok(list ^ u64::from(length).rotate_left(48) ^ last.rotate_left(17))
     }
 
-    /// Every Java thread alive now.
-    pub fn java_threads(&mut self) -> Result<Vec<JavaThread>> {
+    /// The JVM's current thread list: its address, its length and its array of threads.
+    fn thread_list_head(&self) -> Result<(u64, u32, u64)> {
         let list = self.mem.u64(self.thread_list)?;
         let length = self
             .mem
@@ -518,6 +512,12 @@ impl Hotspot {
         let threads = self
             .mem
             .u64(list.wrapping_add(self.vm.offset("ThreadsList", "_threads")?))?;
+        Ok((list, length, threads))
+    }
+
+    /// Every Java thread alive now.
+    pub fn java_threads(&mut self) -> Result<Vec<JavaThread>> {
+        let (_, length, threads) = self.thread_list_head()?;
         if length > MAX_THREADS {
             bail!("implausible thread count {length}: the JVM's thread list is changing");
         }
