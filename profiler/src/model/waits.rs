@@ -183,21 +183,21 @@ impl Model {
             .java_stack_within(s.tid, s.start_ns, s.end_ns)
             .and_then(|id| self.stacks.get(&id))
             .is_some_and(|frames| !frames.is_empty());
-        let jvm_or_libc = |module: &str| {
-            let file = module.rsplit('/').next().unwrap_or(module);
+        let file = |f: &Frame| {
+            let module = f.module.as_deref().unwrap_or("");
+            module.rsplit('/').next().unwrap_or(module).to_string()
+        };
+        let jvm = |f: &Frame| file(f).starts_with("libjvm.so");
+        let jvm_or_libc = |f: &Frame| {
             ["libjvm.so", "libc.so", "libpthread.so"]
                 .iter()
-                .any(|lib| file.starts_with(lib))
+                .any(|lib| file(f).starts_with(lib))
         };
+        // (A stack cut short in the C library says nothing: the JVM's own code must show.)
         !java
             && s.user_stack
                 .and_then(|id| self.stacks.get(&id))
-                .is_some_and(|frames| {
-                    !frames.is_empty()
-                        && frames
-                            .iter()
-                            .all(|f| f.module.as_deref().is_some_and(jvm_or_libc))
-                })
+                .is_some_and(|frames| frames.iter().any(jvm) && frames.iter().all(jvm_or_libc))
     }
 
     /// A lock wait that is the JDK's business, not the application's: a wait of one of the
@@ -288,17 +288,21 @@ impl Model {
                     .collect();
                 holders.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
                 // The top holder's release stack: from its longest release whose stacks were
-                // captured (the kernel captures them within a budget).
+                // captured (the kernel captures them within a budget), one with its Java
+                // frames first (they say where; a copy missed leaves the native ones alone).
                 let holder_frames = holders
                     .first()
                     .and_then(|(t, _, _)| acc.releases.get(t))
                     .map(|releases| {
                         let mut releases = releases.clone();
                         releases.sort_by_key(|s| std::cmp::Reverse(s.duration_ns()));
-                        releases
-                            .iter()
-                            .map(|s| labels(self.holder_frames(s)))
-                            .find(|frames| !frames.is_empty())
+                        let stacks = releases.iter().map(|s| self.holder_frames(s));
+                        let with_java = stacks
+                            .clone()
+                            .find(|frames| frames.iter().any(|f| f.kind == FrameKind::Java));
+                        with_java
+                            .or_else(|| stacks.clone().find(|frames| !frames.is_empty()))
+                            .map(labels)
                             .unwrap_or_default()
                     })
                     .unwrap_or_default();
