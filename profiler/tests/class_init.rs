@@ -98,6 +98,8 @@ fn class_init_waits(major: u32, name: &str, options: &[&str]) {
     .expect("start the workload JVM");
     let jfr = Jfr::start(major, jvm.pid, name);
     let (recorder, recording) = spawn_record(jvm.pid, &format!("{name}.pinrec"));
+    // The rounds' waits within the recording, not under way before it attached.
+    std::thread::sleep(Duration::from_millis(1500));
     let mut initialized = Vec::new();
     let mut dumps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for round in 1..=ROUNDS {
