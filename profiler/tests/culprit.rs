@@ -113,8 +113,9 @@ fn service_threads_next_to_an_application_lock(major: u32) {
 
     // The application's lock: every teller's wait on it, first in the list, long-held, with
     // the time the tellers measured themselves.
-    // (Identified by the tellers waiting in the lock: their other waits, for their own start
-    // or the heap's lock as they allocate, are the JVM's business.)
+    // (Identified by the tellers waiting in the lock, released by tellers: their other
+    // waits, for their own start, the heap's lock as they allocate, or a compiler's lock as
+    // their code is compiled, are the JVM's business.)
     let tellers: Vec<&&Value> = locks
         .iter()
         .filter(|l| {
@@ -124,6 +125,7 @@ fn service_threads_next_to_an_application_lock(major: u32) {
                 && strings(&l["waiter_frames"])
                     .iter()
                     .any(|f| f.starts_with("java.util.concurrent.locks.ReentrantLock"))
+                && holder_names(l).iter().all(|h| h.starts_with("teller-"))
         })
         .collect();
     assert!(!tellers.is_empty(), "the tellers' lock");
