@@ -9,13 +9,14 @@
 //! into their own frame stored as word offsets (`StackChunkFrameStream` in HotSpot).
 //!
 //! The kernel notes the tail chunk and its `sp` as the thread leaves the system call it blocked
-//! in, and copies the tail chunk's frames then (`ChunkCopy`): by the time the event is
-//! processed, a young GC may have moved the chunk, or the thread returned into its frames.
-//! Older chunks (a tail's `parent`s), and the rest of a copy that was cut, are read later
-//! from the heap. Frames below the noted `sp` do not change until the thread returns into
-//! them, so they are read only after checking that the same virtual thread (same object, same
-//! id) still has the same chunk, with its `sp` no higher than noted. A chunk the GC moved
-//! since, or frames already returned into, give no frames rather than wrong ones.
+//! in, and copies the frames of the tail chunk and its `parent`s then (`ChunkCopy`, up to its
+//! limits): by the time the event is processed, a young GC may have moved the chunks, or the
+//! thread returned into their frames. A copy that could not hold them all is set aside for
+//! the chunks read again from the heap. Frames below the noted `sp` do not change until the
+//! thread returns into them, so they are read only after checking that the same virtual
+//! thread (same object, same id) still has the same chunk, with its `sp` no higher than noted.
+//! A chunk the GC moved since, or frames already returned into, give no frames rather than
+//! wrong ones (the walk then shows what the copy holds, and marks the stack cut).
 
 use profiler_ebpf::ChunkCopy;
 
