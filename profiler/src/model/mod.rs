@@ -1148,8 +1148,11 @@ impl Model {
             }
             // Without an account, it ran for what is left of its life, if its life is known:
             // born in the window, or there when it opened (a thread only named, say by the
-            // JVM's list read before attach, may have ended before).
-            _ if born.is_some() || there_at_start || self.cpu_start_ns.is_none() => {
+            // JVM's list read before attach, may have ended before), and it was seen in it
+            // (a birth alone, with its end before the window opened, says nothing of it).
+            _ if (born.is_some() || there_at_start || self.cpu_start_ns.is_none())
+                && r.intervals > 0 =>
+            {
                 r.running_ns = (to - from).saturating_sub(total([
                     r.blocked_ns,
                     r.preempted_ns,
@@ -1801,6 +1804,24 @@ mod tests {
             run_ns: run_ms * MS,
             wait_ns: wait_ms * MS,
         }
+    }
+
+    #[test]
+    fn a_thread_born_but_never_seen_in_the_window_runs_nothing() {
+        // Born and gone as capture began: its end without an account, no wait, no name.
+        let mut model = window_of_15s();
+        model.apply(&Event::ThreadStart { tid: 9, time_ns: 0 });
+        model.apply(&Event::ThreadExit {
+            tid: 9,
+            time_ns: 15_000 * MS,
+            account: None,
+        });
+        let running = model
+            .threads()
+            .into_iter()
+            .find(|r| r.tid == 9)
+            .map_or(0, |r| r.running_ns);
+        assert_eq!(running, 0);
     }
 
     /// A 15 s window with thread 1 there all along (snapshots at its start and end).
