@@ -150,6 +150,38 @@ pub struct JvmLayout {
     pub _pad2: u32,
 }
 
+impl JvmLayout {
+    /// No JVM: nothing to read (and compressed oops not known to be in use).
+    pub const NONE: Self = Self {
+        thread_obj: 0,
+        vthread: 0,
+        thread_state: 0,
+        pending_monitor: 0,
+        waiting_monitor: 0,
+        held_monitor_count: 0,
+        cont_entry: 0,
+        cont_pin_count: 0,
+        anchor_sp: 0,
+        anchor_pc: 0,
+        anchor_fp: 0,
+        java_tid: 0,
+        stack_base: 0,
+        window_start: 0,
+        window_len: 0,
+        _pad: 0,
+        safepoint_state: 0,
+        vthread_cont: 0,
+        cont_tail: 0,
+        chunk_sp: 0,
+        oop_shift: u32::MAX,
+        oop_base: 0,
+        chunk_parent: 0,
+        chunk_bottom: 0,
+        chunk_stack: 0,
+        _pad2: 0,
+    };
+}
+
 /// Bytes of user stack copied for unwinding native code with its DWARF call frame information
 /// (C libraries without frame pointers).
 pub const NATIVE_COPY_BYTES: usize = 8 * 1024;

@@ -33,34 +33,7 @@ static WAKEUP_PID_OFFSET: u32 = 24;
 static EXIT_GROUP_DEAD_OFFSET: u32 = 32;
 /// HotSpot's layout, from the target's VMStructs; all zero for other processes.
 #[unsafe(no_mangle)]
-static JVM_LAYOUT: JvmLayout = JvmLayout {
-    thread_obj: 0,
-    vthread: 0,
-    thread_state: 0,
-    pending_monitor: 0,
-    waiting_monitor: 0,
-    held_monitor_count: 0,
-    cont_entry: 0,
-    cont_pin_count: 0,
-    anchor_sp: 0,
-    anchor_pc: 0,
-    anchor_fp: 0,
-    java_tid: 0,
-    stack_base: 0,
-    window_start: 0,
-    window_len: 0,
-    _pad: 0,
-    safepoint_state: 0,
-    vthread_cont: 0,
-    cont_tail: 0,
-    chunk_sp: 0,
-    oop_shift: u32::MAX,
-    oop_base: 0,
-    chunk_parent: 0,
-    chunk_bottom: 0,
-    chunk_stack: 0,
-    _pad2: 0,
-};
+static JVM_LAYOUT: JvmLayout = JvmLayout::NONE;
 /// Java stacks are copied for blocks at least this long (0: never).
 #[unsafe(no_mangle)]
 static MIN_JAVA_STACK_NS: u64 = 0;

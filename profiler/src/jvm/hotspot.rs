@@ -205,19 +205,8 @@ impl Hotspot {
             anchor_fp: anchor_field("_last_Java_fp")?,
             java_tid: java_offset(JAVA_FIELD_OFFSETS[0])? as u32,
             stack_base: thread_field("_stack_base")?,
-            window_start: 0,
-            window_len: 0,
-            _pad: 0,
             safepoint_state: lib.symbol(SAFEPOINT_STATE).unwrap_or(0),
-            vthread_cont: 0,
-            cont_tail: 0,
-            chunk_sp: 0,
-            oop_shift: u32::MAX,
-            oop_base: 0,
-            chunk_parent: 0,
-            chunk_bottom: 0,
-            chunk_stack: 0,
-            _pad2: 0,
+            ..JvmLayout::NONE
         };
         let mut layout = layout;
         // The fields read at every block, in one span of JavaThread if they fit (JDK 21 and 25:
