@@ -462,6 +462,16 @@ pub struct OffCpuStart {
     pub java: JavaState,
 }
 
+/// What a thread's Java thread was doing in a wait that began before the kernel knew it as a
+/// Java thread (user space read it from the JVM meanwhile): applied by the kernel when that
+/// wait ends, and only if the wait that ends is the one that began at `start_ns`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitAmendment {
+    pub start_ns: u64,
+    pub java: JavaState,
+}
+
 /// One off-CPU interval of a target thread, sent when the thread is switched back in.
 /// Times are `CLOCK_MONOTONIC` nanoseconds (`bpf_ktime_get_ns`).
 #[repr(C)]
@@ -529,6 +539,7 @@ pub struct ShortOffCpu {
 mod user {
     // SAFETY: all are `#[repr(C)]`, `Copy`, made of integers, with no implicit padding.
     unsafe impl aya::Pod for super::OffCpuStart {}
+    unsafe impl aya::Pod for super::WaitAmendment {}
     unsafe impl aya::Pod for super::ShortOffCpu {}
     unsafe impl aya::Pod for super::JvmLayout {}
     unsafe impl aya::Pod for super::StackRequest {}

@@ -14,7 +14,8 @@ use profiler_ebpf::{
     JAVA_WINDOW_BYTES, JavaState, JvmLayout, MAX_COPIED_CHUNKS, NATIVE_COPY_BYTES, NativeStackCopy,
     OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackChunkCopy, StackCopy, StackHead,
     StackRequest, SyscallEvent, SyscallKey, SyscallStart, TaskLayout, ThreadLife, ThreadRename,
-    WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags, sysno, task_state,
+    WaitAmendment, WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags, sysno,
+    task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -91,6 +92,10 @@ static SHORT_OFF_CPU: HashMap<u32, ShortOffCpu> = HashMap::with_max_entries(64 *
 /// kept by user space.
 #[map]
 static JAVA_THREADS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0);
+/// The Java state of waits that began before their thread was known as a Java thread, per
+/// thread, written by user space and applied here when the wait ends (see `amended`).
+#[map]
+static AMENDMENTS: HashMap<u32, WaitAmendment> = HashMap::with_max_entries(8 * 1024, 0);
 /// Java threads whose stack is wanted when they leave the system call they blocked in.
 #[map]
 static STACK_REQUESTS: HashMap<u32, StackRequest> = HashMap::with_max_entries(8 * 1024, 0);
@@ -189,6 +194,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         if prev_state & task_state::DEAD != 0 {
             // Its last switch (do_task_dead): its life ends here, and no wait begins.
             let _ = STARTS.remove(tid);
+            let _ = AMENDMENTS.remove(tid);
             thread_life(kind::THREAD_EXIT, tid, now, true);
         } else {
             switch_out(&ctx, tid, now, prev_state);
@@ -245,7 +251,7 @@ fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
     let Some(start) = STARTS.get_ptr(next) else {
         return 0;
     };
-    let start = unsafe { *start };
+    let start = amended(next, unsafe { *start });
     let _ = STARTS.remove(next);
     let duration = now.saturating_sub(start.start_ns);
     request_java_stack(next, &start, duration);
@@ -275,6 +281,32 @@ fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
         None => count(counter::LOST_EVENTS),
     }
     0
+}
+
+/// The wait `start` of `tid` with the Java state user space read for it, if it read one for
+/// this very wait. Done here, at the wait's end, because an update of `STARTS` from user space
+/// could land on the thread's next wait instead (it may run and block again meanwhile).
+#[inline(always)]
+fn amended(tid: u32, mut start: OffCpuStart) -> OffCpuStart {
+    let Some(&amendment) = (unsafe { AMENDMENTS.get(&tid) }) else {
+        return start;
+    };
+    let _ = AMENDMENTS.remove(tid);
+    if amendment.start_ns != start.start_ns || start.java.flags & java_flags::KNOWN != 0 {
+        return start;
+    }
+    start.java = amendment.java;
+    let idle_carrier = start.java.flags & (java_flags::CARRIER | java_flags::MOUNTED)
+        == java_flags::CARRIER
+        && start.prev_state != task_state::RUNNING;
+    if idle_carrier
+        && let Some(call) = IN_SYSCALL.get_ptr_mut(tid)
+        && unsafe { (*call).start_ns } <= start.start_ns
+    {
+        // As at a known carrier's switch-out: its futex wait is the scheduler's idling.
+        unsafe { (*call).flags |= syscall_flags::IDLE };
+    }
+    start
 }
 
 #[inline(always)]
@@ -1167,6 +1199,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     }
     // A thread ends inside exit(2), whose sys_exit never comes: drop what it left open.
     let _ = STARTS.remove(tid);
+    let _ = AMENDMENTS.remove(tid);
     let _ = IN_SYSCALL.remove(tid);
     let _ = STACK_REQUESTS.remove(tid);
     let _ = CONTENTION_STARTS.remove(tid);

@@ -2,7 +2,10 @@
 //! what they send into raw records. It knows nothing of files or reports.
 
 mod btf;
+mod java_threads;
 mod tracefs;
+
+pub use java_threads::JavaThreadRegistry;
 
 use std::{
     collections::HashSet,
@@ -96,7 +99,10 @@ pub struct Capture {
     counters: PerCpuArray<MapData, u64>,
     short: HashMap<MapData, u32, profiler_ebpf::ShortOffCpu>,
     starts: HashMap<MapData, u32, profiler_ebpf::OffCpuStart>,
-    java_threads: HashMap<MapData, u32, u64>,
+    /// The programs' Java threads, and the Java state of waits they began unknown.
+    registry: JavaThreadRegistry,
+    /// A second handle on the same, for the thread that follows the JVM's thread list.
+    spare_registry: Option<JavaThreadRegistry>,
     syscall_sums: Option<HashMap<MapData, SyscallKey, WaitSum>>,
     kernel_locks: Option<PerCpuHashMap<MapData, u64, WaitSum>>,
     kernel_lock_threads: Option<HashMap<MapData, u32, WaitSum>>,
@@ -250,8 +256,16 @@ impl Capture {
         let stacks = StackTraceMap::try_from(take(&mut ebpf, "STACKS")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
-        let starts = HashMap::try_from(take(&mut ebpf, "STARTS")?)?;
-        let java_threads = HashMap::try_from(take(&mut ebpf, "JAVA_THREADS")?)?;
+        let starts = take(&mut ebpf, "STARTS")?;
+        let (registry, spare_registry) = JavaThreadRegistry::pair(
+            [
+                take(&mut ebpf, "JAVA_THREADS")?,
+                java_threads::second_handle(&starts)?,
+                take(&mut ebpf, "AMENDMENTS")?,
+            ],
+            options.pid,
+        )?;
+        let starts = HashMap::try_from(starts)?;
         let in_syscall = if syscalls {
             Some(HashMap::try_from(take(&mut ebpf, "IN_SYSCALL")?)?)
         } else {
@@ -268,7 +282,8 @@ impl Capture {
         };
         let mut capture = Self {
             ring_buffer_bytes: options.ring_buffer_bytes as usize,
-            java_threads,
+            registry,
+            spare_registry: Some(spare_registry),
             syscall_sums,
             kernel_locks,
             kernel_lock_threads,
@@ -439,7 +454,9 @@ impl Capture {
         Counters {
             lost_events: read(counter::LOST_EVENTS) + self.malformed,
             stack_misses: read(counter::STACK_MISSES),
-            start_map_full: read(counter::START_MAP_FULL) + self.seeds_lost[0],
+            start_map_full: read(counter::START_MAP_FULL)
+                + self.seeds_lost[0]
+                + self.registry.lost(),
             short_intervals: read(counter::SHORT_INTERVALS),
             java_stack_misses: read(counter::STACK_COPY_MISSES),
             syscall_map_full: read(counter::SYSCALL_MAP_FULL) + self.seeds_lost[1],
@@ -447,78 +464,20 @@ impl Capture {
         }
     }
 
-    /// Tells the kernel programs which threads are Java threads, where their `JavaThread` is
-    /// and whether they are carriers: `threads` is the whole current set (thread id, address,
-    /// carrier); others are removed.
+    /// Tells the kernel programs which threads are Java threads (see
+    /// `JavaThreadRegistry::set`).
     pub fn set_java_threads(&mut self, threads: &[(u32, u64, bool)]) -> Result<()> {
-        let keep: std::collections::HashMap<u32, u64> = threads
-            .iter()
-            .map(|&(tid, addr, carrier)| {
-                let bit = if carrier {
-                    profiler_ebpf::CARRIER_BIT
-                } else {
-                    0
-                };
-                (tid, addr | bit)
-            })
-            .collect();
-        let stale: Vec<u32> = self
-            .java_threads
-            .iter()
-            .flatten()
-            .filter(|(tid, addr)| keep.get(tid) != Some(addr))
-            .map(|(tid, _)| tid)
-            .collect();
-        for tid in stale {
-            let _ = self.java_threads.remove(&tid);
-        }
-        for (&tid, &addr) in &keep {
-            self.java_threads
-                .insert(tid, addr, 0)
-                .with_context(|| format!("cannot register Java thread {tid}"))?;
-        }
-        Ok(())
+        self.registry.set(threads)
     }
 
-    /// A thread that became known as a Java thread while off CPU blocked before the kernel
-    /// knew it (a thread born during the recording is registered as soon as the JVM lists
-    /// it, which can be after its first wait began): its wait gets the Java state read now
-    /// (`java`; it cannot change while the thread sleeps), and an idle carrier's system call
-    /// its idle mark, as if the kernel had read them as it blocked. `runs` is how many times
-    /// the thread had been on a CPU when `java` was read: if it ran since, nothing is changed
-    /// (and what may have been is taken back).
-    pub fn amend_open_wait(&mut self, tid: u32, runs: u64, java: profiler_ebpf::JavaState) {
-        use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
-        // Only an existing entry is updated: one the thread has since ended is not made again.
-        const EXISTING: u64 = 2; // BPF_EXIST
-        let Ok(mut start) = self.starts.get(&tid, 0) else {
-            return;
-        };
-        if start.java.flags & KNOWN != 0 || crate::target::thread_runs(self.pid, tid) != Some(runs)
-        {
-            return;
-        }
-        let open = start.start_ns;
-        start.java = java;
-        if self.starts.insert(tid, start, EXISTING).is_err() {
-            return;
-        }
-        let idle = java.flags & (CARRIER | MOUNTED) == CARRIER
-            && start.prev_state != profiler_ebpf::task_state::RUNNING;
-        if idle
-            && let Some(calls) = self.in_syscall.as_mut()
-            && let Ok(mut call) = calls.get(&tid, 0)
-            && call.start_ns <= open
-        {
-            call.flags |= profiler_ebpf::syscall_flags::IDLE;
-            let _ = calls.insert(tid, call, EXISTING);
-        }
-        // It ran meanwhile: the entry written may be a later wait's, given this one's start.
-        if crate::target::thread_runs(self.pid, tid) != Some(runs)
-            && self.starts.get(&tid, 0).is_ok_and(|s| s.start_ns == open)
-        {
-            let _ = self.starts.remove(&tid);
-        }
+    /// A handle on the programs' Java threads for another thread (the one that follows the
+    /// JVM's thread list); there is one.
+    pub fn take_registry(&mut self) -> Option<JavaThreadRegistry> {
+        self.spare_registry.take()
+    }
+
+    fn amended(&self, tid: u32, start: profiler_ebpf::OffCpuStart) -> profiler_ebpf::OffCpuStart {
+        self.registry.amended(tid, start)
     }
 
     /// Per-(thread, system call) sums of the calls below the threshold, cumulative.
@@ -549,10 +508,25 @@ impl Capture {
         entries(self.in_syscall.as_ref())
             .into_iter()
             .filter_map(|(tid, mut call)| {
+                if self.idle_in(tid, call.start_ns) {
+                    call.flags |= profiler_ebpf::syscall_flags::IDLE;
+                }
                 call.start_ns = self.seen_from(call.start_ns)?;
                 Some((tid, call))
             })
             .collect()
+    }
+
+    /// Whether `tid` is a carrier idling (nothing mounted) in a wait that began after
+    /// `since`, as amended: the kernel marks such a carrier's call at the wait's end.
+    fn idle_in(&self, tid: u32, since: u64) -> bool {
+        use profiler_ebpf::java_flags::{CARRIER, MOUNTED};
+        self.starts.get(&tid, 0).is_ok_and(|start| {
+            let start = self.amended(tid, start);
+            start.java.flags & (CARRIER | MOUNTED) == CARRIER
+                && start.prev_state != profiler_ebpf::task_state::RUNNING
+                && since <= start.start_ns
+        })
     }
 
     /// Kernel lock contention per thread of the target, cumulative.
@@ -565,7 +539,8 @@ impl Capture {
         self.starts
             .iter()
             .flatten()
-            .filter_map(|(tid, mut start)| {
+            .filter_map(|(tid, start)| {
+                let mut start = self.amended(tid, start);
                 start.start_ns = self.seen_from(start.start_ns)?;
                 Some((tid, start))
             })
@@ -574,7 +549,7 @@ impl Capture {
 
     /// The interval `tid` is off CPU in now, if it is.
     pub fn open_interval(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
-        let mut start = self.starts.get(&tid, 0).ok()?;
+        let mut start = self.amended(tid, self.starts.get(&tid, 0).ok()?);
         start.start_ns = self.seen_from(start.start_ns)?;
         Some(start)
     }

@@ -112,6 +112,9 @@ pub struct ClassInit {
 }
 
 pub struct Hotspot {
+    /// What it was opened with, to open it again (`reopen`).
+    pid: u32,
+    major: Option<u32>,
     mem: Memory,
     vm: VmStructs,
     pub layout: JvmLayout,
@@ -367,6 +370,8 @@ impl Hotspot {
             ));
         }
         Ok(Self {
+            pid,
+            major,
             walker,
             chunks: chunks.ok(),
             continuation_return_pc: lib.symbol(CONTINUATION_RETURN_PC).ok(),
@@ -477,6 +482,12 @@ impl Hotspot {
                 "the JVM's DisableAttachMechanism flag cannot be read, so pinprof does not attach"
             ),
         }
+    }
+
+    /// The same JVM read again, for another thread of pinprof's (each reader keeps caches of
+    /// its own).
+    pub fn reopen(&self) -> Result<Self> {
+        Self::attach(self.pid, self.major)
     }
 
     /// What changes whenever a Java thread starts or ends: the current `ThreadsList*` (a new

@@ -12,6 +12,10 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
+mod thread_watch;
+
+use thread_watch::ThreadWatch;
+
 use crate::{
     capture::{self, Capture, Raw, WaitAtStart},
     events::{
@@ -117,13 +121,8 @@ pub fn run_with(
     }
     // Known to the kernel before it sees the first event; read again when the list changes.
     let jvm = hotspot.map(|mut hotspot| {
-        let list_version = hotspot.thread_list_version().unwrap_or(0);
         let threads = hotspot.java_threads().unwrap_or_default();
-        JvmWatch {
-            hotspot,
-            list_version,
-            threads,
-        }
+        JvmWatch { hotspot, threads }
     });
     let java_threads = jvm
         .iter()
@@ -132,7 +131,10 @@ pub fn run_with(
         .collect();
     let syscalls = options.min_syscall.is_some();
     let mut first_accounts = Vec::new();
-    let capture = Capture::start(
+    // A reader of its own follows the JVM's thread list from the moment the programs attach
+    // (opened first: that takes a while, and threads born meanwhile would go unknown).
+    let list_reader = jvm.as_ref().map(|j| j.hotspot.reopen());
+    let mut capture = Capture::start(
         &capture::Options {
             pid: options.pid,
             min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
@@ -150,6 +152,18 @@ pub fn run_with(
             waits
         },
     )?;
+    let watch = match (list_reader, capture.take_registry(), &jvm) {
+        (Some(reader), Some(registry), Some(jvm)) => reader
+            .and_then(|reader| ThreadWatch::start(reader, registry, jvm.threads.clone()))
+            .map_err(|e| {
+                warnings.push(format!(
+                    "the JVM's thread list cannot be followed ({e:#}): Java threads born \
+                     from now on count as other threads"
+                ))
+            })
+            .ok(),
+        _ => None,
+    };
     warnings.extend(capture.warnings.iter().cloned());
     if crate::symbolize::kernel_symbols_hidden() {
         warnings.push(
@@ -206,7 +220,8 @@ pub fn run_with(
         lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
-        births: HashMap::new(),
+        watch,
+        registration_failed: false,
     };
     session.warm_up();
     let started_ns = session.capture.started_ns();
@@ -420,16 +435,11 @@ struct Session {
     fp_check: Option<FramePointerCheck>,
     events: u64,
     jvm: Option<JvmWatch>,
-    /// Threads born lately that the JVM's thread list does not hold yet, and since when.
-    births: HashMap<u32, Instant>,
+    /// Follows the JVM's thread list (None: no JVM, or it could not be followed).
+    watch: Option<ThreadWatch>,
+    /// Whether the watch failed to register threads already (said once).
+    registration_failed: bool,
 }
-
-/// How long a new thread is looked for in the JVM's thread list (the JVM lists a Java thread
-/// before it starts it; a thread not listed by then is not a Java thread).
-const BIRTH_WATCH: Duration = Duration::from_secs(1);
-
-/// How often the JVM's thread list is read while a new thread is looked for.
-const BIRTH_POLL: Duration = Duration::from_millis(2);
 
 /// A system call still under way as capture stops.
 struct UnfinishedCall {
@@ -451,8 +461,7 @@ const MAX_PENDING_NATIVE: usize = 4096;
 /// Follows the JVM's thread list, so the kernel knows every Java thread's `JavaThread`.
 struct JvmWatch {
     hotspot: Hotspot,
-    /// The `ThreadsList*` last read: a new one means threads came or went.
-    list_version: u64,
+    /// As the thread watch read them last.
     threads: Vec<JavaThread>,
 }
 
@@ -462,7 +471,7 @@ impl Session {
             self.known_threads.insert(thread.tid);
             self.writer.write_event(&Event::Thread(thread))?;
         }
-        self.write_java_threads()?;
+        self.write_java_threads(capture::monotonic_ns())?;
         let started = Instant::now();
         let mut last_checkpoint = Instant::now();
         let mut raws = Vec::new();
@@ -487,12 +496,6 @@ impl Session {
                 DRAIN_PERIOD
             };
             self.refresh_java_threads()?;
-            // A thread born lately may not be in the JVM's list yet: look again soon, so that
-            // it is known as a Java thread (a carrier) from its first waits, like the others.
-            self.births.retain(|_, seen| seen.elapsed() < BIRTH_WATCH);
-            if !self.births.is_empty() {
-                wait = wait.min(BIRTH_POLL);
-            }
             if self.handle(&raws)? {
                 break StopReason::TargetExited;
             }
@@ -511,6 +514,10 @@ impl Session {
                 );
             }
         };
+        if let Some(watch) = &mut self.watch {
+            watch.stop();
+        }
+        self.refresh_java_threads()?;
         // A last look at the threads, then the programs are detached and the recording ends:
         // the ring buffer holds all they made, and the maps the waits still open, which end
         // with it (walking their stacks takes time that is not theirs).
@@ -552,54 +559,32 @@ impl Session {
         Duration::from_nanos(now_ns.saturating_sub(self.capture.started_ns()))
     }
 
-    /// Re-reads the JVM's threads when its thread list changed, and tells the kernel.
+    /// Takes what the thread watch read of the JVM's thread list since last time (it has
+    /// told the kernel already), and writes it.
     fn refresh_java_threads(&mut self) -> Result<()> {
-        let Some(jvm) = &mut self.jvm else {
+        let Some(watch) = &self.watch else {
             return Ok(());
         };
-        // A failed read is most likely the JVM exiting; the exit is handled elsewhere.
-        let Ok(version) = jvm.hotspot.thread_list_version() else {
-            return Ok(());
-        };
-        // A thread born lately can be in the list before its thread id is (the new thread
-        // writes it as it starts): while one is awaited, the list is read even unchanged.
-        if version == jvm.list_version && self.births.is_empty() {
-            return Ok(());
+        for update in watch.updates() {
+            if let Some(why) = update.failed
+                && !self.registration_failed
+            {
+                self.registration_failed = true;
+                self.writer.write_event(&Event::Warning(format!(
+                    "some Java threads could not be made known to the kernel programs ({why}): \
+                     their waits count as blocked"
+                )))?;
+            }
+            if let Some(jvm) = &mut self.jvm {
+                jvm.threads = update.threads;
+                self.write_java_threads(update.time_ns)?;
+            }
         }
-        let Ok(threads) = jvm.hotspot.java_threads() else {
-            return Ok(());
-        };
-        // Births the JVM lists are no longer awaited (new or not to this list).
-        self.births
-            .retain(|tid, _| !threads.iter().any(|t| t.tid == *tid));
-        jvm.list_version = version;
-        if threads == jvm.threads {
-            return Ok(());
-        }
-        let addrs: Vec<(u32, u64, bool)> =
-            threads.iter().map(|t| (t.tid, t.addr, t.carrier)).collect();
-        // Threads new to the list, with their state read before the kernel knows them (see
-        // `amend_open_wait`): how many times each had run, then what it is doing.
-        let known: HashSet<(u32, u64)> = jvm.threads.iter().map(|t| (t.tid, t.addr)).collect();
-        let new: Vec<(u32, u64, profiler_ebpf::JavaState)> = threads
-            .iter()
-            .filter(|t| !known.contains(&(t.tid, t.addr)))
-            .filter_map(|t| {
-                let runs = self.target.runs(t.tid)?;
-                Some((t.tid, runs, jvm.hotspot.java_state(t)?))
-            })
-            .collect();
-        self.capture.set_java_threads(&addrs)?;
-        for (tid, runs, java) in new {
-            self.births.remove(&tid);
-            self.capture.amend_open_wait(tid, runs, java);
-        }
-        jvm.threads = threads;
-        self.write_java_threads()
+        Ok(())
     }
 
     /// Writes the Java threads last read (their full names, which are carriers).
-    fn write_java_threads(&mut self) -> Result<()> {
+    fn write_java_threads(&mut self, time_ns: u64) -> Result<()> {
         let Some(jvm) = self.jvm.as_ref().filter(|j| !j.threads.is_empty()) else {
             return Ok(());
         };
@@ -612,7 +597,6 @@ impl Session {
                 carrier: t.carrier,
             })
             .collect();
-        let time_ns = capture::monotonic_ns();
         self.writer
             .write_event(&Event::JavaThreads { time_ns, threads })?;
         let classes: Vec<(u32, String)> = jvm
@@ -700,19 +684,16 @@ impl Session {
         let mut exited = false;
         // Births first: the JVM lists a new Java thread before it starts it, and what follows
         // (naming and walking stacks) can take a while, during which the new thread blocks.
-        if self.jvm.is_some() {
+        if let Some(watch) = &self.watch {
             for raw in raws {
                 if let Raw::ThreadStart(life) = raw {
-                    self.births.insert(life.tid, Instant::now());
+                    watch.born(life.tid);
                 }
             }
         }
-        let mut refreshed: Option<Instant> = None;
         for raw in raws {
-            if !self.births.is_empty() && refreshed.is_none_or(|r| r.elapsed() >= BIRTH_POLL) {
-                self.refresh_java_threads()?;
-                refreshed = Some(Instant::now());
-            }
+            // (Cheap: the watch has read the list; this writes what it read, in order.)
+            self.refresh_java_threads()?;
             match raw {
                 Raw::OffCpu(e) => {
                     let event = OffCpu {

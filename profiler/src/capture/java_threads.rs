@@ -1,0 +1,141 @@
+//! Which of the target's threads are Java threads, as the kernel programs see it: their
+//! `JavaThread` addresses, and the Java state of waits they began before the kernel knew them.
+//! Kept apart from `Capture` so that the JVM's thread list can be followed from a thread of
+//! its own (a new carrier's first waits must not wait for the events before them to be named).
+
+use std::{
+    os::fd::AsFd as _,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use anyhow::{Context as _, Result, anyhow};
+use aya::maps::{HashMap, Map, MapData};
+use profiler_ebpf::{JavaState, OffCpuStart, WaitAmendment, java_flags};
+
+/// Handles on the programs' maps that say which threads are Java threads.
+pub struct JavaThreadRegistry {
+    java_threads: HashMap<MapData, u32, u64>,
+    starts: HashMap<MapData, u32, OffCpuStart>,
+    amendments: HashMap<MapData, u32, WaitAmendment>,
+    pid: u32,
+    /// Amendments the kernel's map had no room for, shared by every handle.
+    lost: Arc<AtomicU64>,
+}
+
+impl JavaThreadRegistry {
+    /// Two handles on the programs' maps `JAVA_THREADS`, `STARTS` and `AMENDMENTS`: one for
+    /// the capture, one for whichever thread follows the JVM's thread list.
+    pub(super) fn pair(maps: [Map; 3], pid: u32) -> Result<(Self, Self)> {
+        let lost = Arc::<AtomicU64>::default();
+        let open = |[java_threads, starts, amendments]: [Map; 3]| -> Result<Self> {
+            Ok(Self {
+                java_threads: HashMap::try_from(java_threads)?,
+                starts: HashMap::try_from(starts)?,
+                amendments: HashMap::try_from(amendments)?,
+                pid,
+                lost: Arc::clone(&lost),
+            })
+        };
+        let [a, b, c] = &maps;
+        let second = [second_handle(a)?, second_handle(b)?, second_handle(c)?];
+        Ok((open(maps)?, open(second)?))
+    }
+
+    /// Tells the kernel programs which threads are Java threads, where their `JavaThread` is
+    /// and whether they are carriers: `threads` is the whole current set (thread id, address,
+    /// carrier); others are removed.
+    pub fn set(&mut self, threads: &[(u32, u64, bool)]) -> Result<()> {
+        let keep: std::collections::HashMap<u32, u64> = threads
+            .iter()
+            .map(|&(tid, addr, carrier)| {
+                let bit = if carrier {
+                    profiler_ebpf::CARRIER_BIT
+                } else {
+                    0
+                };
+                (tid, addr | bit)
+            })
+            .collect();
+        let stale: Vec<u32> = self
+            .java_threads
+            .iter()
+            .flatten()
+            .filter(|(tid, addr)| keep.get(tid) != Some(addr))
+            .map(|(tid, _)| tid)
+            .collect();
+        for tid in stale {
+            let _ = self.java_threads.remove(&tid);
+        }
+        for (&tid, &addr) in &keep {
+            self.java_threads
+                .insert(tid, addr, 0)
+                .with_context(|| format!("cannot register Java thread {tid}"))?;
+        }
+        Ok(())
+    }
+
+    /// A thread that became known as a Java thread while off CPU blocked before the kernel
+    /// knew it (a thread born during the recording is registered as soon as the JVM lists
+    /// it, which can be after its first wait began): its wait gets the Java state read now
+    /// (`java`; it cannot change while the thread sleeps), and an idle carrier's system call
+    /// its idle mark, as if the kernel had read them as it blocked. `runs` is how many times
+    /// the thread had been on a CPU when `java` was read: if it ran since, the wait open now
+    /// is another one, and nothing is amended.
+    ///
+    /// The kernel applies the amendment when the wait ends, and only if the wait that ends
+    /// began when this one did: the thread may run and block again at any moment, and a
+    /// change written from here into its open wait could land on the next one.
+    pub fn amend_open_wait(&mut self, tid: u32, runs: u64, java: JavaState) {
+        let Ok(start) = self.starts.get(&tid, 0) else {
+            return;
+        };
+        // Read after the wait: if the thread has not run since `java` was read, the wait
+        // read is the one `java` was read in.
+        if start.java.flags & java_flags::KNOWN != 0
+            || crate::target::thread_runs(self.pid, tid) != Some(runs)
+        {
+            return;
+        }
+        let amendment = WaitAmendment {
+            start_ns: start.start_ns,
+            java,
+        };
+        if self.amendments.insert(tid, amendment, 0).is_err() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `start`, the wait `tid` is in now, with the Java state `amend_open_wait` gave it, if
+    /// it did: as the kernel will give it when the wait ends.
+    pub fn amended(&self, tid: u32, mut start: OffCpuStart) -> OffCpuStart {
+        if start.java.flags & java_flags::KNOWN == 0
+            && let Ok(amendment) = self.amendments.get(&tid, 0)
+            && amendment.start_ns == start.start_ns
+        {
+            start.java = amendment.java;
+        }
+        start
+    }
+
+    /// The target's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Amendments lost to a full map, from every handle.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// A second file descriptor for a hash map of the programs (both see the same map).
+pub(super) fn second_handle(map: &Map) -> Result<Map> {
+    let Map::HashMap(data) = map else {
+        return Err(anyhow!("not a hash map"));
+    };
+    let fd = data.fd().as_fd().try_clone_to_owned()?;
+    Ok(Map::HashMap(MapData::from_fd(fd)?))
+}
