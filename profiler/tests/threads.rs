@@ -308,9 +308,9 @@ fn late_carriers_are_idle(major: u32) {
             "JDK {major}: idle {idle} ns, but nothing ran for {idle_from_done} ns: {c}"
         );
         // Once the JVM lists it, a late carrier's waits are told apart as the others' are:
-        // short VM waits at most are blocked. (Its waits before that, its start and whatever
-        // it did until pinprof read the list, have no Java state to tell: they count as
-        // blocked, the README says, and are measured here apart.)
+        // short VM waits at most are blocked. (Its waits before that, in the JVM's start of
+        // the thread, have no Java state to tell: they count as blocked, the README says, and
+        // are measured here apart.)
         let tid = c["tid"].as_u64().unwrap() as u32;
         let (before_listed, after_listed) = blocked_around_listing(&out, tid);
         eprintln!(
@@ -324,18 +324,46 @@ fn late_carriers_are_idle(major: u32) {
             "JDK {major}: a late carrier blocked {after_listed} ns, once known, with nothing to \
              block on: {c}"
         );
-        // (The report's blocked time is the rest of its life once its running, waiting for a
-        // CPU, idle and pinned time are counted; an interval missing from the recording shows
-        // there too: seen on a loaded machine, under investigation, so only said here.)
-        if blocked > (before_listed + 10_000_000) as f64 {
-            eprintln!(
-                "JDK {major}: {}: the report counts {:.1} ms blocked, the intervals {:.1} ms",
-                c["name"],
-                blocked / 1e6,
-                (before_listed + after_listed) as f64 / 1e6
-            );
+        // The report's blocked time is the rest of its life once its running, waiting for a
+        // CPU, idle and pinned time are counted: an interval missing from the recording would
+        // show there, beyond the blocked intervals' own time.
+        let intervals = (before_listed + after_listed) as f64;
+        assert!(
+            blocked <= intervals + 10e6,
+            "JDK {major}: the report counts {:.1} ms blocked, the blocked intervals {:.1} ms: \
+             some of its time is in no interval: {c}; gaps between its intervals: {}",
+            blocked / 1e6,
+            intervals / 1e6,
+            gaps(&out, tid)
+        );
+    }
+}
+
+/// Where a thread's off-CPU intervals leave more than 20 ms uncovered (ms from its first
+/// interval), to say what a failure saw.
+fn gaps(recording: &std::path::Path, tid: u32) -> String {
+    use profiler::{model::Model, recording::Recording};
+    let recording = Recording::open(recording).unwrap();
+    let model = Model::from_recording(&recording);
+    let mut spans: Vec<(u64, u64)> = model
+        .off_cpu
+        .iter()
+        .filter(|o| o.tid == tid)
+        .map(|o| (o.start_ns, o.end_ns))
+        .collect();
+    spans.sort_unstable();
+    let first = spans.first().map_or(0, |s| s.0);
+    let mut said = Vec::new();
+    for pair in spans.windows(2) {
+        if pair[1].0 > pair[0].1 + 20_000_000 {
+            said.push(format!(
+                "{:.1} ms at +{:.1} ms",
+                (pair[1].0 - pair[0].1) as f64 / 1e6,
+                (pair[0].1 - first) as f64 / 1e6
+            ));
         }
     }
+    format!("{} intervals; {}", spans.len(), said.join(", "))
 }
 
 /// A thread's blocked time (as the report counts it) in intervals that began before the
