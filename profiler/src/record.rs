@@ -181,6 +181,9 @@ pub fn run_with(
         }
         writer.write_event(&Event::Warning(warning))?;
     }
+    if let Some(container) = crate::namespaces::container(options.pid) {
+        writer.write_event(&Event::Container(container))?;
+    }
     // The target's mapped files, copied once for naming and unwinding alike.
     let mut mappings = Mappings::new(options.pid);
     let mut session = Session {
