@@ -208,7 +208,8 @@ fn read_cpu_max(cgroup: &str) -> anyhow::Result<String> {
         .context("no cgroup v2 hierarchy is mounted")?
         .join(relative)
         .join("cpu.max");
-    let file = open_no_symlinks(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    let file =
+        open_no_symlinks(&path).with_context(|| format!("cannot open {}", path.display()))?;
     let expect = Expect {
         max_bytes: MAX_CGROUP_FILE,
         owner: Owner::Anyone,
@@ -230,7 +231,10 @@ fn open_no_symlinks(path: &Path) -> io::Result<File> {
     for component in path.components() {
         sofar.push(component);
         if std::fs::symlink_metadata(&sofar)?.file_type().is_symlink() {
-            return Err(io::Error::other(format!("{} is a symlink", sofar.display())));
+            return Err(io::Error::other(format!(
+                "{} is a symlink",
+                sofar.display()
+            )));
         }
     }
     std::fs::OpenOptions::new()
@@ -256,7 +260,10 @@ mod tests {
     #[test]
     fn cgroup_lines() {
         let v1_and_v2 = "4:memory:/a\n0::/kubepods/pod1/c2\n";
-        assert_eq!(cgroup_v2_path(v1_and_v2).as_deref(), Some("/kubepods/pod1/c2"));
+        assert_eq!(
+            cgroup_v2_path(v1_and_v2).as_deref(),
+            Some("/kubepods/pod1/c2")
+        );
         assert_eq!(cgroup_v2_path("1:cpu:/\n"), None);
         assert_eq!(cgroup_v2_path("0::relative\n"), None);
     }

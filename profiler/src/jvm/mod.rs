@@ -69,7 +69,10 @@ pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) ->
     let _ = writeln!(out, "pid {pid} ({}): HotSpot {version}", info.command);
     if let Some(c) = crate::namespaces::container(pid) {
         let cgroup = c.cgroup.as_deref().unwrap_or("unknown");
-        let cpu = c.cpu_max.as_deref().unwrap_or("not set (no cpu controller there)");
+        let cpu = c
+            .cpu_max
+            .as_deref()
+            .unwrap_or("not set (no cpu controller there)");
         let _ = writeln!(
             out,
             "container: pid namespace {} (pid {} inside), cgroup {cgroup}, cpu.max {cpu}",

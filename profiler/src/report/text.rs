@@ -39,7 +39,10 @@ pub fn container_label(model: &Model) -> Option<String> {
     );
     match &c.cgroup {
         Some(path) => {
-            let cpu = c.cpu_max.as_deref().unwrap_or("not set (no cpu controller there)");
+            let cpu = c
+                .cpu_max
+                .as_deref()
+                .unwrap_or("not set (no cpu controller there)");
             let _ = write!(label, ", cgroup {path}, cpu.max {cpu}");
         }
         None => label.push_str(", cgroup v2 unknown"),
