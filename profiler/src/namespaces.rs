@@ -53,6 +53,28 @@ impl PidNs {
     }
 }
 
+/// Capture needs pinprof in the host's PID namespace. Its kernel programs see every task by
+/// its host ids, and a pid given inside a container is that container's number: compared
+/// with the host's, it would pick whatever host process has that number. Until the programs
+/// filter on a namespace's ids (see README, Kubernetes), pinprof refuses rather than trace
+/// the wrong process; a namespace that cannot be read fails closed too.
+pub fn check_host_pid_namespace(pid: u32) -> anyhow::Result<()> {
+    let own = PidNs::of(None).map_err(|e| {
+        anyhow::anyhow!("cannot read pinprof's own PID namespace (/proc/self/ns/pid): {e}")
+    })?;
+    if !own.is_initial() {
+        anyhow::bail!(
+            "pinprof runs in a PID namespace of its own (inode {}), where --pid {pid} is that \
+             namespace's number while the kernel programs see host pids: it would trace \
+             another process. Run pinprof in the host's PID namespace (a node debug \
+             container, or a pod with hostPID: true; see the README's Kubernetes section) \
+             and give the JVM's host pid",
+            own.ino
+        );
+    }
+    Ok(())
+}
+
 /// The ids in `NSpid:` of a `status` file: /proc's numbering first, the task's own last.
 fn parse_nspid(status: &str) -> Option<Vec<u32>> {
     let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;

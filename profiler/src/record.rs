@@ -99,6 +99,7 @@ pub fn run_with(
     tee: Option<std::sync::mpsc::Sender<crate::recording::Record>>,
 ) -> Result<Summary> {
     capture::check_privileges()?;
+    crate::namespaces::check_host_pid_namespace(options.pid)?;
     let target = Target::open(options.pid)?;
     // Made before anything is attached, so that a name already taken is said at once; gone
     // again if the capture fails before its header is written.

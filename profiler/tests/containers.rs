@@ -497,3 +497,50 @@ fn the_container_is_named_in_every_header() {
     let report = report_json(&record(host.pid, 0.5, "host-header.pinrec"));
     assert!(report["container"].is_null(), "{}", report["container"]);
 }
+
+#[test]
+fn pinprof_in_a_pid_namespace_of_its_own_refuses_rather_than_trace_another_process() {
+    // pinprof and a JVM together in a PID namespace, --pid as the namespace numbers the JVM.
+    // The kernel sees host pids: that number on the host is another process (pid 2 there is
+    // kthreadd, or whatever has it), which must never be traced. pinprof says why it cannot
+    // and writes nothing.
+    require_root();
+    let out_path = scratch("in-namespace.pinrec");
+    let script = format!(
+        "{java} -cp {classes} Pinning sleep > /dev/null & \
+         sleep 2; \
+         {pinprof} record --quiet --pid $! --duration 1 --output {out}; \
+         echo \"rc $? jvm $!\"; kill $!",
+        java = java(21).display(),
+        classes = workloads().display(),
+        pinprof = env!("CARGO_BIN_EXE_pinprof"),
+        out = out_path.display(),
+    );
+    let output = Command::new(unshare())
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(&script)
+        .output()
+        .expect("run unshare");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stdout}{stderr}");
+    let rc = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("rc "))
+        .unwrap_or_else(|| panic!("the script ran pinprof: {stdout}{stderr}"));
+    assert!(!rc.starts_with("0 "), "pinprof refused: {rc}");
+    assert!(
+        stderr.contains("runs in a PID namespace of its own")
+            && stderr.contains("host's PID namespace"),
+        "a reason the user can act on: {stderr}"
+    );
+    assert!(!out_path.exists(), "no recording was written");
+}
