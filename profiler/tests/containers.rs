@@ -401,11 +401,13 @@ fn cgroup2_mount() -> Option<PathBuf> {
     })
 }
 
-/// A cgroup v2 child made for the test, removed when dropped (once empty).
+/// A cgroup v2 child made for the test, removed when dropped with what is left in it (the
+/// test's JVM).
 struct Cgroup(PathBuf);
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("cgroup.kill"), "1");
         for _ in 0..50 {
             if std::fs::remove_dir(&self.0).is_ok() {
                 return;
