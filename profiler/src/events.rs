@@ -433,6 +433,23 @@ pub enum Event {
         time_ns: u64,
         account: Option<ThreadCpu>,
     },
+    /// The container the target runs in, when it runs in a PID namespace of its own: written
+    /// once, after the recording's header. (Last of the variants: recordings made before it
+    /// existed still read.)
+    Container(ContainerInfo),
+}
+
+/// A target's container, as pinprof saw it when recording began.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContainerInfo {
+    /// Its PID namespace's inode (`stat -L -c %i /proc/PID/ns/pid`).
+    pub pid_ns_inode: u64,
+    /// Its pid inside that namespace.
+    pub ns_pid: u32,
+    /// Its cgroup v2 path (`0::` of /proc/PID/cgroup), when it has one.
+    pub cgroup: Option<String>,
+    /// That cgroup's `cpu.max` (`max 100000`: no limit), when its CPU controller is there.
+    pub cpu_max: Option<String>,
 }
 
 /// The thread running a class's static initializer.

@@ -22,6 +22,7 @@ pub mod flamegraph;
 pub mod jvm;
 pub mod mappings;
 pub mod model;
+pub mod namespaces;
 pub mod perfmap;
 pub mod record;
 pub mod recording;

@@ -41,7 +41,9 @@ impl Symbolizer {
             blaze: Blaze::new(),
             owner: target.uid(),
             root: TargetRoot::open(target.pid).ok(),
-            perf_map_path: format!("/tmp/perf-{}.map", target.pid).into(),
+            // The JVM names it by its pid in its own PID namespace (a container's), and
+            // writes it in its own /tmp: read inside its root.
+            perf_map_path: format!("/tmp/perf-{}.map", target.ns_pid()).into(),
             perf_map: PerfMap::default(),
             perf_map_read: None,
             perf_map_stamp: None,

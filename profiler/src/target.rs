@@ -47,6 +47,13 @@ impl Target {
         Ok(Self { pid, process })
     }
 
+    /// Its pid in its own PID namespace (a container's), as it knows itself.
+    pub fn ns_pid(&self) -> u32 {
+        crate::namespaces::nspids(self.pid, self.pid)
+            .and_then(|ids| ids.last().copied())
+            .unwrap_or(self.pid)
+    }
+
     /// Whether the process still runs (a zombie does not).
     pub fn is_alive(&self) -> bool {
         Path::new(&format!("/proc/{}", self.pid)).exists() && !is_zombie(&self.process)

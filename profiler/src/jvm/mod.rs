@@ -67,6 +67,18 @@ pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) ->
     let mut out = String::new();
     let version = runtime.version.as_deref().unwrap_or("(version unknown)");
     let _ = writeln!(out, "pid {pid} ({}): HotSpot {version}", info.command);
+    if let Some(c) = crate::namespaces::container(pid) {
+        let cgroup = c.cgroup.as_deref().unwrap_or("unknown");
+        let cpu = c
+            .cpu_max
+            .as_deref()
+            .unwrap_or("not set (no cpu controller there)");
+        let _ = writeln!(
+            out,
+            "container: pid namespace {} (pid {} inside), cgroup {cgroup}, cpu.max {cpu}",
+            c.pid_ns_inode, c.ns_pid
+        );
+    }
     let parallelism = settings
         .as_ref()
         .ok()

@@ -258,6 +258,10 @@ fn cut_event(event: &mut Event) -> u64 {
         | Event::MonitorClassObject { class, .. }
         | Event::ClassInitLock { class, .. } => return text(class, MAX_TEXT),
         Event::OpenWaits { .. } | Event::ThreadStart { .. } => {}
+        Event::Container(c) => {
+            return c.cgroup.as_mut().map_or(0, |t| text(t, MAX_TEXT))
+                + c.cpu_max.as_mut().map_or(0, |t| text(t, MAX_TEXT));
+        }
         Event::ThreadExit { tid, account, .. } => {
             if let Some(a) = account {
                 count(&mut a.run_ns);

@@ -26,6 +26,8 @@ use crate::{
 #[derive(Debug, Default)]
 pub struct Model {
     pub target: TargetInfo,
+    /// The container the target ran in, when it ran in one.
+    pub container: Option<crate::events::ContainerInfo>,
     pub start_mono_ns: u64,
     pub start_unix_ns: u64,
     pub end_mono_ns: u64,
@@ -532,6 +534,7 @@ impl Model {
                 }
             }
             Event::Warning(w) => self.warnings.push(w),
+            Event::Container(c) => self.container = Some(c),
             Event::FramePointerCheck(check) => self.fp_check = Some(check),
             Event::Syscall(call) => {
                 self.end_mono_ns = self.end_mono_ns.max(call.end_ns);

@@ -103,6 +103,7 @@ pub fn run_with(
     tee: Option<std::sync::mpsc::Sender<crate::recording::Record>>,
 ) -> Result<Summary> {
     capture::check_privileges()?;
+    crate::namespaces::check_host_pid_namespace(options.pid)?;
     let target = Target::open(options.pid)?;
     // Made before anything is attached, so that a name already taken is said at once; gone
     // again if the capture fails before its header is written.
@@ -194,6 +195,9 @@ pub fn run_with(
             say!("pinprof: warning: {warning}");
         }
         writer.write_event(&Event::Warning(warning))?;
+    }
+    if let Some(container) = crate::namespaces::container(options.pid) {
+        writer.write_event(&Event::Container(container))?;
     }
     // The target's mapped files, copied once for naming and unwinding alike.
     let mut mappings = Mappings::new(options.pid);

@@ -299,3 +299,35 @@ fn only_regular_files_are_read_and_at_once() {
     std::fs::remove_file(&fifo).unwrap();
     assert!(started.elapsed().as_secs() < 5);
 }
+
+#[test]
+fn a_container_round_trips_and_reaches_the_headers() {
+    let dir = std::env::temp_dir().join(format!("pinprof-rec-{}-container", std::process::id()));
+    let output = crate::safe_fs::create_output(&dir, crate::safe_fs::Existing::Replace).unwrap();
+    let mut w = RecordingWriter::create(output, &header(), None).unwrap();
+    let container = crate::events::ContainerInfo {
+        pid_ns_inode: 4026532178,
+        ns_pid: 1,
+        cgroup: Some("/kubepods/pod1/c2".into()),
+        cpu_max: Some("50000 100000".into()),
+    };
+    w.write_event(&Event::Container(container.clone())).unwrap();
+    w.finish(End {
+        end_mono_ns: 10_000,
+        reason: StopReason::Duration,
+    })
+    .unwrap();
+    let bytes = std::fs::read(&dir).unwrap();
+    std::fs::remove_file(&dir).unwrap();
+    let r = Recording::parse(&bytes).unwrap();
+    assert!(r.damage.is_empty());
+    assert_eq!(r.events, vec![Event::Container(container.clone())]);
+    let mut model = crate::model::Model::default();
+    model.apply(&r.events[0]);
+    assert_eq!(model.container, Some(container));
+    assert_eq!(
+        crate::report::container_label(&model).unwrap(),
+        "container: pid namespace 4026532178 (pid 1 inside), cgroup /kubepods/pod1/c2, \
+         cpu.max 50000 100000"
+    );
+}

@@ -146,6 +146,12 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "command": model.target.command,
             "runtime": runtime,
         },
+        "container": model.container.as_ref().map(|c| json!({
+            "pid_namespace": c.pid_ns_inode,
+            "pid": c.ns_pid,
+            "cgroup": c.cgroup,
+            "cpu_max": c.cpu_max,
+        })),
         "window": {
             "start_unix_ns": model.start_unix_ns,
             "duration_ns": model.duration_ns(),

@@ -29,6 +29,27 @@ pub fn runtime_label(model: &Model) -> Option<String> {
     })
 }
 
+/// The container the target ran in, for a header: its PID namespace (and its pid there),
+/// its cgroup and that cgroup's CPU limit.
+pub fn container_label(model: &Model) -> Option<String> {
+    let c = model.container.as_ref()?;
+    let mut label = format!(
+        "container: pid namespace {} (pid {} inside)",
+        c.pid_ns_inode, c.ns_pid
+    );
+    match &c.cgroup {
+        Some(path) => {
+            let cpu = c
+                .cpu_max
+                .as_deref()
+                .unwrap_or("not set (no cpu controller there)");
+            let _ = write!(label, ", cgroup {path}, cpu.max {cpu}");
+        }
+        None => label.push_str(", cgroup v2 unknown"),
+    }
+    Some(label)
+}
+
 /// One line that says what was profiled and how well.
 pub fn headline(model: &Model) -> String {
     let runtime = runtime_label(model).map_or(String::new(), |r| format!(", {r}"));
@@ -47,6 +68,9 @@ pub fn headline(model: &Model) -> String {
 
 fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
     writeln!(out, "{}", headline(model))?;
+    if let Some(container) = container_label(model) {
+        writeln!(out, "{container}")?;
+    }
     if model.target.runtime.is_none() {
         writeln!(
             out,

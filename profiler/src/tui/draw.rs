@@ -87,6 +87,13 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         Status::Ended(reason) => (format!("■ ended: {reason}"), Color::Blue),
         Status::Cut => ("■ ended without an end marker".to_string(), Color::Yellow),
     };
+    if let Some(c) = &model.container {
+        runtime += &format!(" · container pidns {} pid {}", c.pid_ns_inode, c.ns_pid);
+        if let Some(cgroup) = &c.cgroup {
+            let cpu = c.cpu_max.as_deref().unwrap_or("-");
+            runtime += &format!(" · cgroup {cgroup} cpu.max {cpu}");
+        }
+    }
     let lost = model.counters.lost();
     let first = Line::from(vec![
         Span::styled("pinprof ", Style::new().bold()),

@@ -1,0 +1,306 @@
+//! Containers: PID namespaces and cgroups, as seen from where pinprof runs.
+//!
+//! A process in a container numbers its threads as its own PID namespace does: HotSpot's
+//! `OSThread::_thread_id` (its `gettid()`) is such a number, while /proc, as pinprof reads
+//! it, names the same thread by pinprof's numbering. `/proc/PID/task/TID/status` says both
+//! (`NSpid:`, from /proc's namespace down to the thread's own), which is how they are
+//! matched here. The container a target runs in (its PID namespace, cgroup and CPU limit) is
+//! described for the header of every view.
+
+use std::{
+    collections::HashMap,
+    fs::File,
+    io,
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    events::ContainerInfo,
+    safe_fs::{Expect, Owner, check_file, read_capped},
+};
+
+/// Inode of the initial PID namespace (`PROC_PID_INIT_INO`): the host's.
+pub const INITIAL_PID_NS_INO: u64 = 0xEFFF_FFFC;
+
+/// Threads of one process: more are not mapped (HotSpot's own cap is lower).
+const MAX_THREADS: usize = 1 << 16;
+
+/// A PID namespace, as `stat` names it: the device of nsfs and the inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PidNs {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl PidNs {
+    /// The PID namespace of process `pid` (as /proc names it), or of pinprof itself.
+    pub fn of(pid: Option<u32>) -> io::Result<Self> {
+        let path = match pid {
+            Some(pid) => format!("/proc/{pid}/ns/pid"),
+            None => "/proc/self/ns/pid".into(),
+        };
+        // A magic link the kernel sets: following it is how a namespace is named.
+        let meta = std::fs::metadata(path)?;
+        Ok(Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    pub fn is_initial(&self) -> bool {
+        self.ino == INITIAL_PID_NS_INO
+    }
+}
+
+/// Capture needs pinprof in the host's PID namespace. Its kernel programs see every task by
+/// its host ids, and a pid given inside a container is that container's number: compared
+/// with the host's, it would pick whatever host process has that number. Until the programs
+/// filter on a namespace's ids (see README, Kubernetes), pinprof refuses rather than trace
+/// the wrong process; a namespace that cannot be read fails closed too.
+pub fn check_host_pid_namespace(pid: u32) -> anyhow::Result<()> {
+    let own = PidNs::of(None).map_err(|e| {
+        anyhow::anyhow!("cannot read pinprof's own PID namespace (/proc/self/ns/pid): {e}")
+    })?;
+    if !own.is_initial() {
+        anyhow::bail!(
+            "pinprof runs in a PID namespace of its own (inode {}), where --pid {pid} is that \
+             namespace's number while the kernel programs see host pids: it would trace \
+             another process. Run pinprof in the host's PID namespace (a node debug \
+             container, or a pod with hostPID: true; see the README's Kubernetes section) \
+             and give the JVM's host pid",
+            own.ino
+        );
+    }
+    Ok(())
+}
+
+/// The ids in `NSpid:` of a `status` file: /proc's numbering first, the task's own last.
+fn parse_nspid(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let ids: Option<Vec<u32>> = line.split_whitespace().map(|v| v.parse().ok()).collect();
+    ids.filter(|ids| !ids.is_empty() && ids.len() <= 64)
+}
+
+/// A task's ids from /proc's namespace down to its own (`NSpid:`).
+pub fn nspids(pid: u32, tid: u32) -> Option<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    parse_nspid(&status)
+}
+
+/// Translates the thread ids a target gives itself (HotSpot's) into the ones /proc and the
+/// kernel programs use. The identity when the target numbers its threads as /proc does.
+#[derive(Debug)]
+pub struct ThreadIds {
+    pid: u32,
+    /// Own id -> /proc's, None when they are the same.
+    map: Option<HashMap<u32, u32>>,
+    /// Whether the map was read again in this round (see `new_round`).
+    refreshed: bool,
+}
+
+impl ThreadIds {
+    pub fn new(pid: u32) -> Self {
+        // Same namespace (or unknown: no translation is possible then anyway).
+        let same = match (PidNs::of(None), PidNs::of(Some(pid))) {
+            (Ok(own), Ok(target)) => own == target,
+            _ => true,
+        };
+        let mut ids = Self {
+            pid,
+            map: (!same).then(HashMap::new),
+            refreshed: false,
+        };
+        ids.refresh();
+        ids
+    }
+
+    /// Whether the target numbers its threads differently from /proc.
+    pub fn translates(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// Starts a round of lookups (one read of the JVM's thread list): the threads are read
+    /// again from /proc at most once per round, at the first id not known.
+    pub fn new_round(&mut self) {
+        self.refreshed = false;
+    }
+
+    /// /proc's id of the thread the target calls `own`; None when no thread of the target
+    /// has that id now (it ended, or is not one of its threads).
+    pub fn to_proc(&mut self, own: u32) -> Option<u32> {
+        let Some(map) = &self.map else {
+            return Some(own);
+        };
+        if let Some(&tid) = map.get(&own) {
+            return Some(tid);
+        }
+        if self.refreshed {
+            return None;
+        }
+        // A thread born since the last read.
+        self.refresh();
+        self.refreshed = true;
+        self.map.as_ref()?.get(&own).copied()
+    }
+
+    fn refresh(&mut self) {
+        let Some(map) = &mut self.map else {
+            return;
+        };
+        map.clear();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return;
+        };
+        for entry in tasks.flatten().take(MAX_THREADS) {
+            let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            // The first id is /proc's (the directory's name), the last the task's own.
+            if let Some(ids) = nspids(self.pid, tid)
+                && ids[0] == tid
+            {
+                map.insert(*ids.last().unwrap_or(&tid), tid);
+            }
+        }
+    }
+}
+
+/// Largest cgroup file read (`cpu.max` is two numbers).
+const MAX_CGROUP_FILE: u64 = 4096;
+
+/// The container `pid` runs in, when it runs in a PID namespace other than the host's:
+/// None for a process of the host's (its cgroup alone does not make a container).
+pub fn container(pid: u32) -> Option<ContainerInfo> {
+    let ns = PidNs::of(Some(pid)).ok()?;
+    if ns.is_initial() {
+        return None;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let ns_pid = *parse_nspid(&status)?.last()?;
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()
+        .and_then(|text| cgroup_v2_path(&text));
+    let cpu_max = cgroup.as_deref().and_then(|path| read_cpu_max(path).ok());
+    Some(ContainerInfo {
+        pid_ns_inode: ns.ino,
+        ns_pid,
+        cgroup,
+        cpu_max,
+    })
+}
+
+/// The cgroup v2 path in `/proc/PID/cgroup` (its `0::` line).
+fn cgroup_v2_path(text: &str) -> Option<String> {
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    path.starts_with('/').then(|| path.to_string())
+}
+
+/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
+/// on a host that also mounts v1 controllers).
+fn cgroup2_mount() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|line| {
+        // `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPER`
+        let (left, right) = line.split_once(" - ")?;
+        if right.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        let mut fields = left.split_whitespace();
+        // Only a mount of the hierarchy's root maps a cgroup path to a directory.
+        let root = fields.nth(3)?;
+        let mount_point = fields.next()?;
+        (root == "/").then(|| PathBuf::from(mount_point))
+    })
+}
+
+/// A cgroup's `cpu.max` (`max 100000`, `50000 100000`), None when its hierarchy has no CPU
+/// controller there. The path comes from the kernel, but a delegated cgroup is named by
+/// whoever made it: no `..`, no symlink on the way, a regular file of the kernel's, capped.
+fn read_cpu_max(cgroup: &str) -> anyhow::Result<String> {
+    use anyhow::{Context as _, bail};
+    let relative = Path::new(cgroup.trim_start_matches('/'));
+    if relative
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        bail!("unexpected cgroup path {cgroup}");
+    }
+    let path = cgroup2_mount()
+        .context("no cgroup v2 hierarchy is mounted")?
+        .join(relative)
+        .join("cpu.max");
+    let file =
+        open_no_symlinks(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    let expect = Expect {
+        max_bytes: MAX_CGROUP_FILE,
+        owner: Owner::Anyone,
+    };
+    check_file(&file, &path, expect)?;
+    let bytes = read_capped(&file, &path, MAX_CGROUP_FILE)?;
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    if text.is_empty() || text.len() > 64 {
+        bail!("unexpected {}: {text:?}", path.display());
+    }
+    Ok(text)
+}
+
+/// Opens a file for reading through no symlink at all, never blocking.
+fn open_no_symlinks(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Each component checked: a symlink anywhere on the way is refused.
+    let mut sofar = PathBuf::new();
+    for component in path.components() {
+        sofar.push(component);
+        if std::fs::symlink_metadata(&sofar)?.file_type().is_symlink() {
+            return Err(io::Error::other(format!(
+                "{} is a symlink",
+                sofar.display()
+            )));
+        }
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nspid_lines() {
+        let status = "Name:\tjava\nTgid:\t4242\nNSpid:\t4242\t7\nUid:\t0\n";
+        assert_eq!(parse_nspid(status), Some(vec![4242, 7]));
+        assert_eq!(parse_nspid("NSpid:\t12\n"), Some(vec![12]));
+        assert_eq!(parse_nspid("NSpid:\t12\tx\n"), None);
+        assert_eq!(parse_nspid("NSpid:\n"), None);
+        assert_eq!(parse_nspid("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn cgroup_lines() {
+        let v1_and_v2 = "4:memory:/a\n0::/kubepods/pod1/c2\n";
+        assert_eq!(
+            cgroup_v2_path(v1_and_v2).as_deref(),
+            Some("/kubepods/pod1/c2")
+        );
+        assert_eq!(cgroup_v2_path("1:cpu:/\n"), None);
+        assert_eq!(cgroup_v2_path("0::relative\n"), None);
+    }
+
+    #[test]
+    fn odd_cgroup_paths_are_refused() {
+        assert!(read_cpu_max("/../../etc").is_err());
+        assert!(read_cpu_max("/a/../b").is_err());
+    }
+
+    #[test]
+    fn own_threads_need_no_translation() {
+        let mut ids = ThreadIds::new(std::process::id());
+        assert!(!ids.translates());
+        assert_eq!(ids.to_proc(12345), Some(12345));
+        assert!(!PidNs::of(None).unwrap().is_initial() || container(std::process::id()).is_none());
+    }
+}
