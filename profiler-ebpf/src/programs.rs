@@ -22,6 +22,13 @@ use profiler_ebpf::{
 // offsets come from the tracepoints' `format` files, so no kernel layout is hard-coded here.
 #[unsafe(no_mangle)]
 static TARGET_TGID: u32 = 0;
+/// pinprof's PID namespace (`stat /proc/self/ns/pid`: device and inode) when it is not the
+/// host's: the target and every thread id are then as that namespace numbers them (the
+/// target is in it too). 0: the host's, and host ids.
+#[unsafe(no_mangle)]
+static PID_NS_DEV: u64 = 0;
+#[unsafe(no_mangle)]
+static PID_NS_INO: u64 = 0;
 #[unsafe(no_mangle)]
 static MIN_OFF_CPU_NS: u64 = 0;
 #[unsafe(no_mangle)]
@@ -92,6 +99,14 @@ static SHORT_OFF_CPU: HashMap<u32, ShortOffCpu> = HashMap::with_max_entries(64 *
 /// kept by user space.
 #[map]
 static JAVA_THREADS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0);
+/// In a PID namespace: the namespace's id of each of the target's threads seen running, by
+/// host id (the scheduler's tracepoints name the task switched in or woken by its host id).
+#[map]
+static NS_TIDS: HashMap<u32, u32> = HashMap::with_max_entries(64 * 1024, 0);
+/// In a PID namespace: threads the target started and that have not run yet, by host id,
+/// with their birth (sent once they run, when their namespace id is known).
+#[map]
+static NS_BIRTHS: HashMap<u32, u64> = HashMap::with_max_entries(8 * 1024, 0);
 /// The Java state of waits that began before their thread was known as a Java thread, per
 /// thread, written by user space and applied here when the wait ends (see `amended`).
 #[map]
@@ -182,11 +197,11 @@ fn stack_id(ctx: &TracePointContext, flags: u64) -> i32 {
 pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let now = unsafe { bpf_ktime_get_ns() };
     let target = setting(&TARGET_TGID);
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (tgid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
+    let (tgid, tid) = current_ids();
 
     // The current task is still `prev`: its stacks are the ones that go off CPU.
     if tgid == target && tid != 0 {
+        seen_running(tid, now);
         // The low byte is the state; TASK_REPORT_MAX (0x100) marks a preemption in the kernel.
         let prev_state = unsafe { ctx.read_at::<i64>(setting(&SWITCH_PREV_STATE_OFFSET) as usize) }
             .unwrap_or(0) as u64
@@ -195,6 +210,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             // Its last switch (do_task_dead): its life ends here, and no wait begins.
             let _ = STARTS.remove(tid);
             let _ = AMENDMENTS.remove(tid);
+            forget_ns_tid();
             thread_life(kind::THREAD_EXIT, tid, now, true);
         } else {
             switch_out(&ctx, tid, now, prev_state);
@@ -243,13 +259,22 @@ fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
     else {
         return 0;
     };
-    let next = next as u32;
+    let Some(next) = own_id(next as u32) else {
+        return 0;
+    };
     if next == 0 {
         return 0;
     }
+    end_wait(next, now);
+    0
+}
+
+/// The off-CPU interval of the target's thread `tid` ends now, if it is in one.
+#[inline(always)]
+fn end_wait(next: u32, now: u64) {
     // Only the target's threads are ever stamped, so a hit means `next` is ours.
     let Some(start) = STARTS.get_ptr(next) else {
-        return 0;
+        return;
     };
     let start = amended(next, unsafe { *start });
     let _ = STARTS.remove(next);
@@ -258,7 +283,7 @@ fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
 
     if duration < setting(&MIN_OFF_CPU_NS) {
         add_short(next, duration, start.prev_state);
-        return 0;
+        return;
     }
     match EVENTS.reserve::<OffCpuEvent>(0) {
         Some(mut slot) => {
@@ -280,7 +305,78 @@ fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
         }
         None => count(counter::LOST_EVENTS),
     }
-    0
+}
+
+/// The current task's (process id, thread id), as pinprof numbers them: the host's, or in a
+/// PID namespace that namespace's ((0, 0) for a task outside it).
+#[inline(always)]
+fn current_ids() -> (u32, u32) {
+    let dev = setting(&PID_NS_DEV);
+    if dev == 0 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        return ((pid_tgid >> 32) as u32, pid_tgid as u32);
+    }
+    let mut ids = aya_ebpf::bindings::bpf_pidns_info { pid: 0, tgid: 0 };
+    let size = core::mem::size_of::<aya_ebpf::bindings::bpf_pidns_info>() as u32;
+    let found = unsafe {
+        aya_ebpf::helpers::generated::bpf_get_ns_current_pid_tgid(
+            dev,
+            setting(&PID_NS_INO),
+            &mut ids,
+            size,
+        )
+    };
+    if found != 0 {
+        return (0, 0);
+    }
+    (ids.tgid, ids.pid)
+}
+
+/// The id pinprof knows a task by, from the host id a tracepoint gives for a task that is not
+/// the current one: the same, or in a PID namespace the one it was seen running with (None:
+/// not seen running yet, so not one of the target's threads as far as the programs know).
+#[inline(always)]
+fn own_id(host: u32) -> Option<u32> {
+    if setting(&PID_NS_DEV) == 0 {
+        return Some(host);
+    }
+    unsafe { NS_TIDS.get(&host) }.copied()
+}
+
+/// In a PID namespace, the target's current thread `tid` is running: its host id is noted
+/// (the scheduler's tracepoints name other tasks by it). The first time, what could not be
+/// said before is said: its birth, and the end of the wait it was in as capture began (its
+/// switch back in came under a host id not known then).
+#[inline(always)]
+fn seen_running(tid: u32, now: u64) {
+    if setting(&PID_NS_DEV) == 0 {
+        return;
+    }
+    let host = bpf_get_current_pid_tgid() as u32;
+    if unsafe { NS_TIDS.get(&host) }.is_some_and(|&known| known == tid) {
+        return;
+    }
+    if NS_TIDS.insert(host, tid, 0).is_err() {
+        count(counter::START_MAP_FULL);
+    }
+    if let Some(&born) = unsafe { NS_BIRTHS.get(&host) } {
+        let _ = NS_BIRTHS.remove(host);
+        thread_life(kind::THREAD_START, tid, born, false);
+    }
+    if STARTS
+        .get_ptr(tid)
+        .is_some_and(|s| unsafe { (*s).start_ns } == 0)
+    {
+        end_wait(tid, now);
+    }
+}
+
+/// In a PID namespace, the current task's host id is forgotten as it ends (ids are reused).
+#[inline(always)]
+fn forget_ns_tid() {
+    if setting(&PID_NS_DEV) != 0 {
+        let _ = NS_TIDS.remove(bpf_get_current_pid_tgid() as u32);
+    }
 }
 
 /// The wait `start` of `tid` with the Java state user space read for it, if it read one for
@@ -541,8 +637,12 @@ unsafe fn add_to(sum: *mut WaitSum, duration: u64) {
 /// The current thread's id if it belongs to the target.
 #[inline(always)]
 fn target_tid() -> Option<u32> {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    ((pid_tgid >> 32) as u32 == setting(&TARGET_TGID)).then_some(pid_tgid as u32)
+    let (tgid, tid) = current_ids();
+    if tgid != setting(&TARGET_TGID) || tgid == 0 {
+        return None;
+    }
+    seen_running(tid, unsafe { bpf_ktime_get_ns() });
+    Some(tid)
 }
 
 /// Starts timing a system call of the target.
@@ -947,10 +1047,12 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
     let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&WAKEUP_PID_OFFSET) as usize) }) else {
         return 0;
     };
-    let pid = pid as u32;
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(pid) = own_id(pid as u32) else {
+        return 0;
+    };
+    let (waker_tgid, waker_tid) = current_ids();
     if let Some(start) = STARTS.get_ptr_mut(pid) {
-        unsafe { (*start).waker_tid = pid_tgid as u32 };
+        unsafe { (*start).waker_tid = waker_tid };
     }
     // A thread of the target waking from a long futex wait: remember who released it, and
     // where (the releasing code), and ask for the waker's Java stack too.
@@ -971,8 +1073,8 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
     }
     // Only a thread inside a futex call releases a futex waiter. Anything else is a timer
     // interrupt (the wait timed out: the current task is whatever it interrupted) or a signal.
-    let waker_tid = pid_tgid as u32;
-    let ours = (pid_tgid >> 32) as u32 == setting(&TARGET_TGID)
+    let ours = waker_tgid == setting(&TARGET_TGID)
+        && waker_tgid != 0
         && IN_SYSCALL.get_ptr(waker_tid).is_some_and(|c| {
             matches!(
                 unsafe { (*c).nr },
@@ -1092,11 +1194,20 @@ fn copy_native_stack(tid: u32, key_ns: u64) {
 /// could read their name, so the kernel sends it.
 #[tracepoint]
 pub fn task_rename(ctx: TracePointContext) -> u32 {
-    if target_tid().is_none() {
+    let Some(current) = target_tid() else {
         return 0;
-    }
+    };
     let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&RENAME_PID_OFFSET) as usize) }) else {
         return 0;
+    };
+    // Mostly a thread naming itself; in a PID namespace, another by the id it ran with.
+    let pid = if pid as u32 == bpf_get_current_pid_tgid() as u32 {
+        current
+    } else {
+        match own_id(pid as u32) {
+            Some(pid) => pid,
+            None => return 0,
+        }
     };
     let Ok(comm) = (unsafe { ctx.read_at::<[u8; 16]>(setting(&RENAME_NEWCOMM_OFFSET) as usize) })
     else {
@@ -1106,7 +1217,7 @@ pub fn task_rename(ctx: TracePointContext) -> u32 {
         Some(mut slot) => {
             slot.write(ThreadRename {
                 kind: kind::RENAME,
-                tid: pid as u32,
+                tid: pid,
                 comm,
             });
             slot.submit(BPF_RB_NO_WAKEUP as u64);
@@ -1186,15 +1297,21 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let now = unsafe { bpf_ktime_get_ns() };
+    if setting(&PID_NS_DEV) != 0 {
+        // Its id in the namespace is known once it runs (`seen_running`).
+        if NS_BIRTHS.insert(pid as u32, now, 0).is_err() {
+            count(counter::START_MAP_FULL);
+        }
+        return 0;
+    }
     thread_life(kind::THREAD_START, pid as u32, now, false);
     0
 }
 
 #[tracepoint]
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (tgid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
-    if tgid != setting(&TARGET_TGID) {
+    let (tgid, tid) = current_ids();
+    if tgid != setting(&TARGET_TGID) || tgid == 0 {
         return 0;
     }
     // A thread ends inside exit(2), whose sys_exit never comes: drop what it left open.

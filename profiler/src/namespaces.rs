@@ -53,26 +53,31 @@ impl PidNs {
     }
 }
 
-/// Capture needs pinprof in the host's PID namespace. Its kernel programs see every task by
-/// its host ids, and a pid given inside a container is that container's number: compared
-/// with the host's, it would pick whatever host process has that number. Until the programs
-/// filter on a namespace's ids (see README, Kubernetes), pinprof refuses rather than trace
-/// the wrong process; a namespace that cannot be read fails closed too.
-pub fn check_host_pid_namespace(pid: u32) -> anyhow::Result<()> {
+/// Where capture counts ids: the host's PID namespace (None), or pinprof's own (its device
+/// and inode), which must then be the target's too. The kernel programs see every task by its
+/// host ids; in a namespace of its own pinprof knows the target and its threads only by that
+/// namespace's ids, so the programs are told to work in those (`bpf_get_ns_current_pid_tgid`).
+/// A target in another namespace (a nested one) is refused: its ids there are not /proc's.
+pub fn capture_namespace(pid: u32) -> anyhow::Result<Option<(u64, u64)>> {
     let own = PidNs::of(None).map_err(|e| {
         anyhow::anyhow!("cannot read pinprof's own PID namespace (/proc/self/ns/pid): {e}")
     })?;
-    if !own.is_initial() {
+    if own.is_initial() {
+        return Ok(None);
+    }
+    let target = PidNs::of(Some(pid))
+        .map_err(|e| anyhow::anyhow!("cannot read the PID namespace of process {pid}: {e}"))?;
+    if target != own {
         anyhow::bail!(
-            "pinprof runs in a PID namespace of its own (inode {}), where --pid {pid} is that \
-             namespace's number while the kernel programs see host pids: it would trace \
-             another process. Run pinprof in the host's PID namespace (a node debug \
-             container, or a pod with hostPID: true; see the README's Kubernetes section) \
-             and give the JVM's host pid",
-            own.ino
+            "pinprof runs in a PID namespace of its own (inode {}) and process {pid} is in \
+             another one (inode {}): run pinprof in the target's PID namespace (an ephemeral \
+             container with --target, see the README's Kubernetes section) or in the host's \
+             (a node debug container, or hostPID: true) with the JVM's host pid",
+            own.ino,
+            target.ino
         );
     }
-    Ok(())
+    Ok(Some((own.dev, own.ino)))
 }
 
 /// The ids in `NSpid:` of a `status` file: /proc's numbering first, the task's own last.

@@ -500,49 +500,118 @@ fn the_container_is_named_in_every_header() {
     assert!(report["container"].is_null(), "{}", report["container"]);
 }
 
+/// The workload's own count of pinned sleeps between two of its `counts` lines around
+/// `[from, to]` (CLOCK_MONOTONIC ns): (within, around), the counts just inside and just outside.
+fn sleeps_between(log: &str, from: u64, to: u64) -> (u64, u64) {
+    let counts: Vec<(u64, u64)> = log
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first() == Some(&"counts") && f.get(2) == Some(&"sleeps"))
+                .then(|| Some((f[1].parse().ok()?, f[3].parse().ok()?)))
+                .flatten()
+        })
+        .collect();
+    let at = |t: u64, inside: bool| -> u64 {
+        let before = counts.iter().rev().find(|c| c.0 <= t);
+        let after = counts.iter().find(|c| c.0 >= t);
+        let pick = if inside == (t == from) { after } else { before };
+        pick.unwrap_or_else(|| panic!("the workload counted around {t}: {counts:?}"))
+            .1
+    };
+    (
+        at(to, true) - at(from, true),
+        at(to, false) - at(from, false),
+    )
+}
+
 #[test]
-fn pinprof_in_a_pid_namespace_of_its_own_refuses_rather_than_trace_another_process() {
+fn pinprof_in_the_jvms_pid_namespace_records_it_and_nothing_else() {
     // pinprof and a JVM together in a PID namespace, --pid as the namespace numbers the JVM.
-    // The kernel sees host pids: that number on the host is another process (pid 2 there is
-    // kthreadd, or whatever has it), which must never be traced. pinprof says why it cannot
-    // and writes nothing.
+    // The kernel sees host pids; a busy JVM on the host has the very number the JVM has in
+    // the namespace, and must stay out of the recording.
     require_root();
-    let out_path = scratch("in-namespace.pinrec");
+    let decoy = start(21, "LockContention", &["3"]);
+    let out = scratch("in-namespace.pinrec");
+    let log = scratch("in-namespace.log");
+    let _ = std::fs::remove_file(&log);
     let script = format!(
-        "{java} -cp {classes} Pinning sleep > /dev/null & \
-         sleep 2; \
-         {pinprof} record --quiet --pid $! --duration 1 --output {out}; \
-         echo \"rc $? jvm $!\"; kill $!",
+        "echo $(({decoy} - 1)) > /proc/sys/kernel/ns_last_pid; \
+         {java} -Djdk.virtualThreadScheduler.parallelism=2 -cp {classes} Pinning sleep \
+         > {log} 2>&1 & \
+         jvm=$!; echo \"jvm $jvm\"; sleep 2; \
+         {pinprof} record --quiet --pid $jvm --duration 3 --output {out}; \
+         echo \"rc $?\"; sleep 0.5; kill $jvm; wait",
+        decoy = decoy.pid,
         java = java(21).display(),
         classes = workloads().display(),
         pinprof = env!("CARGO_BIN_EXE_pinprof"),
-        out = out_path.display(),
+        out = out.display(),
+        log = log.display(),
     );
     let output = Command::new(unshare())
-        .args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(&script)
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
+        .args(["sh", "-c", &script])
         .output()
         .expect("run unshare");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("{stdout}{stderr}");
-    let rc = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("rc "))
-        .unwrap_or_else(|| panic!("the script ran pinprof: {stdout}{stderr}"));
-    assert!(!rc.starts_with("0 "), "pinprof refused: {rc}");
     assert!(
-        stderr.contains("runs in a PID namespace of its own")
-            && stderr.contains("host's PID namespace"),
-        "a reason the user can act on: {stderr}"
+        stdout.contains(&format!("jvm {}\n", decoy.pid)),
+        "the JVM has the host JVM's pid ({}) in its namespace: {stdout}",
+        decoy.pid
     );
-    assert!(!out_path.exists(), "no recording was written");
+    assert!(
+        stdout.contains("rc 0\n"),
+        "pinprof recorded: {stdout}{stderr}"
+    );
+
+    let report = report_json(&out);
+    let frames: Vec<String> = report["pinned"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(report["locks"].as_array().into_iter().flatten())
+        .chain(report["blocked_stacks"].as_array().into_iter().flatten())
+        .flat_map(|s| {
+            ["frames", "holder_frames"]
+                .iter()
+                .flat_map(|k| s[k].as_array().into_iter().flatten())
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // Nothing of the host's JVM: none of its classes in any stack, none of its threads.
+    assert!(
+        !frames.iter().any(|f| f.contains("LockContention")),
+        "the host's JVM leaked in: {frames:?}"
+    );
+    let names: Vec<&str> = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with("teller")),
+        "the host JVM's threads leaked in: {names:?}"
+    );
+    // The JVM of the namespace, as on the host: its two carriers by their JVM names, its
+    // pinned sleeps with their Java frames, as many as the workload counted.
+    let carriers = carrier_threads(&report);
+    assert_eq!(carriers.len(), 2, "two carriers: {names:?}");
+    let (sleeps, _) = pinned(&report, |s| {
+        strings(&s["frames"]).contains(&"Pinning$Ledger.append")
+    });
+    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    let (within, around) = sleeps_between(&std::fs::read_to_string(&log).unwrap(), from, to);
+    eprintln!("{sleeps} pinned sleeps recorded; the workload counted {within} to {around}");
+    assert!(
+        within as f64 * 0.95 <= sleeps as f64 && sleeps as f64 <= around as f64 * 1.05,
+        "{sleeps} pinned sleeps in Pinning$Ledger.append, the workload counted {within} to \
+         {around} in the window"
+    );
+    assert_eq!(report["lost_events"], 0);
 }

@@ -32,7 +32,11 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The target, as pinprof's PID namespace numbers it (as are all thread ids).
     pub pid: u32,
+    /// pinprof's PID namespace (device, inode) when it is not the host's (the target is in
+    /// it too): the programs then work in that namespace's ids.
+    pub pid_ns: Option<(u64, u64)>,
     /// Off-CPU intervals shorter than this are summed in the kernel instead of sent one by one.
     pub min_off_cpu_ns: u64,
     /// Size of the ring buffer; a power of two, multiple of the page size.
@@ -199,6 +203,8 @@ impl Capture {
             .override_global("NEWTASK_FLAGS_OFFSET", &newtask_flags, true)
             .override_global("TASK_LAYOUT", &task_layout, true)
             .override_global("TARGET_TGID", &options.pid, true)
+            .override_global("PID_NS_DEV", &options.pid_ns.map_or(0, |ns| ns.0), true)
+            .override_global("PID_NS_INO", &options.pid_ns.map_or(0, |ns| ns.1), true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
             .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
             .override_global("SWITCH_NEXT_PID_OFFSET", &next_pid, true)

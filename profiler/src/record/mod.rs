@@ -103,8 +103,8 @@ pub fn run_with(
     tee: Option<std::sync::mpsc::Sender<crate::recording::Record>>,
 ) -> Result<Summary> {
     capture::check_privileges()?;
-    crate::namespaces::check_host_pid_namespace(options.pid)?;
     let target = Target::open(options.pid)?;
+    let pid_ns = crate::namespaces::capture_namespace(options.pid)?;
     // Made before anything is attached, so that a name already taken is said at once; gone
     // again if the capture fails before its header is written.
     let existing = if options.replace {
@@ -138,6 +138,7 @@ pub fn run_with(
     let mut capture = Capture::start(
         &capture::Options {
             pid: options.pid,
+            pid_ns,
             min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
             ring_buffer_bytes: options.ring_buffer_bytes,
             jvm: jvm.as_ref().map(|j| j.hotspot.layout),
