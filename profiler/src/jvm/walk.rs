@@ -418,8 +418,11 @@ impl Walker {
                 };
                 let next = if self.interpreted(pc) {
                     let link = sp.wrapping_sub(16);
+                    // A link out of the chunk is garbage, not its bottom: the frames below
+                    // are not known, and the stack says so rather than end here.
                     let Some(fp) = relative(&stack, link, link) else {
-                        break;
+                        frames.push(JavaFrame::other(0, MORE_FRAMES, Tier::Unknown));
+                        return frames;
                     };
                     frames.extend(self.interpreted_frame(mem, &stack, pc, fp));
                     let locals = relative(&stack, fp, slot(fp, INTERPRETER_LOCALS));
@@ -427,7 +430,8 @@ impl Walker {
                         break; // the chunk's bottom frame
                     }
                     let Some(sender) = relative(&stack, fp, slot(fp, INTERPRETER_SENDER_SP)) else {
-                        break;
+                        frames.push(JavaFrame::other(0, MORE_FRAMES, Tier::Unknown));
+                        return frames;
                     };
                     (fp.wrapping_add(16), sender)
                 } else if let Some(blob) = self.blob(mem, pc) {
