@@ -136,7 +136,10 @@ fn loaded_parts(data: &[u8]) -> Result<BTreeMap<String, String>> {
     let mut parts = BTreeMap::new();
     for section in file.sections() {
         let name = section.name().unwrap_or("?").to_owned();
-        if name.starts_with(".debug") || name.starts_with(".BTF") || name.is_empty() {
+        // Relocation sections and the symbol table come in below, through the sections
+        // they serve.
+        let skipped = [".debug", ".BTF", ".rel", ".symtab", ".strtab"];
+        if name.is_empty() || skipped.iter().any(|prefix| name.starts_with(prefix)) {
             continue;
         }
         let mut text = format!("{:?}\n", section.data()?);
