@@ -118,23 +118,29 @@ fn set_executable(path: &Path) -> Result<()> {
 }
 
 /// The loud check `cargo xtask test` runs on the dist binary before the suite runs against it:
-/// static, and it captures a real JVM (carriers seen, pinning counted) in a short record.
+/// static, and it captures a real JVM (carriers seen, pinning counted) in a short record made
+/// inside a root directory that holds nothing but the binary and the kernel's /proc and /sys:
+/// no libc, no Rust, no LLVM, no JDK to lean on.
 pub fn smoke(dist: &Dist, env: &setup::Env) -> Result<()> {
     check_static(&std::fs::read(&dist.binary)?)?;
-    let out = setup::target_dir().join("dist/smoke.pinrec");
+    let bare = Bare::new(&dist.binary)?;
     let jvm = crate::workload::Jvm::start(env.java(21), &env.workloads, "Demo", &[])?;
     std::thread::sleep(std::time::Duration::from_secs(1));
-    run_cmd(
-        Command::new(&dist.binary)
-            .args(["record", "--quiet", "--force", "--duration", "2", "--pid"])
-            .arg(jvm.pid.to_string())
-            .arg("--output")
-            .arg(&out),
-    )?;
+    // A private mount namespace, so the bind mounts vanish with it and never reach the host.
+    let script = r#"mount --make-rprivate / && mount --bind /proc "$1/proc" &&
+        mount --rbind /sys "$1/sys" &&
+        exec chroot "$1" /pinprof record --quiet --duration 2 --pid "$2" --output /out/smoke.pinrec"#;
+    let recorded = run_cmd(
+        Command::new("unshare")
+            .args(["--mount", "sh", "-c", script, "sh"])
+            .arg(&bare.dir)
+            .arg(jvm.pid.to_string()),
+    );
     drop(jvm);
+    recorded.context("the dist binary did not record in a bare root directory")?;
     let report = Command::new(&dist.binary)
         .args(["report", "--format", "json"])
-        .arg(&out)
+        .arg(bare.dir.join("out/smoke.pinrec"))
         .output()
         .context("cannot run the dist binary")?;
     if !report.status.success() {
@@ -148,13 +154,57 @@ pub fn smoke(dist: &Dist, env: &setup::Env) -> Result<()> {
         .as_array()
         .map_or(0, |t| t.iter().filter(|t| t["role"] == "carrier").count());
     let pinned = json["pinned"]["events"].as_u64().unwrap_or(0);
-    if carriers == 0 || pinned == 0 {
+    let stacks = json["capture"]["java_stacks"].as_u64().unwrap_or(0);
+    if carriers == 0 || pinned == 0 || stacks == 0 {
         bail!(
-            "the dist binary captured {carriers} carriers and {pinned} pinned events from the demo JVM in 2 s"
+            "the dist binary, alone in a bare root, captured {carriers} carriers, {pinned} pinned \
+             events and {stacks} Java stacks from the demo JVM in 2 s"
         );
     }
     println!(
-        "test: dist binary is static and captures ({carriers} carriers, {pinned} pinned events in 2 s)"
+        "test: the dist binary is static and, alone in a bare root, captures ({carriers} carriers, \
+         {pinned} pinned events, {stacks} Java stacks in 2 s)"
     );
     Ok(())
+}
+
+/// A root directory with the binary as `/pinprof`, empty `/proc` and `/sys` to mount on, and
+/// `/out` for the recording. Taken apart file by file: never a recursive removal, which a mount
+/// still in place would turn against the host.
+struct Bare {
+    dir: PathBuf,
+}
+
+impl Bare {
+    const DIRS: [&str; 3] = ["proc", "sys", "out"];
+
+    fn new(binary: &Path) -> Result<Self> {
+        let bare = Self {
+            dir: setup::target_dir().join("dist/bare"),
+        };
+        bare.remove();
+        std::fs::create_dir(&bare.dir)
+            .with_context(|| format!("cannot create {}", bare.dir.display()))?;
+        for dir in Self::DIRS {
+            std::fs::create_dir(bare.dir.join(dir))?;
+        }
+        std::fs::copy(binary, bare.dir.join("pinprof"))?;
+        set_executable(&bare.dir.join("pinprof"))?;
+        Ok(bare)
+    }
+
+    fn remove(&self) {
+        let _ = std::fs::remove_file(self.dir.join("pinprof"));
+        let _ = std::fs::remove_file(self.dir.join("out/smoke.pinrec"));
+        for dir in Self::DIRS {
+            let _ = std::fs::remove_dir(self.dir.join(dir));
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+impl Drop for Bare {
+    fn drop(&mut self) {
+        self.remove();
+    }
 }
