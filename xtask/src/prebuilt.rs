@@ -9,7 +9,7 @@
 //! and toolchain, in any directory, the object is the same byte for byte.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
     process::Command,
 };
@@ -23,6 +23,9 @@ use crate::{root, run_cmd, setup};
 /// The checked-in object and the digests of the sources it was built from, relative to the root.
 pub const OBJECT: &str = "profiler/prebuilt/pinprof-ebpf.o";
 pub const SOURCES: &str = "profiler/prebuilt/pinprof-ebpf.sources";
+/// The nightly rustc and bpf-linker that built it: another compiler makes other code from the
+/// same sources.
+pub const TOOLCHAIN: &str = "profiler/prebuilt/pinprof-ebpf.toolchain";
 /// The kernel crate whose binary the object is.
 const CRATE_DIR: &str = "profiler-ebpf";
 /// The only target the checked-in object serves (uprobes read x86-64 registers).
@@ -37,13 +40,16 @@ pub fn refresh() -> Result<()> {
     std::fs::copy(&built, root.join(OBJECT)).with_context(|| format!("cannot write {OBJECT}"))?;
     std::fs::write(root.join(SOURCES), sources_manifest(&root)?)
         .with_context(|| format!("cannot write {SOURCES}"))?;
+    std::fs::write(root.join(TOOLCHAIN), toolchain()?)
+        .with_context(|| format!("cannot write {TOOLCHAIN}"))?;
     let size = std::fs::metadata(root.join(OBJECT))?.len();
-    println!("refresh-ebpf: wrote {OBJECT} ({size} bytes) and {SOURCES}; commit both");
+    println!("refresh-ebpf: wrote {OBJECT} ({size} bytes), {SOURCES} and {TOOLCHAIN}; commit them");
     Ok(())
 }
 
 /// The check `cargo xtask test` runs: the digests name today's sources, and a fresh build is the
-/// checked-in object (byte for byte, or else in every section the kernel sees).
+/// checked-in object (byte for byte, or else in every section the kernel sees), unless this
+/// machine's compiler is not the one that built it.
 pub fn check() -> Result<()> {
     let root = root();
     let recorded = std::fs::read_to_string(root.join(SOURCES))
@@ -67,21 +73,55 @@ pub fn check() -> Result<()> {
         .chain(checked_in.keys())
         .filter(|name| fresh.get(*name) != checked_in.get(*name))
         .map(String::as_str)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
-    if !differ.is_empty() {
-        let mut differ = differ;
-        differ.dedup();
-        bail!(
-            "{OBJECT} is stale: a fresh build of profiler-ebpf differs in {}; run `{REFRESH}` \
-             and commit profiler/prebuilt (a different nightly toolchain also makes different code)",
-            differ.join(", ")
+    if differ.is_empty() {
+        println!(
+            "test: {OBJECT} differs from a fresh build only in debug information and BTF \
+             (source paths, type ids); its programs, maps, relocations and symbols are the same"
         );
+        return Ok(());
     }
-    println!(
-        "test: {OBJECT} differs from a fresh build only in debug information and BTF \
-         (source paths, type ids); its programs, maps, relocations and symbols are the same"
+    let (built_with, have) = (
+        std::fs::read_to_string(root.join(TOOLCHAIN)).unwrap_or_default(),
+        toolchain()?,
     );
-    Ok(())
+    if built_with != have {
+        // The digests say the object was built from these sources; another compiler's code
+        // for them is no sign of staleness.
+        println!(
+            "test: {OBJECT} fits profiler-ebpf's sources (digests match); a fresh build with \
+             this machine's toolchain differs in {} as compilers do: built with `{}`, here `{}`",
+            differ.join(", "),
+            built_with.trim().replace('\n', ", "),
+            have.trim().replace('\n', ", ")
+        );
+        return Ok(());
+    }
+    bail!(
+        "{OBJECT} is stale: a fresh build of profiler-ebpf with the toolchain that built it \
+         differs in {}; run `{REFRESH}` and commit profiler/prebuilt",
+        differ.join(", ")
+    );
+}
+
+/// The versions of the tools that make the object, one a line.
+fn toolchain() -> Result<String> {
+    let version = |cmd: &mut Command| -> Result<String> {
+        let out = cmd
+            .output()
+            .with_context(|| format!("cannot run {cmd:?}"))?;
+        if !out.status.success() {
+            bail!("{cmd:?} failed: run `cargo xtask setup`");
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    Ok(format!(
+        "{}\n{}\n",
+        version(Command::new("rustup").args(["run", "nightly", "rustc", "--version"]))?,
+        version(Command::new("bpf-linker").arg("--version"))?
+    ))
 }
 
 /// Builds the kernel programs as `aya_build` would, with paths remapped; returns the object.
