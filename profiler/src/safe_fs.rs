@@ -227,9 +227,17 @@ impl Created {
         check_name(name)?;
         let (from, to) = (cstring(&self.name)?, cstring(name)?);
         let dir = self.dir.fd.as_raw_fd();
+        // The system call itself: the musl of the static build has no `renameat2` wrapper.
         // SAFETY: valid fds and NUL-terminated names.
         let rc = unsafe {
-            libc::renameat2(dir, from.as_ptr(), dir, to.as_ptr(), libc::RENAME_NOREPLACE)
+            libc::syscall(
+                libc::SYS_renameat2,
+                dir,
+                from.as_ptr(),
+                dir,
+                to.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
         };
         if rc != 0 {
             return Err(io::Error::last_os_error().into());

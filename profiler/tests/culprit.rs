@@ -169,7 +169,7 @@ fn jdk_service_threads_do_not_lead_the_locks_on_25() {
 }
 
 fn report_text(recording: &std::path::Path, options: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_pinprof"))
+    let out = Command::new(common::pinprof_bin())
         .arg("report")
         .arg(recording)
         .args(options)

@@ -264,7 +264,7 @@ fn missing_privileges_are_a_clear_error() {
             "--clear-groups",
             "--inh-caps=-all",
         ])
-        .arg(env!("CARGO_BIN_EXE_pinprof"))
+        .arg(common::pinprof_bin())
         .args([
             "record",
             "--pid",

@@ -79,7 +79,7 @@ impl Stage {
         copy_tree(runtime, &stage.jdk());
         copy_tree(&workloads(), &stage.classes());
         // pinprof's own binary (the BPF objects are inside it).
-        std::fs::copy(env!("CARGO_BIN_EXE_pinprof"), stage.pinprof()).unwrap();
+        std::fs::copy(common::pinprof_bin(), stage.pinprof()).unwrap();
         stage.chmod(&stage.pinprof(), 0o755);
         // The JVM's working directory belongs to its user; pinprof's output directory to
         // pinprof's user, closed to others.

@@ -1,11 +1,13 @@
-//! Project tasks: `cargo xtask setup | test | demo | bench | fuzz`.
+//! Project tasks: `cargo xtask setup | test | demo | bench | fuzz | dist | refresh-ebpf | check-ebpf`.
 //!
 //! `setup` installs what building and testing need on a fresh Debian machine and is quick when
 //! everything is there; `test`, `demo` and `bench` run it first.
 
 mod bench;
 mod demo;
+mod dist;
 mod fuzz;
+mod prebuilt;
 mod setup;
 mod terminal;
 mod workload;
@@ -17,12 +19,16 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|fuzz>
-  setup   install build and test dependencies (apt, rust-src, bpf-linker, JDK 21/25), compile the Java workloads
-  test    setup, then fmt check, clippy, and the whole test suite (eBPF and JVM tests need root)
+const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|fuzz|dist|refresh-ebpf|check-ebpf>
+  setup   install build and test dependencies (apt, rust-src, bpf-linker, musl target, JDK 21/25), compile the Java workloads
+  test    setup, then fmt check, clippy, the checked-in kernel object's freshness, the whole test suite
+          (eBPF and JVM tests need root), then the integration tests again against the `dist` binary
   demo    setup, then profile the bundled demo JVM for a few seconds: recording, report, flamegraph
   bench   setup, then measure pinprof's overhead on a JVM workload against a baseline in the same run
-  fuzz [SECONDS]  fuzz the recording reader and the views for SECONDS (default 60), seeded with the recordings tests left";
+  fuzz [SECONDS]  fuzz the recording reader and the views for SECONDS (default 60), seeded with the recordings tests left
+  dist    build the static pinprof (x86_64 musl, kernel programs inside) and its SHA-256 into target/dist
+  refresh-ebpf  rebuild the checked-in kernel object (profiler/prebuilt) after changing profiler-ebpf
+  check-ebpf    check that object against a fresh build (part of `test`)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,6 +38,9 @@ fn main() {
         Some("demo") => demo::run(),
         Some("bench") => bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("dist") => dist::run(),
+        Some("refresh-ebpf") => prebuilt::refresh(),
+        Some("check-ebpf") => prebuilt::check(),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);
@@ -81,9 +90,14 @@ fn test(extra: &[String]) -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    println!("test: the checked-in kernel object against a fresh build");
+    prebuilt::check()?;
     println!("test: cargo test (integration tests load BPF programs and start real JVMs)");
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace"]).args(extra);
+    // The binary cargo builds, whatever the caller's environment names.
+    cmd.args(["test", "--workspace"])
+        .args(extra)
+        .env_remove("PINPROF_BIN");
     env.apply(&mut cmd);
     let (passed, failed, ok) = run_counting_tests(&mut cmd)?;
     // One closing line for the whole suite, whatever order cargo ran the binaries in.
@@ -93,6 +107,31 @@ fn test(extra: &[String]) -> Result<()> {
     }
     if passed == 0 {
         bail!("no test ran");
+    }
+
+    // The static binary users copy to their machines: first a loud check that it is static and
+    // captures, then every integration test once more with PINPROF_BIN pointing the harness at
+    // it. The whole set rather than a sample: it adds what the integration tests take (about 3
+    // minutes on 2 cores), well inside CI's budget, and a musl-only failure (libc differences in
+    // file, socket or /proc handling) may show in any of them.
+    let dist = dist::build()?;
+    dist::smoke(&dist, &env)?;
+    println!(
+        "test: the integration tests against the static binary {}",
+        dist.binary.display()
+    );
+    let mut cmd = cargo();
+    cmd.args(["test", "--package", "profiler", "--test", "*"])
+        .args(extra)
+        .env("PINPROF_BIN", &dist.binary);
+    env.apply(&mut cmd);
+    let (passed, failed, ok) = run_counting_tests(&mut cmd)?;
+    println!("tests against the static binary: {passed} passed, {failed} failed");
+    if !ok {
+        bail!("cargo test against the static binary failed");
+    }
+    if passed == 0 {
+        bail!("no test ran against the static binary");
     }
     Ok(())
 }

@@ -52,6 +52,7 @@ pub fn run() -> Result<Env> {
     apt()?;
     rust_src()?;
     bpf_linker()?;
+    musl_target()?;
     let java = JDKS
         .iter()
         .map(|&(major, version)| Ok((major, jdk(version)?)))
@@ -137,6 +138,24 @@ fn rust_src() -> Result<()> {
     }
     step("adding rust-src to the nightly toolchain");
     run_cmd(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))
+}
+
+/// The Rust target of the static binary `cargo xtask dist` builds (musl's libc comes with it).
+pub fn musl_target() -> Result<()> {
+    let target = crate::dist::TARGET;
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .context("rustup is missing: install Rust with rustup")?;
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == target)
+    {
+        step(&format!("Rust target {target} present"));
+        return Ok(());
+    }
+    step(&format!("adding the Rust target {target} (static builds)"));
+    run_cmd(Command::new("rustup").args(["target", "add", target]))
 }
 
 fn bpf_linker() -> Result<()> {

@@ -140,8 +140,9 @@ impl Capture {
     ) -> Result<Self> {
         if EBPF_OBJECT.is_empty() {
             bail!(
-                "this pinprof was built without its kernel programs (the nightly toolchain or \
-                 bpf-linker was missing, or AYA_BUILD_SKIP was set); run `cargo xtask setup` and rebuild"
+                "this pinprof was built without its kernel programs (no nightly toolchain with \
+                 bpf-linker, and the checked-in object is older than their sources); run \
+                 `cargo xtask setup` and rebuild"
             );
         }
         let tracefs = tracefs::ensure_mounted()?;

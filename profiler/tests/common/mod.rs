@@ -69,8 +69,26 @@ pub fn require_root() {
     );
 }
 
+/// The `pinprof` under test: the one cargo built with the tests, or the binary `PINPROF_BIN`
+/// names (`cargo xtask test` runs the integration tests a second time against the static
+/// binary of `cargo xtask dist`).
+pub fn pinprof_bin() -> PathBuf {
+    match std::env::var_os("PINPROF_BIN") {
+        Some(bin) => {
+            let bin = PathBuf::from(bin);
+            assert!(
+                bin.is_file(),
+                "PINPROF_BIN={} is not a file: build it with `cargo xtask dist`",
+                bin.display()
+            );
+            bin
+        }
+        None => PathBuf::from(env!("CARGO_BIN_EXE_pinprof")),
+    }
+}
+
 pub fn pinprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pinprof"))
+    Command::new(pinprof_bin())
 }
 
 /// A fresh path for a test's output files (pinprof never overwrites: an earlier run's file
