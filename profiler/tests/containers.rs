@@ -545,7 +545,7 @@ fn pinprof_in_the_jvms_pid_namespace_records_it_and_nothing_else() {
         decoy = decoy.pid,
         java = java(21).display(),
         classes = workloads().display(),
-        pinprof = env!("CARGO_BIN_EXE_pinprof"),
+        pinprof = pinprof_bin().display(),
         out = out.display(),
         log = log.display(),
     );
