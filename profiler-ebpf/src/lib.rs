@@ -462,6 +462,14 @@ pub struct OffCpuStart {
     pub java: JavaState,
 }
 
+/// A thread's last walked kernel stack in a futex wait, reused for the next ones.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelStackReuse {
+    pub id: i32,
+    pub uses: u32,
+}
+
 /// What a thread's Java thread was doing in a wait that began before the kernel knew it as a
 /// Java thread (user space read it from the JVM meanwhile): applied by the kernel when that
 /// wait ends, and only if the wait that ends is the one that began at `start_ns`.

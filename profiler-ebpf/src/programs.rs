@@ -5,17 +5,17 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel, bpf_probe_read_user,
     },
-    macros::{map, tracepoint},
+    macros::{map, raw_tracepoint, tracepoint},
     maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
-    programs::{TracePointContext, tracing::StackIdContext as _},
+    programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use profiler_ebpf::{
     CARRIER_BIT, CHUNK_COPY_BYTES, CLONE_THREAD, ChunkHead, CopiedChunk, ExitEvent, FdLayout,
-    JAVA_WINDOW_BYTES, JavaState, JvmLayout, MAX_COPIED_CHUNKS, NATIVE_COPY_BYTES, NativeStackCopy,
-    OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu, StackChunkCopy, StackCopy, StackHead,
-    StackRequest, SyscallEvent, SyscallKey, SyscallStart, TaskLayout, ThreadLife, ThreadRename,
-    WaitAmendment, WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags, sysno,
-    task_state,
+    JAVA_WINDOW_BYTES, JavaState, JvmLayout, KernelStackReuse, MAX_COPIED_CHUNKS,
+    NATIVE_COPY_BYTES, NativeStackCopy, OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu,
+    StackChunkCopy, StackCopy, StackHead, StackRequest, SyscallEvent, SyscallKey, SyscallStart,
+    TaskLayout, ThreadLife, ThreadRename, WaitAmendment, WaitSum, Waker, counter, futex_op,
+    java_flags, kind, syscall_flags, sysno, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -31,6 +31,10 @@ static PID_NS_DEV: u64 = 0;
 static PID_NS_INO: u64 = 0;
 #[unsafe(no_mangle)]
 static MIN_OFF_CPU_NS: u64 = 0;
+/// Waits for a CPU (preemptions) shorter than this are summed per thread, not sent: most of a
+/// busy target's switches, and its run-queue time is in the scheduler's own account.
+#[unsafe(no_mangle)]
+static MIN_PREEMPTED_NS: u64 = 0;
 #[unsafe(no_mangle)]
 static SWITCH_PREV_STATE_OFFSET: u32 = 32;
 #[unsafe(no_mangle)]
@@ -49,14 +53,6 @@ static MIN_JAVA_STACK_NS: u64 = 0;
 /// stacks; shorter ones are summed per (thread, call). `u64::MAX`: system calls not tracked.
 #[unsafe(no_mangle)]
 static MIN_SYSCALL_NS: u64 = u64::MAX;
-#[unsafe(no_mangle)]
-static SYS_ENTER_ID_OFFSET: u32 = 8;
-#[unsafe(no_mangle)]
-static SYS_ENTER_ARGS_OFFSET: u32 = 16;
-#[unsafe(no_mangle)]
-static SYS_EXIT_ID_OFFSET: u32 = 8;
-#[unsafe(no_mangle)]
-static SYS_EXIT_RET_OFFSET: u32 = 16;
 #[unsafe(no_mangle)]
 static LOCK_ADDR_OFFSET: u32 = 8;
 /// Where a file descriptor's inode is, for this kernel (see `FdLayout`).
@@ -107,6 +103,10 @@ static NS_TIDS: HashMap<u32, u32> = HashMap::with_max_entries(64 * 1024, 0);
 /// with their birth (sent once they run, when their namespace id is known).
 #[map]
 static NS_BIRTHS: HashMap<u32, u64> = HashMap::with_max_entries(8 * 1024, 0);
+/// Per thread: the kernel stack of its last futex wait, and how many waits since reused it
+/// (see `kernel_stack`).
+#[map]
+static FUTEX_KSTACKS: HashMap<u32, KernelStackReuse> = HashMap::with_max_entries(64 * 1024, 0);
 /// The Java state of waits that began before their thread was known as a Java thread, per
 /// thread, written by user space and applied here when the wait ends (see `amended`).
 #[map]
@@ -183,7 +183,7 @@ fn count(index: u32) {
 const NOT_CAPTURED: i32 = i32::MIN;
 
 #[inline(always)]
-fn stack_id(ctx: &TracePointContext, flags: u64) -> i32 {
+fn stack_id(ctx: &impl StackIdContext, flags: u64) -> i32 {
     match ctx.get_stackid(&STACKS, flags) {
         Ok(id) => id as i32,
         Err(err) => {
@@ -210,6 +210,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             // Its last switch (do_task_dead): its life ends here, and no wait begins.
             let _ = STARTS.remove(tid);
             let _ = AMENDMENTS.remove(tid);
+            let _ = FUTEX_KSTACKS.remove(tid);
             forget_ns_tid();
             thread_life(kind::THREAD_EXIT, tid, now, true);
         } else {
@@ -233,10 +234,16 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
         // Its futex wait is the scheduler's idling, not a lock.
         unsafe { (*call).flags |= syscall_flags::IDLE };
     }
-    let (kernel_stack_id, user_stack_id) = if idle_carrier {
+    // A preempted thread waits for a CPU, not on anything: its stacks would say where it
+    // happened to be, and nothing reads them (about half of all switches of a busy target).
+    let preempted = prev_state == task_state::RUNNING;
+    let (kernel_stack_id, user_stack_id) = if idle_carrier || preempted {
         (NOT_CAPTURED, NOT_CAPTURED)
     } else {
-        (stack_id(ctx, 0), stack_id(ctx, BPF_F_USER_STACK as u64))
+        (
+            kernel_stack(ctx, tid),
+            stack_id(ctx, BPF_F_USER_STACK as u64),
+        )
     };
     let start = OffCpuStart {
         start_ns: now,
@@ -247,9 +254,52 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
         _pad: 0,
         java,
     };
-    if STARTS.insert(tid, start, 0).is_err() {
-        count(counter::START_MAP_FULL);
+    // An entry still there is a wait whose end the program never saw (its switch back in
+    // was skipped, as the kernel does while another BPF program runs on that CPU): lost,
+    // and said so. (A seed, which starts at 0, may be one its thread ended before attach.)
+    match STARTS.get_ptr_mut(tid) {
+        Some(open) => unsafe {
+            if (*open).start_ns != 0 {
+                count(counter::LOST_EVENTS);
+            }
+            *open = start;
+        },
+        None => {
+            if STARTS.insert(tid, start, 0).is_err() {
+                count(counter::START_MAP_FULL);
+            }
+        }
     }
+}
+
+/// How many futex waits of a thread reuse its last walked kernel stack before it is walked
+/// again (so a stack that did change is seen soon).
+const KSTACK_REUSES: u32 = 64;
+
+/// The kernel stack of `tid`, going off CPU now. Walking it is most of a switch's cost, and in
+/// a futex wait (every park, monitor wait and lock wait of a JVM) it is the same futex wait
+/// path every time: there it is walked once in a while and reused in between.
+#[inline(always)]
+fn kernel_stack(ctx: &TracePointContext, tid: u32) -> i32 {
+    let futex = IN_SYSCALL
+        .get_ptr(tid)
+        .is_some_and(|c| unsafe { (*c).flags } & syscall_flags::FUTEX_WAIT != 0);
+    if !futex {
+        return stack_id(ctx, 0);
+    }
+    if let Some(last) = FUTEX_KSTACKS.get_ptr_mut(tid) {
+        unsafe {
+            if (*last).uses < KSTACK_REUSES {
+                (*last).uses += 1;
+                return (*last).id;
+            }
+        }
+    }
+    let id = stack_id(ctx, 0);
+    if id >= 0 {
+        let _ = FUTEX_KSTACKS.insert(tid, KernelStackReuse { id, uses: 0 }, 0);
+    }
+    id
 }
 
 /// A thread goes on CPU: if it is the target's, its off-CPU interval ends.
@@ -281,7 +331,12 @@ fn end_wait(next: u32, now: u64) {
     let duration = now.saturating_sub(start.start_ns);
     request_java_stack(next, &start, duration);
 
-    if duration < setting(&MIN_OFF_CPU_NS) {
+    let min = if start.prev_state == task_state::RUNNING {
+        setting(&MIN_PREEMPTED_NS)
+    } else {
+        setting(&MIN_OFF_CPU_NS)
+    };
+    if duration < min {
         add_short(next, duration, start.prev_state);
         return;
     }
@@ -511,8 +566,12 @@ fn request_java_stack(tid: u32, start: &OffCpuStart, duration: u64) {
 /// Runs as a thread of the target leaves any system call. If its Java stack is wanted, copies
 /// it now: the thread has not been back in user space since it blocked, so the stack is as it
 /// was then, and this is its own context, where its memory can be read.
-#[tracepoint]
-pub fn sys_exit(ctx: TracePointContext) -> u32 {
+///
+/// A raw tracepoint, as `sys_enter`: these run on every system call of the machine, and a raw
+/// one costs a process pinprof does not profile a few nanoseconds, where a tracepoint copies
+/// the call's arguments into a record first.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
     let Some(tid) = target_tid() else {
         return 0;
     };
@@ -521,10 +580,21 @@ pub fn sys_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// A register of the system call's saved user state (`struct pt_regs`, the raw tracepoints'
+/// first argument).
+#[inline(always)]
+fn syscall_reg(ctx: &RawTracePointContext, field: fn(*const pt_regs) -> *const u64) -> u64 {
+    let regs: *const pt_regs = ctx.arg(0);
+    if regs.is_null() {
+        return 0;
+    }
+    unsafe { bpf_probe_read_kernel(field(regs)) }.unwrap_or(0)
+}
+
 /// Times the system call `tid` leaves: long ones (and long futex waits, with their waker)
 /// become events with the caller's stack; short ones only add to a per-(thread, call) sum.
 #[inline(always)]
-fn end_syscall(ctx: &TracePointContext, tid: u32) {
+fn end_syscall(ctx: &RawTracePointContext, tid: u32) {
     let Some(call) = IN_SYSCALL.get_ptr(tid) else {
         return;
     };
@@ -534,7 +604,7 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
     // ended before the programs were attached is not the one ending now. Only seeds are
     // checked: `rt_sigreturn` leaves with number -1.
     if call.start_ns == 0 {
-        let nr = unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_ID_OFFSET) as usize) }.unwrap_or(-1);
+        let nr = syscall_reg(ctx, |r| unsafe { core::ptr::addr_of!((*r).orig_rax) });
         if nr as u32 != call.nr {
             return;
         }
@@ -553,8 +623,7 @@ fn end_syscall(ctx: &TracePointContext, tid: u32) {
             copy_native_stack(tid, call.start_ns);
         }
         let (fd_inode, fd_mode) = fd_inode(call.nr, call.args[0]);
-        let ret =
-            unsafe { ctx.read_at::<i64>(setting(&SYS_EXIT_RET_OFFSET) as usize) }.unwrap_or(0);
+        let ret: i64 = ctx.arg(1);
         match EVENTS.reserve::<SyscallEvent>(0) {
             Some(mut slot) => {
                 slot.write(SyscallEvent {
@@ -645,16 +714,20 @@ fn target_tid() -> Option<u32> {
     Some(tid)
 }
 
-/// Starts timing a system call of the target.
-#[tracepoint]
-pub fn sys_enter(ctx: TracePointContext) -> u32 {
+/// Starts timing a system call of the target (a raw tracepoint: see `sys_exit`).
+#[raw_tracepoint(tracepoint = "sys_enter")]
+pub fn sys_enter(ctx: RawTracePointContext) -> i32 {
     let Some(tid) = target_tid() else {
         return 0;
     };
-    let nr = unsafe { ctx.read_at::<i64>(setting(&SYS_ENTER_ID_OFFSET) as usize) }.unwrap_or(-1);
-    let args_at = setting(&SYS_ENTER_ARGS_OFFSET) as usize;
-    let arg = |i: usize| unsafe { ctx.read_at::<u64>(args_at + 8 * i) }.unwrap_or(0);
-    let args = [arg(0), arg(1), arg(2), arg(3)];
+    let nr: i64 = ctx.arg(1);
+    // The first four arguments, as x86_64 passes them.
+    let args = [
+        syscall_reg(&ctx, |r| unsafe { core::ptr::addr_of!((*r).rdi) }),
+        syscall_reg(&ctx, |r| unsafe { core::ptr::addr_of!((*r).rsi) }),
+        syscall_reg(&ctx, |r| unsafe { core::ptr::addr_of!((*r).rdx) }),
+        syscall_reg(&ctx, |r| unsafe { core::ptr::addr_of!((*r).r10) }),
+    ];
     let nr = nr as u32;
     let futex_wait = match nr {
         sysno::FUTEX => futex_op::waits(args[1]),

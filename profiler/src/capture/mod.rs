@@ -17,7 +17,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
-    programs::TracePoint,
+    programs::Program,
 };
 use profiler_ebpf::{
     CHUNK_COPY_BYTES, ChunkCopy, ChunkHead, ExitEvent, MAX_COPIED_CHUNKS, NativeStackCopy,
@@ -26,6 +26,62 @@ use profiler_ebpf::{
 };
 
 use crate::events::{Counters, ShortOffCpu};
+
+/// Where a kernel program runs.
+#[derive(Clone, Copy, Debug)]
+enum Hook {
+    /// A tracepoint (category, name): its fields are read at the offsets its format gives.
+    Tracepoint(&'static str, &'static str),
+    /// A raw tracepoint: the tracepoint's own arguments, without a record made first.
+    Raw(&'static str),
+}
+
+impl Hook {
+    fn load(self, program: &mut Program) -> Result<()> {
+        match (self, program) {
+            (Self::Tracepoint(..), Program::TracePoint(p)) => p.load()?,
+            (Self::Raw(_), Program::RawTracePoint(p)) => p.load()?,
+            (hook, _) => bail!("the kernel object's program for {hook} is of another kind"),
+        }
+        Ok(())
+    }
+
+    fn attach(self, program: &mut Program) -> Result<()> {
+        match (self, program) {
+            (Self::Tracepoint(category, name), Program::TracePoint(p)) => {
+                p.attach(category, name)?;
+            }
+            (Self::Raw(name), Program::RawTracePoint(p)) => {
+                p.attach(name)?;
+            }
+            (hook, _) => bail!("the kernel object's program for {hook} is of another kind"),
+        }
+        Ok(())
+    }
+
+    fn unload(program: &mut Program) -> Result<()> {
+        match program {
+            Program::TracePoint(p) => p.unload()?,
+            Program::RawTracePoint(p) => p.unload()?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tracepoint(category, name) => write!(f, "{category}:{name}"),
+            Self::Raw(name) => write!(f, "raw tracepoint {name}"),
+        }
+    }
+}
+
+/// Waits for a CPU shorter than this are summed per thread in the kernel, not sent one by
+/// one: they are most switches of a busy target, and the scheduler's account has their total.
+/// Longer ones (a CPU quota's throttling, a starved carrier) are events.
+pub const MIN_PREEMPTED_NS: u64 = 1_000_000;
 
 /// The kernel object built by `build.rs` (empty when the build had to skip it).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pinprof-ebpf"));
@@ -127,6 +183,8 @@ pub struct Capture {
     pid: u32,
     /// The programs attached, by name, to detach at `stop`.
     attached: Vec<&'static str>,
+    /// Their runs the kernel skipped, as `stop` found them.
+    skipped_at_stop: u64,
     // Keeps the programs loaded and attached; dropped last.
     ebpf: Ebpf,
 }
@@ -150,10 +208,6 @@ impl Capture {
         let prev_state = offset("sched", "sched_switch", "prev_state")?;
         let next_pid = offset("sched", "sched_switch", "next_pid")?;
         let wakeup_pid = offset("sched", "sched_waking", "pid")?;
-        let enter_id = offset("raw_syscalls", "sys_enter", "id")?;
-        let enter_args = offset("raw_syscalls", "sys_enter", "args")?;
-        let exit_id = offset("raw_syscalls", "sys_exit", "id")?;
-        let exit_ret = offset("raw_syscalls", "sys_exit", "ret")?;
         // Kernel lock contention needs CONFIG_LOCKDEP-free lock tracepoints (5.19+).
         let lock_addr = offset("lock", "contention_end", "lock_addr");
         // Names of short-lived threads; optional.
@@ -192,10 +246,6 @@ impl Capture {
             .override_global("JVM_LAYOUT", &jvm, true)
             .override_global("MIN_JAVA_STACK_NS", &min_java_stack_ns, true)
             .override_global("MIN_SYSCALL_NS", &min_syscall_ns, true)
-            .override_global("SYS_ENTER_ID_OFFSET", &enter_id, true)
-            .override_global("SYS_ENTER_ARGS_OFFSET", &enter_args, true)
-            .override_global("SYS_EXIT_ID_OFFSET", &exit_id, true)
-            .override_global("SYS_EXIT_RET_OFFSET", &exit_ret, true)
             .override_global("LOCK_ADDR_OFFSET", lock_addr.as_ref().unwrap_or(&8), true)
             .override_global("FD_LAYOUT", &fd_layout, true)
             .override_global("RENAME_PID_OFFSET", &rename_pid, true)
@@ -207,6 +257,11 @@ impl Capture {
             .override_global("PID_NS_DEV", &options.pid_ns.map_or(0, |ns| ns.0), true)
             .override_global("PID_NS_INO", &options.pid_ns.map_or(0, |ns| ns.1), true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
+            .override_global(
+                "MIN_PREEMPTED_NS",
+                &options.min_off_cpu_ns.max(MIN_PREEMPTED_NS),
+                true,
+            )
             .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
             .override_global("SWITCH_NEXT_PID_OFFSET", &next_pid, true)
             .override_global("WAKEUP_PID_OFFSET", &wakeup_pid, true)
@@ -221,39 +276,45 @@ impl Capture {
         let mut programs = vec![];
         // Births first of all: a thread born after the window opened is then seen born.
         match &newtask {
-            Ok(_) => programs.push(("task_newtask", "task", "task_newtask")),
+            Ok(_) => programs.push(("task_newtask", Hook::Tracepoint("task", "task_newtask"))),
             Err(e) => warnings.push(format!(
                 "threads' births are not seen ({e:#}): a thread born during the recording is \
                  counted from its first event"
             )),
         }
         programs.extend([
-            ("sched_waking", "sched", "sched_waking"),
-            ("sched_process_exit", "sched", "sched_process_exit"),
-            ("sched_switch", "sched", "sched_switch"),
+            ("sched_waking", Hook::Tracepoint("sched", "sched_waking")),
+            (
+                "sched_process_exit",
+                Hook::Tracepoint("sched", "sched_process_exit"),
+            ),
+            ("sched_switch", Hook::Tracepoint("sched", "sched_switch")),
         ]);
         match &rename {
-            Ok(_) => programs.push(("task_rename", "task", "task_rename")),
+            Ok(_) => programs.push(("task_rename", Hook::Tracepoint("task", "task_rename"))),
             Err(e) => warnings.push(format!(
                 "names of threads that end before pinprof reads them are not known ({e:#})"
             )),
         }
         // System calls are timed from enter to exit, and Java stacks are copied as threads
         // leave the call they blocked in. These run on every system call of the machine (and
-        // return at once for other processes).
+        // return at once for other processes): raw tracepoints, the cheapest hook there.
         let syscalls = options.min_syscall_ns.is_some();
         if syscalls {
-            programs.push(("sys_enter", "raw_syscalls", "sys_enter"));
+            programs.push(("sys_enter", Hook::Raw("sys_enter")));
         }
         if syscalls || min_java_stack_ns > 0 {
-            programs.push(("sys_exit", "raw_syscalls", "sys_exit"));
+            programs.push(("sys_exit", Hook::Raw("sys_exit")));
         }
         if let (Err(e), true) = (&lock_addr, syscalls) {
             warnings.push(format!("kernel lock contention is not traced: {e:#}"));
         }
         if syscalls && lock_addr.is_ok() {
-            programs.push(("contention_begin", "lock", "contention_begin"));
-            programs.push(("contention_end", "lock", "contention_end"));
+            programs.push((
+                "contention_begin",
+                Hook::Tracepoint("lock", "contention_begin"),
+            ));
+            programs.push(("contention_end", Hook::Tracepoint("lock", "contention_end")));
         }
         let take = |ebpf: &mut Ebpf, name: &str| {
             ebpf.take_map(name)
@@ -308,33 +369,32 @@ impl Capture {
             stopped_ns: None,
             pid: options.pid,
             attached: Vec::new(),
+            skipped_at_stop: 0,
             ebpf,
         };
         capture.set_java_threads(&options.java_threads)?;
         // Verified first, attached last and together: every map the programs read is filled
         // by then, and the waits seeded just before have the least time to go stale.
-        for (program, _, _) in &programs {
-            let tp: &mut TracePoint = capture
+        for (program, hook) in &programs {
+            let prog = capture
                 .ebpf
                 .program_mut(program)
-                .with_context(|| format!("kernel object has no program {program}"))?
-                .try_into()?;
-            tp.load()
-                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("load {program}")))?;
+                .with_context(|| format!("kernel object has no program {program}"))?;
+            hook.load(prog)
+                .map_err(|e| explain_bpf_error(e, &format!("load {program}")))?;
         }
         let waits = waits_at_start();
         capture.seed_waits(&waits);
         // The capture's start: every time the programs take is later, so only the seeded
         // waits (which start at 0) begin before it.
         capture.started_ns = monotonic_ns();
-        for (program, category, name) in programs {
-            let tp: &mut TracePoint = capture
+        for (program, hook) in programs {
+            let prog = capture
                 .ebpf
                 .program_mut(program)
-                .with_context(|| format!("kernel object has no program {program}"))?
-                .try_into()?;
-            tp.attach(category, name)
-                .map_err(|e| explain_bpf_error(anyhow!(e), &format!("attach {category}:{name}")))?;
+                .with_context(|| format!("kernel object has no program {program}"))?;
+            hook.attach(prog)
+                .map_err(|e| explain_bpf_error(e, &format!("attach {hook}")))?;
             capture.attached.push(program);
         }
         capture.drop_stale_seeds(&waits);
@@ -367,13 +427,10 @@ impl Capture {
     pub fn stop(&mut self) -> u64 {
         let now = monotonic_ns();
         self.stopped_ns = Some(now);
+        self.skipped_at_stop = self.skipped_runs();
         for program in self.attached.drain(..) {
-            let tp: Option<&mut TracePoint> = self
-                .ebpf
-                .program_mut(program)
-                .and_then(|p| p.try_into().ok());
-            if let Some(tp) = tp {
-                let _ = tp.unload();
+            if let Some(prog) = self.ebpf.program_mut(program) {
+                let _ = Hook::unload(prog);
             }
         }
         now
@@ -450,6 +507,39 @@ impl Capture {
         Some(trace.frames().iter().map(|f| f.ip).collect())
     }
 
+    /// Runs of the programs the kernel skipped that cost an event: a tracepoint that fires
+    /// while another BPF program runs on the same CPU does not run its programs
+    /// (`recursion_misses`). Wake-ups and kernel lock contention are left out: those that
+    /// fire inside a BPF program are its own (a ring buffer's wake-up, a map's lock), and a
+    /// skipped one costs at most a waker's name, not an event.
+    fn skipped_runs(&self) -> u64 {
+        if self.stopped_ns.is_some() {
+            return self.skipped_at_stop;
+        }
+        self.attached
+            .iter()
+            .filter(|name| {
+                !matches!(
+                    **name,
+                    "sched_waking" | "contention_begin" | "contention_end"
+                )
+            })
+            .filter_map(|name| {
+                let fd = self.ebpf.program(name)?.fd().ok()?;
+                let info = std::fs::read_to_string(format!(
+                    "/proc/self/fdinfo/{}",
+                    fd.as_fd().as_raw_fd()
+                ))
+                .ok()?;
+                info.lines()
+                    .find_map(|l| l.strip_prefix("recursion_misses:"))?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     /// Kernel counters summed over CPUs, plus what user space itself could not decode.
     pub fn counters(&self) -> Counters {
         let read = |index: u32| -> u64 {
@@ -459,7 +549,7 @@ impl Capture {
                 .unwrap_or(0)
         };
         Counters {
-            lost_events: read(counter::LOST_EVENTS) + self.malformed,
+            lost_events: read(counter::LOST_EVENTS) + self.malformed + self.skipped_runs(),
             stack_misses: read(counter::STACK_MISSES),
             start_map_full: read(counter::START_MAP_FULL)
                 + self.seeds_lost[0]
