@@ -322,7 +322,8 @@ fn late_carriers_are_idle(major: u32) {
         assert!(
             after_listed <= 10_000_000,
             "JDK {major}: a late carrier blocked {after_listed} ns, once known, with nothing to \
-             block on: {c}"
+             block on: {c}; its longest blocked waits: {}",
+            longest_blocked(&out, tid)
         );
         // The report's blocked time is the rest of its life once its running, waiting for a
         // CPU, idle and pinned time are counted: an interval missing from the recording would
@@ -364,6 +365,43 @@ fn gaps(recording: &std::path::Path, tid: u32) -> String {
         }
     }
     format!("{} intervals; {}", spans.len(), said.join(", "))
+}
+
+/// A thread's three longest blocked waits, with their Java state and innermost frames, to say
+/// what a failure saw.
+fn longest_blocked(recording: &std::path::Path, tid: u32) -> String {
+    use profiler::{
+        model::{Model, carriers::Use},
+        recording::Recording,
+    };
+    let recording = Recording::open(recording).unwrap();
+    let model = Model::from_recording(&recording);
+    let mut blocked: Vec<_> = model
+        .off_cpu
+        .iter()
+        .filter(|o| o.tid == tid)
+        .filter(|o| matches!(model.classify(o), Some(Use::Blocked | Use::BlockedMounted)))
+        .collect();
+    blocked.sort_by_key(|o| std::cmp::Reverse(o.end_ns - o.start_ns));
+    let said: Vec<String> = blocked
+        .iter()
+        .take(3)
+        .map(|o| {
+            let frames: Vec<&str> = model
+                .frames(o)
+                .iter()
+                .take(12)
+                .filter_map(|f| f.name.as_deref())
+                .collect();
+            format!(
+                "{:.1} ms {:?} {:?} {frames:?}",
+                (o.end_ns - o.start_ns) as f64 / 1e6,
+                o.state,
+                o.java
+            )
+        })
+        .collect();
+    said.join("; ")
 }
 
 /// A thread's blocked time (as the report counts it) in intervals that began before the
