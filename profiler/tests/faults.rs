@@ -433,11 +433,24 @@ fn jdk21_attach_disabled_pins_as_counted_without_attach() {
 }
 
 #[test]
-fn jdk21_reduced_signals_pins_as_counted_without_attach() {
-    // -Xrs: the JVM does not catch SIGQUIT, which the attach protocol sends; it would die.
+fn jdk21_reduced_signals_pins_as_jfr_counts_and_survives() {
+    // -Xrs: the JVM does not catch SIGQUIT, which would kill it; it opens its attach socket
+    // at startup instead, where pinprof (and jcmd) find it without a signal.
     let jvm = pinning_jvm(&["-Xrs"], &["sleep"]);
-    let (_, stderr) = pins_as_counted(jvm, "xrs21", 3.0, false);
-    assert!(stderr.contains("-Xrs"), "{stderr}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", jvm.pid)).unwrap();
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        .unwrap();
+    assert_eq!(
+        caught & (1 << (libc::SIGQUIT - 1)),
+        0,
+        "-Xrs leaves SIGQUIT alone"
+    );
+    let (_, stderr) = pins_as_counted(jvm, "xrs21", 3.0, true);
+    // No warning: the scheduler settings came through the attach protocol.
+    assert!(!stderr.contains("warning"), "{stderr}");
 }
 
 #[test]
@@ -515,9 +528,9 @@ fn gc_time(line: &str) -> Option<u64> {
 }
 
 #[test]
-fn a_jvm_still_starting_up_is_recorded_once_it_runs() {
+fn a_jvm_still_starting_up_is_recorded_once_it_has_started() {
     require_root();
-    // pinprof starts the moment the java launcher has been exec'd, before libjvm is loaded.
+    // Stopped the moment the java launcher has been exec'd: its VM is not created yet.
     let mut child = Command::new(java(21))
         .arg("-Djdk.virtualThreadScheduler.parallelism=2")
         .arg("-cp")
@@ -528,9 +541,19 @@ fn a_jvm_still_starting_up_is_recorded_once_it_runs() {
         .spawn()
         .unwrap();
     let pid = child.id();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count();
+    // A created VM has its GC, compiler and service threads: a dozen or more.
+    assert!(
+        threads <= 3,
+        "{threads} threads: the VM was already created"
+    );
     let out = scratch("starting.pinrec");
-    let recorder = pinprof()
-        .args(["record", "--pid", &pid.to_string(), "--duration", "5"])
+    let mut recorder = pinprof()
+        .args(["record", "--pid", &pid.to_string(), "--duration", "3"])
         .arg("--output")
         .arg(&out)
         .stderr(Stdio::piped())
@@ -546,16 +569,22 @@ fn a_jvm_still_starting_up_is_recorded_once_it_runs() {
         }
     });
     let mut jvm = Jvm { child, pid, lines };
+    // pinprof waits for the VM rather than read it half made (or take it for no JVM).
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(recorder.try_wait().unwrap().is_none(), "pinprof gave up");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     let started = Instant::now();
     let output = recorder.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    eprintln!("pinprof said: {stderr}");
     assert_ok(&output, "pinprof record");
     assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "pinprof took {:?} for 5 s",
+        started.elapsed() < Duration::from_secs(15),
+        "pinprof took {:?} for 3 s",
         started.elapsed()
     );
+    assert!(stderr.contains("is still starting"), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
     assert!(jvm.child.try_wait().unwrap().is_none(), "the JVM died");
     let report = report_json(&out);
     assert_eq!(
@@ -563,7 +592,7 @@ fn a_jvm_still_starting_up_is_recorded_once_it_runs() {
         "{}",
         report["target"]
     );
-    // Once the workload runs (ready), its pinned sleeps are seen as it counted them.
+    // Its pinned sleeps are seen as it counted them, Java frames named.
     let (from, to) = counts::window(&report);
     let points = counts::points(&mut jvm, "sleeps", Some(to));
     // The counter starts at 0 with the workload: a window opened before it began counts all.
