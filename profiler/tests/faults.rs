@@ -242,8 +242,8 @@ fn a_jvm_that_exits_mid_recording_ends_it_with_a_complete_file() {
     std::thread::sleep(Duration::from_millis(300));
     let (recorder, out) = spawn_record(jvm.pid, "jvm-exit.pinrec");
     std::thread::sleep(Duration::from_millis(2500));
-    // SIGTERM: the JVM shuts down as it would in production (its hooks run, it prints its
-    // last counts) and exits of its own accord.
+    // SIGTERM: the JVM runs its shutdown hooks (the workload's prints its last counts and
+    // halts) and exits of its own accord.
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(jvm.pid as i32, libc::SIGTERM) };
     let stopped = Instant::now();
@@ -276,6 +276,10 @@ fn a_jvm_that_exits_mid_recording_ends_it_with_a_complete_file() {
         "the window ends at {to}, the JVM still counted at {last_time}"
     );
     let slept = last - counts::at(&points, from);
+    // (The JVM halts as it prints them: the window ends at its exit, not when pinprof saw it.)
+    let gap_ms = (to - last_time) as f64 / 1e6;
+    eprintln!("the window ends {gap_ms:.1} ms after the JVM's last counts");
+    assert!(gap_ms < 100.0, "the window ends {gap_ms} ms after the exit");
     let (parks, _) = pinned_sleeps(&report);
     assert_within(
         "target exited: pinned parks vs the workload's sleeps to its exit",

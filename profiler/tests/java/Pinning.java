@@ -147,8 +147,13 @@ public final class Pinning {
             churn.setDaemon(true);
             churn.start();
         }
-        // The last counts as the JVM exits (SIGTERM, System.exit): the truth up to the end.
-        Runtime.getRuntime().addShutdownHook(new Thread(Pinning::printCounts, "last-counts"));
+        // The last counts as the JVM exits (SIGTERM): the truth up to the end, which comes at
+        // once (halt: the rest of the JVM's shutdown, which can take a while, would pin on).
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            printCounts();
+            System.out.flush();
+            Runtime.getRuntime().halt(143);
+        }, "last-counts"));
         Vt.ready();
         String carriers = "";
         while (true) {
