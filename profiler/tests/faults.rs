@@ -480,6 +480,67 @@ fn jdk21_serial_gc_pins_as_jfr_counts() {
 }
 
 #[test]
+fn jdk25_zgc_class_init_pins_as_jfr_counts() {
+    // On 25 synchronized no longer pins, static initializers still do; ZGC is generational
+    // only there, its oops colored.
+    require_root();
+    let jvm = Jvm::start_with(
+        &java(25),
+        &["-XX:+UseZGC", "-Djdk.virtualThreadScheduler.parallelism=4"],
+        &workloads(),
+        "Pinning",
+        &["clinit"],
+    )
+    .expect("start the JVM");
+    std::thread::sleep(Duration::from_millis(300));
+    let jfr = Jfr::start(25, jvm.pid, "zgc25");
+    let recording = record(jvm.pid, 4.0, "zgc25.pinrec");
+    let truth = jfr.stop();
+    let report = report_json(&recording);
+    let (from, to) = report_unix(&report);
+    let truth: Vec<_> = truth
+        .into_iter()
+        .filter(|e| (from..to).contains(&e.start_unix_ns))
+        .filter(|e| {
+            e.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("<clinit>") || r.contains("initialization"))
+        })
+        .collect();
+    let (mut ours, mut named) = (0, 0);
+    for site in report["pinned"]["sites"].as_array().unwrap() {
+        if site["reason"] != "class_init" {
+            continue;
+        }
+        let events = site["events"].as_u64().unwrap();
+        ours += events;
+        if strings(&site["frames"])
+            .iter()
+            .any(|f| f.starts_with("Pinning$Slow") || f.starts_with("Pinning.lambda$initClasses"))
+        {
+            named += events;
+        }
+    }
+    assert!(
+        truth.len() >= 20,
+        "JFR saw only {} class-init pins",
+        truth.len()
+    );
+    // As pinning.rs asks of class-init pinning with the default collector.
+    assert_within(
+        "JDK 25 ZGC: class-init pinned events vs JFR",
+        ours as f64,
+        truth.len() as f64,
+        0.15,
+    );
+    assert!(
+        named * 10 >= ours * 9,
+        "{named} of {ours} name the initializer"
+    );
+    assert_eq!(report["lost_events"], 0);
+}
+
+#[test]
 fn jdk21_heavy_gc_pins_as_counted_and_the_jvm_survives() {
     // A collection every few ms on a 32 MB heap, and a safepoint at least every ms.
     let mut jvm = pinning_jvm(
