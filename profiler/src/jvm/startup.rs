@@ -108,3 +108,19 @@ fn phase(pid: u32) -> Phase {
         Phase::NotJava
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_is_no_jvm_is_not_waited_for() {
+        let stop = AtomicBool::new(false);
+        let waited = || panic!("waited for a process that is no JVM");
+        let own = wait_until_started(std::process::id(), Duration::from_secs(5), &stop, waited);
+        assert_eq!(own, Startup::NotJava);
+        // Gone (or never there): nothing to wait for either.
+        let gone = wait_until_started(u32::MAX, Duration::from_secs(5), &stop, waited);
+        assert_eq!(gone, Startup::NotJava);
+    }
+}
