@@ -19,6 +19,10 @@ const INIT_COMPLETED: &str = "_ZL15_init_completed";
 
 const POLL: Duration = Duration::from_millis(20);
 
+/// How long a JVM still starting up is waited for (it starts in well under a second when
+/// the machine is not overloaded).
+pub const WAIT: Duration = Duration::from_secs(20);
+
 /// How a wait for a starting JVM ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Startup {

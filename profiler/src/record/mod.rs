@@ -76,8 +76,6 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(100);
 
 /// How often counters are snapshot into the file and the file is flushed.
 const CHECKPOINT: Duration = Duration::from_secs(1);
-/// How long a JVM still starting up is waited for.
-const STARTUP_WAIT: Duration = Duration::from_secs(20);
 
 /// Records until the duration ends, Ctrl-C, SIGTERM or a hang-up (the recording is finished
 /// all the same), or the target exits.
@@ -116,22 +114,23 @@ pub fn run_with(
     };
     let output = safe_fs::create_output(&options.output, existing)?;
     // A JVM caught starting is read once it has started, not before (see jvm::startup).
-    let startup = jvm::startup::wait_until_started(options.pid, STARTUP_WAIT, stop.signal, || {
-        if tee.is_none() {
-            say!(
-                "pinprof: JVM {} is still starting: waiting up to {}s for it",
-                options.pid,
-                STARTUP_WAIT.as_secs()
-            );
-        }
-    });
+    let startup =
+        jvm::startup::wait_until_started(options.pid, jvm::startup::WAIT, stop.signal, || {
+            if tee.is_none() {
+                say!(
+                    "pinprof: JVM {} is still starting: waiting up to {}s for it",
+                    options.pid,
+                    jvm::startup::WAIT.as_secs()
+                );
+            }
+        });
     let mut info = target.info();
     let mut warnings = Vec::new();
     if startup == jvm::startup::Startup::StillStarting {
         warnings.push(format!(
             "the JVM had not finished starting after {}s: what pinprof reads of it may be \
              missing or wrong",
-            STARTUP_WAIT.as_secs()
+            jvm::startup::WAIT.as_secs()
         ));
     }
     let hotspot = open_jvm(options, &mut info, &mut warnings, stop.signal);
