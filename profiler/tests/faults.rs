@@ -285,6 +285,20 @@ fn kill_9_mid_recording_leaves_a_readable_file_and_no_bpf_objects() {
         COUNT_TOLERANCE,
     );
     assert!(named * 10 >= parks * 9, "{named} of {parks} named");
+    // The JVM goes on, its uprobes gone with pinprof: still sleeping, pinned, as before.
+    let after = counts::points(
+        &mut jvm,
+        "sleeps",
+        Some(counts::window(&report).1 + 2_500_000_000),
+    );
+    let (t0, v0) = after[after.len().saturating_sub(11)];
+    let &(t1, v1) = after.last().unwrap();
+    let rate = (v1 - v0) / ((t1 - t0) as f64 / 1e9);
+    assert!(
+        rate > 100.0,
+        "the JVM sleeps {rate:.0} times a second after the kill"
+    );
+    assert!(jvm.child.try_wait().unwrap().is_none(), "the JVM died");
 }
 
 #[test]
