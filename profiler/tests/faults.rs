@@ -75,9 +75,10 @@ fn pins_as_counted(mut jvm: Jvm, name: &str, seconds: f64, jfr: bool) -> (Value,
         report["pinned"]["sites"]
     );
     if let Some(truth) = truth {
+        let (from, to) = report_unix(&report);
         let in_window = truth
             .iter()
-            .filter(|e| (report_unix(&report).0..report_unix(&report).1).contains(&e.start_unix_ns))
+            .filter(|e| (from..to).contains(&e.start_unix_ns))
             .count();
         assert_within(
             &format!("{name}: pinned parks vs JFR"),
