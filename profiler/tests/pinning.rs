@@ -78,34 +78,6 @@ fn assert_matches_jfr(
     assert_within(&what, total_ns as f64, truth_ns as f64, time_tolerance);
 }
 
-/// Reads the workload's `counts <nanoTime> <name> N ...` lines and returns how much `name`
-/// grew inside the window [from, to) (CLOCK_MONOTONIC), interpolating between lines.
-fn counter_in_window(jvm: &mut Jvm, name: &str, from: u64, to: u64) -> f64 {
-    let mut points: Vec<(u64, f64)> = Vec::new();
-    while let Ok(line) = jvm.lines.recv_timeout(Duration::from_millis(500)) {
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        if parts.first() != Some(&"counts") {
-            continue;
-        }
-        let time: u64 = parts[1].parse().unwrap();
-        let i = parts
-            .iter()
-            .position(|p| *p == name)
-            .expect("counter in line");
-        points.push((time, parts[i + 1].parse().unwrap()));
-        if time > to {
-            break;
-        }
-    }
-    let at = |t: u64| -> f64 {
-        let i = points.partition_point(|p| p.0 <= t);
-        assert!(i > 0 && i < points.len(), "no counts around {t}");
-        let ((t0, v0), (t1, v1)) = (points[i - 1], points[i]);
-        v0 + (v1 - v0) * (t - t0) as f64 / (t1 - t0) as f64
-    };
-    at(to) - at(from)
-}
-
 #[test]
 fn jdk21_pinned_parks_match_jfr() {
     let jvm = start_vt(21, 4, "Pinning", &["sleep", "socket"]);
@@ -174,7 +146,7 @@ fn jdk21_contended_monitor_entries_are_counted() {
     let report = report_json(&recording);
     let from = report["window"]["start_mono_ns"].as_u64().unwrap();
     let to = from + report["window"]["duration_ns"].as_u64().unwrap();
-    let contended = counter_in_window(&mut jvm, "contended", from, to);
+    let contended = counts::in_window(&mut jvm, "contended", from, to);
 
     let (entries, _) = pinned(&report, |r, op| r == "monitor" && op == "monitor_enter");
     assert_within("JDK 21 contended entries", entries as f64, contended, 0.10);
@@ -219,7 +191,7 @@ fn jdk25_synchronized_does_not_pin() {
     let (report, truth) = record_with_jfr(25, jvm.pid, "nopin25", 3.0, "nopin25.pinrec");
     let from = report["window"]["start_mono_ns"].as_u64().unwrap();
     let to = from + report["window"]["duration_ns"].as_u64().unwrap();
-    let sleeps = counter_in_window(&mut jvm, "sleeps", from, to);
+    let sleeps = counts::in_window(&mut jvm, "sleeps", from, to);
 
     // It did sleep inside synchronized, hundreds of times, and nothing was monitor pinning.
     assert!(sleeps > 100.0, "only {sleeps} sleeps in the window");

@@ -8,6 +8,7 @@ pub mod hotspot;
 pub mod initwait;
 mod inlining;
 pub mod memory;
+pub mod startup;
 pub mod vmstructs;
 pub mod walk;
 
@@ -53,6 +54,13 @@ fn parse_scheduler_settings(properties: &str) -> SchedulerSettings {
 pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) -> Result<String> {
     use std::fmt::Write as _;
     let target = crate::target::Target::open(pid)?;
+    // As `record` does: a JVM still starting is read once its VM is created.
+    startup::wait_until_started(pid, startup::WAIT, stop, || {
+        say!(
+            "pinprof: JVM {pid} is still starting: waiting up to {}s for it",
+            startup::WAIT.as_secs()
+        )
+    });
     let info = target.info();
     let runtime = info
         .runtime

@@ -113,8 +113,26 @@ pub fn run_with(
         Existing::Refuse
     };
     let output = safe_fs::create_output(&options.output, existing)?;
+    // A JVM caught starting is read once it has started, not before (see jvm::startup).
+    let startup =
+        jvm::startup::wait_until_started(options.pid, jvm::startup::WAIT, stop.signal, || {
+            if tee.is_none() {
+                say!(
+                    "pinprof: JVM {} is still starting: waiting up to {}s for it",
+                    options.pid,
+                    jvm::startup::WAIT.as_secs()
+                );
+            }
+        });
     let mut info = target.info();
     let mut warnings = Vec::new();
+    if startup == jvm::startup::Startup::StillStarting {
+        warnings.push(format!(
+            "the JVM had not finished starting after {}s: what pinprof reads of it may be \
+             missing or wrong",
+            jvm::startup::WAIT.as_secs()
+        ));
+    }
     let hotspot = open_jvm(options, &mut info, &mut warnings, stop.signal);
     // Reading the JVM can take seconds (the attach protocol): a Ctrl-C meanwhile ends here.
     if stop.signal.load(Ordering::Relaxed) {

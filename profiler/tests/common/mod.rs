@@ -2,6 +2,7 @@
 //! binary, real BPF programs. Needs root (or CAP_BPF + CAP_PERFMON) and `cargo xtask setup`.
 #![allow(dead_code)] // each test file uses its own part of the harness
 
+pub mod counts;
 pub mod jfr;
 pub mod jvm;
 pub mod terminal;

@@ -21,9 +21,11 @@ import java.util.concurrent.atomic.AtomicLong;
  *     10 ms; a new such class every second (pins on 21 and 25);</li>
  * <li>{@code compensate}: virtual threads in {@code Object.wait}, which makes the scheduler add
  *     carriers on 21, and a separate ForkJoinPool whose workers are not carriers.</li>
+ * <li>{@code churn}: a platform thread allocates without pause, keeping a little of it alive:
+ *     with a small heap ({@code -Xmx32m}) the collector runs every few milliseconds.</li>
  * </ul>
- * Prints {@code ready <pid>}, then every 100 ms {@code counts <System.nanoTime> sleeps N reads N
- * contended N inits N}, and {@code carriers <names>} whenever the set of carrier threads changes
+ * Prints {@code ready <pid>}, then every 100 ms and as it exits {@code counts <System.nanoTime>
+ * sleeps N reads N contended N inits N}, and {@code carriers <names>} whenever the set of carrier threads changes
  * (the JVM's own view: threads of class {@code jdk.internal.misc.CarrierThread}).
  */
 public final class Pinning {
@@ -140,17 +142,43 @@ public final class Pinning {
                 });
             }
         }
+        if (modes.contains("churn")) {
+            Thread churn = new Thread(Pinning::churn, "churn");
+            churn.setDaemon(true);
+            churn.start();
+        }
+        // The last counts as the JVM exits (SIGTERM): the truth up to the end, which comes at
+        // once (halt: the rest of the JVM's shutdown, which can take a while, would pin on).
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            printCounts();
+            System.out.flush();
+            Runtime.getRuntime().halt(143);
+        }, "last-counts"));
         Vt.ready();
         String carriers = "";
         while (true) {
             Thread.sleep(100);
-            System.out.println("counts " + System.nanoTime() + " sleeps " + SLEEPS.get() + " reads "
-                    + READS.get() + " contended " + CONTENDED.get() + " inits " + INITS.get());
+            printCounts();
             String now = carrierNames();
             if (!now.equals(carriers)) {
                 carriers = now;
                 System.out.println("carriers " + carriers);
             }
+        }
+    }
+
+    static void printCounts() {
+        System.out.println("counts " + System.nanoTime() + " sleeps " + SLEEPS.get() + " reads "
+                + READS.get() + " contended " + CONTENDED.get() + " inits " + INITS.get());
+    }
+
+    /** Kept alive a while, so that collections have survivors to copy. */
+    static volatile byte[][] kept = new byte[256][];
+
+    static void churn() {
+        byte[][] ring = kept;
+        for (int i = 0; ; i++) {
+            ring[i & 255] = new byte[8 * 1024];
         }
     }
 

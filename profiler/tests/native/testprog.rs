@@ -13,6 +13,8 @@
 //!   the kernel is contended. Prints `mapped <count>`.
 //! - `fsync PATH N`: writes 1 MiB to PATH and fsyncs it, N times, keeping it open (as a log
 //!   would be). Prints `fsync <start> <end>`.
+//! - `sleep N`: thread `napper` spins 5 ms then sleeps 20 ms (in `nap`), N times.
+//!   Prints `slept <start> <end>` per round.
 
 use std::{
     io::{BufRead as _, Read as _, Write as _},
@@ -158,6 +160,27 @@ fn fsync(path: &str, rounds: usize) -> std::fs::File {
     file
 }
 
+/// Busy 5 ms, then asleep 20 ms: the sleeps are the thread's off-CPU time.
+fn nap(rounds: usize) {
+    std::thread::Builder::new()
+        .name("napper".into())
+        .spawn(move || {
+            for _ in 0..rounds {
+                let spin = now_ns();
+                while now_ns() - spin < 5_000_000 {
+                    std::hint::spin_loop();
+                }
+                let start = now_ns();
+                std::thread::sleep(Duration::from_millis(20));
+                let end = now_ns();
+                println!("slept {start} {end}");
+            }
+        })
+        .expect("spawn napper")
+        .join()
+        .expect("napper");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let number = |i: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(5);
@@ -172,12 +195,13 @@ fn main() {
         Some("mutex") => mutex(number(2)),
         Some("pipe") => pipe(number(2)),
         Some("mmap") => mmap(number(2)),
+        Some("sleep") => nap(number(2)),
         Some("fsync") => {
             let path = args.get(2).map_or("/tmp/pinprof-fsync", String::as_str);
             _log = Some(fsync(path, number(3)));
         }
         other => {
-            eprintln!("usage: pinprof-testprog mutex|pipe|mmap|fsync ... (got {other:?})");
+            eprintln!("usage: pinprof-testprog mutex|pipe|mmap|fsync|sleep ... (got {other:?})");
             std::process::exit(2);
         }
     }
