@@ -78,7 +78,10 @@ pub mod counter {
     /// A virtual thread's frozen frames were copied only in part (`CHUNK_COPY_BYTES`,
     /// `MAX_COPIED_CHUNKS`).
     pub const CHUNK_COPIES_CUT: u32 = 7;
-    pub const COUNT: u32 = 8;
+    /// A preempted thread's return to a CPU the kernel did not report (it skips a switch now
+    /// and then): the wait is dropped; its time is in the thread's scheduler account.
+    pub const MISSED_PREEMPTIONS: u32 = 8;
+    pub const COUNT: u32 = 9;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames

@@ -108,7 +108,7 @@ static NS_BIRTHS: HashMap<u32, u64> = HashMap::with_max_entries(8 * 1024, 0);
 #[map]
 static FUTEX_KSTACKS: HashMap<u32, KernelStackReuse> = HashMap::with_max_entries(64 * 1024, 0);
 /// The Java state of waits that began before their thread was known as a Java thread, per
-/// thread, written by user space and applied here when the wait ends (see `amended`).
+/// thread, written by user space and applied here when the wait ends (see `amend`).
 #[map]
 static AMENDMENTS: HashMap<u32, WaitAmendment> = HashMap::with_max_entries(8 * 1024, 0);
 /// Java threads whose stack is wanted when they leave the system call they blocked in.
@@ -259,7 +259,10 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
     // and said so. (A seed, which starts at 0, may be one its thread ended before attach.)
     match STARTS.get_ptr_mut(tid) {
         Some(open) => unsafe {
-            if (*open).start_ns != 0 {
+            if (*open).prev_state == task_state::RUNNING {
+                // A wait for a CPU: its time is in the thread's scheduler account all the same.
+                count(counter::MISSED_PREEMPTIONS);
+            } else if (*open).start_ns != 0 {
                 count(counter::LOST_EVENTS);
             }
             *open = start;
@@ -322,14 +325,15 @@ fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
 /// The off-CPU interval of the target's thread `tid` ends now, if it is in one.
 #[inline(always)]
 fn end_wait(next: u32, now: u64) {
-    // Only the target's threads are ever stamped, so a hit means `next` is ours.
-    let Some(start) = STARTS.get_ptr(next) else {
+    // Only the target's threads are ever stamped, so a hit means `next` is ours. Worked on in
+    // the map, not copied: this also runs inside `sys_exit`, whose stack is nearly full.
+    let Some(start) = STARTS.get_ptr_mut(next) else {
         return;
     };
-    let start = amended(next, unsafe { *start });
-    let _ = STARTS.remove(next);
+    let start = unsafe { &mut *start };
+    amend(next, start);
     let duration = now.saturating_sub(start.start_ns);
-    request_java_stack(next, &start, duration);
+    request_java_stack(next, start, duration);
 
     let min = if start.prev_state == task_state::RUNNING {
         setting(&MIN_PREEMPTED_NS)
@@ -338,28 +342,31 @@ fn end_wait(next: u32, now: u64) {
     };
     if duration < min {
         add_short(next, duration, start.prev_state);
-        return;
-    }
-    match EVENTS.reserve::<OffCpuEvent>(0) {
-        Some(mut slot) => {
-            slot.write(OffCpuEvent {
-                kind: kind::OFF_CPU,
-                tid: next,
-                start_ns: start.start_ns,
-                end_ns: now,
-                prev_state: start.prev_state,
-                kernel_stack_id: start.kernel_stack_id,
-                user_stack_id: start.user_stack_id,
-                waker_tid: start.waker_tid,
-                cpu: unsafe { bpf_get_smp_processor_id() },
-                java: start.java,
-            });
-            // No wake-up per record: user space drains on a timer, so a busy target does not
-            // cost a context switch of pinprof's per event.
-            slot.submit(BPF_RB_NO_WAKEUP as u64);
+    } else {
+        match EVENTS.reserve::<OffCpuEvent>(0) {
+            Some(mut slot) => {
+                let event = slot.as_mut_ptr();
+                unsafe {
+                    (*event).kind = kind::OFF_CPU;
+                    (*event).tid = next;
+                    (*event).start_ns = start.start_ns;
+                    (*event).end_ns = now;
+                    (*event).prev_state = start.prev_state;
+                    (*event).kernel_stack_id = start.kernel_stack_id;
+                    (*event).user_stack_id = start.user_stack_id;
+                    (*event).waker_tid = start.waker_tid;
+                    (*event).cpu = bpf_get_smp_processor_id();
+                    (*event).java = start.java;
+                }
+                // No wake-up per record: user space drains on a timer, so a busy target
+                // does not cost a context switch of pinprof's per event.
+                slot.submit(BPF_RB_NO_WAKEUP as u64);
+            }
+            None => count(counter::LOST_EVENTS),
         }
-        None => count(counter::LOST_EVENTS),
     }
+    // Read to the end first: a removed entry's memory may be reused at once.
+    let _ = STARTS.remove(next);
 }
 
 /// The current task's (process id, thread id), as pinprof numbers them: the host's, or in a
@@ -438,26 +445,25 @@ fn forget_ns_tid() {
 /// this very wait. Done here, at the wait's end, because an update of `STARTS` from user space
 /// could land on the thread's next wait instead (it may run and block again meanwhile).
 #[inline(always)]
-fn amended(tid: u32, mut start: OffCpuStart) -> OffCpuStart {
-    let Some(&amendment) = (unsafe { AMENDMENTS.get(&tid) }) else {
-        return start;
+fn amend(tid: u32, start: &mut OffCpuStart) {
+    let Some(amendment) = AMENDMENTS.get_ptr(tid) else {
+        return;
     };
+    let amendment = unsafe { &*amendment };
+    if amendment.start_ns == start.start_ns && start.java.flags & java_flags::KNOWN == 0 {
+        start.java = amendment.java;
+        let idle_carrier = start.java.flags & (java_flags::CARRIER | java_flags::MOUNTED)
+            == java_flags::CARRIER
+            && start.prev_state != task_state::RUNNING;
+        if idle_carrier
+            && let Some(call) = IN_SYSCALL.get_ptr_mut(tid)
+            && unsafe { (*call).start_ns } <= start.start_ns
+        {
+            // As at a known carrier's switch-out: its futex wait is the scheduler's idling.
+            unsafe { (*call).flags |= syscall_flags::IDLE };
+        }
+    }
     let _ = AMENDMENTS.remove(tid);
-    if amendment.start_ns != start.start_ns || start.java.flags & java_flags::KNOWN != 0 {
-        return start;
-    }
-    start.java = amendment.java;
-    let idle_carrier = start.java.flags & (java_flags::CARRIER | java_flags::MOUNTED)
-        == java_flags::CARRIER
-        && start.prev_state != task_state::RUNNING;
-    if idle_carrier
-        && let Some(call) = IN_SYSCALL.get_ptr_mut(tid)
-        && unsafe { (*call).start_ns } <= start.start_ns
-    {
-        // As at a known carrier's switch-out: its futex wait is the scheduler's idling.
-        unsafe { (*call).flags |= syscall_flags::IDLE };
-    }
-    start
 }
 
 #[inline(always)]
@@ -575,9 +581,24 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
     let Some(tid) = target_tid() else {
         return 0;
     };
+    end_missed_wait(tid);
     end_syscall(&ctx, tid);
     copy_java_stack(tid);
     0
+}
+
+/// The current thread is running, so any wait of its still open is one whose switch back in
+/// the kernel skipped (it does, now and then, without saying so): it ends now, microseconds
+/// after it really did, as the thread leaves the system call it waited in, instead of being
+/// lost with the next switch-out.
+#[inline(always)]
+fn end_missed_wait(tid: u32) {
+    if STARTS
+        .get_ptr(tid)
+        .is_some_and(|s| unsafe { (*s).start_ns } != 0)
+    {
+        end_wait(tid, unsafe { bpf_ktime_get_ns() });
+    }
 }
 
 /// A register of the system call's saved user state (`struct pt_regs`, the raw tracepoints'

@@ -551,6 +551,7 @@ impl Session {
         self.handle(&raws)?;
         self.close_open_intervals(end_ns)?;
         self.close_open_syscalls(end_ns)?;
+
         progress.finish(
             self.window(end_ns),
             self.events,
