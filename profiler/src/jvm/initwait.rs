@@ -3,7 +3,7 @@
 //! so this is read during the wait, never after it.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     time::{Duration, Instant},
 };
 
@@ -22,7 +22,14 @@ pub struct InitWaits {
     walked: Option<Instant>,
     /// The waits (monitor, start) the last walk was made for.
     walked_for: HashSet<(u64, u64)>,
+    /// `int[]` objects waited on that no class being initialized had as its lock when the
+    /// classes were last walked, and when: an application's own `int[]` monitors, which would
+    /// otherwise have the classes walked again at each new wait on them.
+    not_locks: HashMap<u64, Instant>,
 }
+
+/// Objects remembered as no init lock, at most (the memory is forgotten past it).
+const MAX_NOT_LOCKS: usize = 4096;
 
 impl InitWaits {
     /// Events naming, for each of `waits` (monitor, start of the wait) on a class's init lock
@@ -49,9 +56,10 @@ impl InitWaits {
             return Vec::new();
         }
         let fresh = self.walked.is_some_and(|t| t.elapsed() < TRUSTED);
-        let unknown = locks
-            .iter()
-            .any(|(_, _, oop)| !self.known.iter().any(|c| c.lock == *oop));
+        self.not_locks.retain(|_, seen| seen.elapsed() < TRUSTED);
+        let unknown = locks.iter().any(|(_, _, oop)| {
+            !self.known.iter().any(|c| c.lock == *oop) && !self.not_locks.contains_key(oop)
+        });
         let new_waits = locks
             .iter()
             .any(|&(m, start, _)| !self.walked_for.contains(&(m, start)));
@@ -59,6 +67,15 @@ impl InitWaits {
             self.known = hotspot.classes_being_initialized();
             self.walked = Some(Instant::now());
             self.walked_for = locks.iter().map(|&(m, start, _)| (m, start)).collect();
+            if self.not_locks.len() >= MAX_NOT_LOCKS {
+                self.not_locks.clear();
+            }
+            let now = Instant::now();
+            for &(_, _, oop) in &locks {
+                if !self.known.iter().any(|c| c.lock == oop) {
+                    self.not_locks.insert(oop, now);
+                }
+            }
         }
         // One event per monitor, however many wait on it.
         locks.sort_unstable();
