@@ -90,6 +90,11 @@ pub const STACK_COPY_BYTES: usize = 16 * 1024;
 
 /// Low bit of a `JAVA_THREADS` value: the thread is a carrier. (`JavaThread*` is aligned.)
 pub const CARRIER_BIT: u64 = 1;
+/// Next bit: the thread is one of the JDK's own service threads (a timer, a poller, a
+/// cleaner), whose waits are mostly its waiting for work.
+pub const SERVICE_BIT: u64 = 2;
+/// The bits of a `JAVA_THREADS` value that are not the address.
+pub const THREAD_BITS: u64 = CARRIER_BIT | SERVICE_BIT;
 
 /// `prev_state` values of `sched_switch` (see `TASK_REPORT` in the kernel).
 pub mod task_state {
@@ -427,6 +432,8 @@ pub mod java_flags {
     pub const SAFEPOINT: u32 = 4;
     /// The thread is a carrier of the virtual-thread scheduler.
     pub const CARRIER: u32 = 8;
+    /// The thread is one of the JDK's own service threads (`SERVICE_BIT`).
+    pub const SERVICE: u32 = 16;
 }
 
 /// What a Java thread was doing when it went off CPU, read from its `JavaThread` in the kernel
@@ -451,6 +458,11 @@ pub struct JavaState {
     pub anchor_fp: u64,
 }
 
+/// `OffCpuStart::start_ns` of a thread's entry once its wait has ended: entries are kept and
+/// overwritten rather than removed and inserted at every switch (each of those takes the
+/// map's bucket lock), and go when the thread ends.
+pub const WAIT_ENDED: u64 = u64::MAX;
+
 /// Where a thread went off CPU, kept per thread id until it runs again.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -465,12 +477,17 @@ pub struct OffCpuStart {
     pub java: JavaState,
 }
 
-/// A thread's last walked kernel stack in a futex wait, reused for the next ones.
+/// A thread's last walked kernel stack in a system call, reused for its next waits in the same
+/// call on the same object.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelStackReuse {
     pub id: i32,
     pub uses: u32,
+    pub nr: u32,
+    pub _pad: u32,
+    /// The call's first argument (a descriptor), 0 for a futex wait.
+    pub object: u64,
 }
 
 /// What a thread's Java thread was doing in a wait that began before the kernel knew it as a

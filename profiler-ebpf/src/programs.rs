@@ -12,10 +12,10 @@ use aya_ebpf::{
 use profiler_ebpf::{
     CARRIER_BIT, CHUNK_COPY_BYTES, CLONE_THREAD, ChunkHead, CopiedChunk, ExitEvent, FdLayout,
     JAVA_WINDOW_BYTES, JavaState, JvmLayout, KernelStackReuse, MAX_COPIED_CHUNKS,
-    NATIVE_COPY_BYTES, NativeStackCopy, OffCpuEvent, OffCpuStart, STACK_COPY_BYTES, ShortOffCpu,
-    StackChunkCopy, StackCopy, StackHead, StackRequest, SyscallEvent, SyscallKey, SyscallStart,
-    TaskLayout, ThreadLife, ThreadRename, WaitAmendment, WaitSum, Waker, counter, futex_op,
-    java_flags, kind, syscall_flags, sysno, task_state,
+    NATIVE_COPY_BYTES, NativeStackCopy, OffCpuEvent, OffCpuStart, SERVICE_BIT, STACK_COPY_BYTES,
+    ShortOffCpu, StackChunkCopy, StackCopy, StackHead, StackRequest, SyscallEvent, SyscallKey,
+    SyscallStart, THREAD_BITS, TaskLayout, ThreadLife, ThreadRename, WAIT_ENDED, WaitAmendment,
+    WaitSum, Waker, counter, futex_op, java_flags, kind, syscall_flags, sysno, task_state,
 };
 
 // Settings written by user space before load (`EbpfLoader::set_global`). Tracepoint field
@@ -91,7 +91,7 @@ static STACKS: StackTrace = StackTrace::with_max_entries(32 * 1024, 0);
 static STARTS: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(64 * 1024, 0);
 #[map]
 static SHORT_OFF_CPU: HashMap<u32, ShortOffCpu> = HashMap::with_max_entries(64 * 1024, 0);
-/// The target's Java threads: thread id -> address of its `JavaThread` (| `CARRIER_BIT`),
+/// The target's Java threads: thread id -> address of its `JavaThread` (| `THREAD_BITS`),
 /// kept by user space.
 #[map]
 static JAVA_THREADS: HashMap<u32, u64> = HashMap::with_max_entries(64 * 1024, 0);
@@ -103,10 +103,10 @@ static NS_TIDS: HashMap<u32, u32> = HashMap::with_max_entries(64 * 1024, 0);
 /// with their birth (sent once they run, when their namespace id is known).
 #[map]
 static NS_BIRTHS: HashMap<u32, u64> = HashMap::with_max_entries(8 * 1024, 0);
-/// Per thread: the kernel stack of its last futex wait, and how many waits since reused it
-/// (see `kernel_stack`).
+/// Per thread: the kernel stack of its last wait in a system call, the call, and how many
+/// waits since reused it (see `kernel_stack`).
 #[map]
-static FUTEX_KSTACKS: HashMap<u32, KernelStackReuse> = HashMap::with_max_entries(64 * 1024, 0);
+static KSTACKS: HashMap<u32, KernelStackReuse> = HashMap::with_max_entries(64 * 1024, 0);
 /// The Java state of waits that began before their thread was known as a Java thread, per
 /// thread, written by user space and applied here when the wait ends (see `amend`).
 #[map]
@@ -210,7 +210,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             // Its last switch (do_task_dead): its life ends here, and no wait begins.
             let _ = STARTS.remove(tid);
             let _ = AMENDMENTS.remove(tid);
-            let _ = FUTEX_KSTACKS.remove(tid);
+            let _ = KSTACKS.remove(tid);
             forget_ns_tid();
             thread_life(kind::THREAD_EXIT, tid, now, true);
         } else {
@@ -237,7 +237,10 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
     // A preempted thread waits for a CPU, not on anything: its stacks would say where it
     // happened to be, and nothing reads them (about half of all switches of a busy target).
     let preempted = prev_state == task_state::RUNNING;
-    let (kernel_stack_id, user_stack_id) = if idle_carrier || preempted {
+    // A JDK service thread waits for work (JDK 25's timer for virtual threads' sleeps parks
+    // thousands of times a second): no native stacks; its long waits get Java stacks.
+    let service = java.flags & java_flags::SERVICE != 0;
+    let (kernel_stack_id, user_stack_id) = if idle_carrier || preempted || service {
         (NOT_CAPTURED, NOT_CAPTURED)
     } else {
         (
@@ -259,7 +262,9 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
     // and said so. (A seed, which starts at 0, may be one its thread ended before attach.)
     match STARTS.get_ptr_mut(tid) {
         Some(open) => unsafe {
-            if (*open).prev_state == task_state::RUNNING {
+            if (*open).start_ns == WAIT_ENDED {
+                // Its last wait ended: the entry is reused.
+            } else if (*open).prev_state == task_state::RUNNING {
                 // A wait for a CPU: its time is in the thread's scheduler account all the same.
                 count(counter::MISSED_PREEMPTIONS);
             } else if (*open).start_ns != 0 {
@@ -279,28 +284,41 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
 /// again (so a stack that did change is seen soon).
 const KSTACK_REUSES: u32 = 64;
 
-/// The kernel stack of `tid`, going off CPU now. Walking it is most of a switch's cost, and in
-/// a futex wait (every park, monitor wait and lock wait of a JVM) it is the same futex wait
-/// path every time: there it is walked once in a while and reused in between.
+/// The kernel stack of `tid`, going off CPU now. Walking it is most of a switch's cost, and a
+/// thread that blocks again in the same system call on the same object (a futex wait: any
+/// futex; a read: the same descriptor) blocks down the same kernel path: there it is walked
+/// once in a while and reused in between.
 #[inline(always)]
 fn kernel_stack(ctx: &TracePointContext, tid: u32) -> i32 {
-    let futex = IN_SYSCALL
-        .get_ptr(tid)
-        .is_some_and(|c| unsafe { (*c).flags } & syscall_flags::FUTEX_WAIT != 0);
-    if !futex {
+    let Some(call) = IN_SYSCALL.get_ptr(tid) else {
         return stack_id(ctx, 0);
-    }
-    if let Some(last) = FUTEX_KSTACKS.get_ptr_mut(tid) {
-        unsafe {
-            if (*last).uses < KSTACK_REUSES {
-                (*last).uses += 1;
-                return (*last).id;
-            }
+    };
+    let (nr, object) = unsafe {
+        let call = &*call;
+        let object = if call.flags & syscall_flags::FUTEX_WAIT != 0 {
+            0 // every futex wait blocks down the same path, whichever the futex
+        } else {
+            call.args[0]
+        };
+        (call.nr, object)
+    };
+    if let Some(last) = KSTACKS.get_ptr_mut(tid) {
+        let last = unsafe { &mut *last };
+        if last.nr == nr && last.object == object && last.uses < KSTACK_REUSES {
+            last.uses += 1;
+            return last.id;
         }
     }
     let id = stack_id(ctx, 0);
     if id >= 0 {
-        let _ = FUTEX_KSTACKS.insert(tid, KernelStackReuse { id, uses: 0 }, 0);
+        let reuse = KernelStackReuse {
+            id,
+            uses: 0,
+            nr,
+            _pad: 0,
+            object,
+        };
+        let _ = KSTACKS.insert(tid, reuse, 0);
     }
     id
 }
@@ -331,15 +349,20 @@ fn end_wait(next: u32, now: u64) {
         return;
     };
     let start = unsafe { &mut *start };
+    if start.start_ns == WAIT_ENDED {
+        return;
+    }
     amend(next, start);
     let duration = now.saturating_sub(start.start_ns);
     request_java_stack(next, start, duration);
 
-    let min = if start.prev_state == task_state::RUNNING {
-        setting(&MIN_PREEMPTED_NS)
-    } else {
-        setting(&MIN_OFF_CPU_NS)
-    };
+    // A wait for a CPU, or a JDK service thread's short wait for work, is summed unless long.
+    let min =
+        if start.prev_state == task_state::RUNNING || start.java.flags & java_flags::SERVICE != 0 {
+            setting(&MIN_PREEMPTED_NS)
+        } else {
+            setting(&MIN_OFF_CPU_NS)
+        };
     if duration < min {
         add_short(next, duration, start.prev_state);
     } else {
@@ -365,8 +388,7 @@ fn end_wait(next: u32, now: u64) {
             None => count(counter::LOST_EVENTS),
         }
     }
-    // Read to the end first: a removed entry's memory may be reused at once.
-    let _ = STARTS.remove(next);
+    start.start_ns = WAIT_ENDED;
 }
 
 /// The current task's (process id, thread id), as pinprof numbers them: the host's, or in a
@@ -446,11 +468,15 @@ fn forget_ns_tid() {
 /// could land on the thread's next wait instead (it may run and block again meanwhile).
 #[inline(always)]
 fn amend(tid: u32, start: &mut OffCpuStart) {
+    // Only a wait begun unknown is amended (a stale amendment goes with its thread's exit).
+    if start.java.flags & java_flags::KNOWN != 0 {
+        return;
+    }
     let Some(amendment) = AMENDMENTS.get_ptr(tid) else {
         return;
     };
     let amendment = unsafe { &*amendment };
-    if amendment.start_ns == start.start_ns && start.java.flags & java_flags::KNOWN == 0 {
+    if amendment.start_ns == start.start_ns {
         start.java = amendment.java;
         let idle_carrier = start.java.flags & (java_flags::CARRIER | java_flags::MOUNTED)
             == java_flags::CARRIER
@@ -483,7 +509,7 @@ fn java_state(tid: u32) -> JavaState {
     let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
         return state;
     };
-    let thread = entry & !CARRIER_BIT;
+    let thread = entry & !THREAD_BITS;
     let layout: JvmLayout = setting(&JVM_LAYOUT);
     // One read of the span of `JavaThread` that holds every field below, instead of one read
     // per field: this runs at every switch-out of a Java thread.
@@ -513,6 +539,9 @@ fn java_state(tid: u32) -> JavaState {
     if entry & CARRIER_BIT != 0 {
         state.flags |= java_flags::CARRIER;
     }
+    if entry & SERVICE_BIT != 0 {
+        state.flags |= java_flags::SERVICE;
+    }
     state.thread_state = thread_state as u32;
     if read_user::<u32>(layout.safepoint_state).is_some_and(|s| s != 0) {
         state.flags |= java_flags::SAFEPOINT;
@@ -525,6 +554,9 @@ fn java_state(tid: u32) -> JavaState {
     state.anchor_sp = word(layout.anchor_sp).unwrap_or(0);
     state.anchor_pc = word(layout.anchor_pc).unwrap_or(0);
     state.anchor_fp = word(layout.anchor_fp).unwrap_or(0);
+    if entry & SERVICE_BIT != 0 {
+        return state; // a JDK service thread runs no virtual thread
+    }
 
     // Mounted: the thread it runs (`_vthread`) is not its own `Thread` object. Both are
     // OopHandles, pointers to slots that hold the object's address.
@@ -593,10 +625,10 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
 /// lost with the next switch-out.
 #[inline(always)]
 fn end_missed_wait(tid: u32) {
-    if STARTS
-        .get_ptr(tid)
-        .is_some_and(|s| unsafe { (*s).start_ns } != 0)
-    {
+    if STARTS.get_ptr(tid).is_some_and(|s| {
+        let start = unsafe { (*s).start_ns };
+        start != 0 && start != WAIT_ENDED
+    }) {
         end_wait(tid, unsafe { bpf_ktime_get_ns() });
     }
 }
@@ -823,7 +855,7 @@ fn copy_java_stack(tid: u32) {
     let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
         return;
     };
-    let thread = entry & !CARRIER_BIT;
+    let thread = entry & !THREAD_BITS;
     let layout: JvmLayout = setting(&JVM_LAYOUT);
     // The same anchor as at the block, or the thread went on in between (not a syscall wait).
     let sp = read_user::<u64>(thread + layout.anchor_sp as u64).unwrap_or(0);
@@ -1329,7 +1361,7 @@ fn request_waker_java_stack(tid: u32, wake_ns: u64) {
         return;
     };
     let layout: JvmLayout = setting(&JVM_LAYOUT);
-    let sp = read_user::<u64>((entry & !CARRIER_BIT) + layout.anchor_sp as u64).unwrap_or(0);
+    let sp = read_user::<u64>((entry & !THREAD_BITS) + layout.anchor_sp as u64).unwrap_or(0);
     if sp == 0 {
         return;
     }

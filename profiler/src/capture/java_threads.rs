@@ -15,6 +15,38 @@ use anyhow::{Context as _, Result, anyhow};
 use aya::maps::{HashMap, Map, MapData};
 use profiler_ebpf::{JavaState, OffCpuStart, WaitAmendment, java_flags};
 
+/// What a Java thread is to the kernel programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadRole {
+    /// A carrier of the virtual-thread scheduler.
+    Carrier,
+    /// One of the JDK's own service threads (a timer, a poller, a cleaner): its waits are
+    /// mostly its waiting for work, so the programs take no native stacks of them.
+    Service,
+    Other,
+}
+
+/// A Java thread as the kernel programs are told of it.
+#[derive(Clone, Copy, Debug)]
+pub struct KnownThread {
+    pub tid: u32,
+    /// Its `JavaThread`.
+    pub addr: u64,
+    pub role: ThreadRole,
+}
+
+impl KnownThread {
+    /// Its value in the programs' `JAVA_THREADS` map.
+    fn entry(&self) -> u64 {
+        self.addr
+            | match self.role {
+                ThreadRole::Carrier => profiler_ebpf::CARRIER_BIT,
+                ThreadRole::Service => profiler_ebpf::SERVICE_BIT,
+                ThreadRole::Other => 0,
+            }
+    }
+}
+
 /// Handles on the programs' maps that say which threads are Java threads.
 pub struct JavaThreadRegistry {
     java_threads: HashMap<MapData, u32, u64>,
@@ -45,20 +77,10 @@ impl JavaThreadRegistry {
     }
 
     /// Tells the kernel programs which threads are Java threads, where their `JavaThread` is
-    /// and whether they are carriers: `threads` is the whole current set (thread id, address,
-    /// carrier); others are removed.
-    pub fn set(&mut self, threads: &[(u32, u64, bool)]) -> Result<()> {
-        let keep: std::collections::HashMap<u32, u64> = threads
-            .iter()
-            .map(|&(tid, addr, carrier)| {
-                let bit = if carrier {
-                    profiler_ebpf::CARRIER_BIT
-                } else {
-                    0
-                };
-                (tid, addr | bit)
-            })
-            .collect();
+    /// and what they are: `threads` is the whole current set; others are removed.
+    pub fn set(&mut self, threads: &[KnownThread]) -> Result<()> {
+        let keep: std::collections::HashMap<u32, u64> =
+            threads.iter().map(|t| (t.tid, t.entry())).collect();
         let stale: Vec<u32> = self
             .java_threads
             .iter()
@@ -92,6 +114,9 @@ impl JavaThreadRegistry {
         let Ok(start) = self.starts.get(&tid, 0) else {
             return;
         };
+        if start.start_ns == profiler_ebpf::WAIT_ENDED {
+            return; // not in a wait
+        }
         // Read after the wait: if the thread has not run since `java` was read, the wait
         // read is the one `java` was read in.
         if start.java.flags & java_flags::KNOWN != 0

@@ -5,7 +5,7 @@ mod btf;
 mod java_threads;
 mod tracefs;
 
-pub use java_threads::JavaThreadRegistry;
+pub use java_threads::{JavaThreadRegistry, KnownThread, ThreadRole};
 
 use std::{
     collections::HashSet,
@@ -104,9 +104,8 @@ pub struct Options {
     /// System calls and futex waits at least this long are events; shorter ones are summed.
     /// None: system calls are not traced.
     pub min_syscall_ns: Option<u64>,
-    /// The Java threads known at start (thread id, `JavaThread` address, carrier): registered
-    /// before any program attaches, so the first events already see them as Java threads.
-    pub java_threads: Vec<(u32, u64, bool)>,
+    /// The Java threads known at start: registered before any program attaches, so the first events already see them as Java threads.
+    pub java_threads: Vec<KnownThread>,
 }
 
 /// A thread asleep as capture starts, in a wait the programs cannot see begin: seeded into
@@ -563,7 +562,7 @@ impl Capture {
 
     /// Tells the kernel programs which threads are Java threads (see
     /// `JavaThreadRegistry::set`).
-    pub fn set_java_threads(&mut self, threads: &[(u32, u64, bool)]) -> Result<()> {
+    pub fn set_java_threads(&mut self, threads: &[KnownThread]) -> Result<()> {
         self.registry.set(threads)
     }
 
@@ -614,11 +613,19 @@ impl Capture {
             .collect()
     }
 
+    /// The kernel's entry for the wait `tid` is in now, if it is in one.
+    fn open_start(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
+        self.starts
+            .get(&tid, 0)
+            .ok()
+            .filter(|s| s.start_ns != profiler_ebpf::WAIT_ENDED)
+    }
+
     /// Whether `tid` is a carrier idling (nothing mounted) in a wait that began after
     /// `since`, as amended: the kernel marks such a carrier's call at the wait's end.
     fn idle_in(&self, tid: u32, since: u64) -> bool {
         use profiler_ebpf::java_flags::{CARRIER, MOUNTED};
-        self.starts.get(&tid, 0).is_ok_and(|start| {
+        self.open_start(tid).is_some_and(|start| {
             let start = self.amended(tid, start);
             start.java.flags & (CARRIER | MOUNTED) == CARRIER
                 && start.prev_state != profiler_ebpf::task_state::RUNNING
@@ -636,6 +643,7 @@ impl Capture {
         self.starts
             .iter()
             .flatten()
+            .filter(|(_, start)| start.start_ns != profiler_ebpf::WAIT_ENDED)
             .filter_map(|(tid, start)| {
                 let mut start = self.amended(tid, start);
                 start.start_ns = self.seen_from(start.start_ns)?;
@@ -646,7 +654,7 @@ impl Capture {
 
     /// The interval `tid` is off CPU in now, if it is.
     pub fn open_interval(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
-        let mut start = self.amended(tid, self.starts.get(&tid, 0).ok()?);
+        let mut start = self.amended(tid, self.open_start(tid)?);
         start.start_ns = self.seen_from(start.start_ns)?;
         Some(start)
     }

@@ -146,7 +146,7 @@ pub fn run_with(
     let java_threads = jvm
         .iter()
         .flat_map(|j| &j.threads)
-        .map(|t| (t.tid, t.addr, t.carrier))
+        .map(known_thread)
         .collect();
     let syscalls = options.min_syscall.is_some();
     let mut first_accounts = Vec::new();
@@ -480,6 +480,27 @@ const OWN_STACK_IDS: u32 = 1 << 31;
 
 /// Unwound native stacks kept for events still to come; more means they were never claimed.
 const MAX_PENDING_NATIVE: usize = 4096;
+
+/// A Java thread as the kernel programs are told of it: a carrier, one of the JDK's own
+/// service threads (by its class), or another.
+fn known_thread(t: &JavaThread) -> capture::KnownThread {
+    let role = if t.carrier {
+        capture::ThreadRole::Carrier
+    } else if t
+        .class
+        .as_deref()
+        .is_some_and(crate::model::jdk::is_jdk_service_class)
+    {
+        capture::ThreadRole::Service
+    } else {
+        capture::ThreadRole::Other
+    };
+    capture::KnownThread {
+        tid: t.tid,
+        addr: t.addr,
+        role,
+    }
+}
 
 /// Follows the JVM's thread list, so the kernel knows every Java thread's `JavaThread`.
 struct JvmWatch {

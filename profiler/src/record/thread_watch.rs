@@ -163,8 +163,7 @@ impl Watcher {
         if threads == self.threads {
             return None;
         }
-        let addrs: Vec<(u32, u64, bool)> =
-            threads.iter().map(|t| (t.tid, t.addr, t.carrier)).collect();
+        let addrs: Vec<_> = threads.iter().map(super::known_thread).collect();
         let failed = self.registry.set(&addrs).err().map(|e| format!("{e:#}"));
         if failed.is_some() {
             self.version = None; // read again next time
