@@ -1,239 +1,462 @@
-//! `cargo xtask bench`: pinprof's cost to the target, as ratios against a baseline measured in
-//! the same run on the same JVM: throughput while pinprof records versus the mean of the
-//! throughput just before and just after, plus pinprof's own CPU use. Two workloads (a mixed
-//! one, and one where every wait pins on JDK 21), each recorded with the default settings,
-//! with system call tracing off, with the Java stack walk off, which prices each, and through
-//! the live view. No timed assertions: the figures are printed and written to
-//! target/bench/bench.json.
+//! `cargo xtask bench`: what pinprof costs, against its peers, in one run on the same JVM.
+//!
+//! For each JDK and bundled workload, phases alternate: no tracer, a tracer, no tracer, the
+//! next tracer... (pinprof record, pinprof top, an equivalent bpftrace off-CPU script, perf
+//! record of the switch tracepoint), for a number of rounds. Each traced phase is paired with
+//! the untraced phases just before and after it: the ratio of the target's throughput, of its
+//! CPU time per operation (which the kernel programs' time is charged to, and less noisy than
+//! throughput), and of a syscall-bound bystander's reads per CPU second (a process no tracer
+//! is pointed at: what tracing costs the rest of the host). The noise is how much consecutive
+//! untraced phases differ. Then a native program making hundreds of thousands of context
+//! switches a second is recorded: lost events, pinprof's CPU, events per second.
+//!
+//! It prints a table, writes target/bench/bench.json, and fails when pinprof's default
+//! (`record`) costs more than 1% of throughput, is behind a peer by more than the noise, slows
+//! the bystander by more than the noise, or loses events. A benchmark, not a test: CI does not
+//! run it.
+
+mod native;
+mod stats;
+pub mod tracer;
 
 use std::{
-    process::{Command, Stdio},
-    time::Duration,
+    fmt::Write as _,
+    path::Path,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
+use serde_json::json;
 
-use crate::{cargo, run_cmd, setup, terminal::OnTerminal, workload::Jvm};
+use crate::{cargo, procfs, run_cmd, setup, workload::Jvm};
+use native::{Program, Rates};
+use stats::{Noise, median, min_max};
+use tracer::Tracer;
 
 const WARMUP: Duration = Duration::from_secs(4);
-const PHASE: Duration = Duration::from_secs(5);
+/// The peers, from Debian: bpftrace, and perf (in linux-perf).
+const PEER_PACKAGES: [&str; 2] = ["bpftrace", "linux-perf"];
+/// pinprof's default may cost at most this share of the target's throughput.
+const MAX_COST: f64 = 0.01;
+/// The event-rate program must reach this many context switches a second untraced.
+const MIN_SWITCH_RATE: f64 = 200_000.0;
 
-struct Phase {
-    ops_per_sec: f64,
+struct Config {
+    rounds: usize,
+    phase: Duration,
+    jdks: Vec<u32>,
+    workloads: Vec<(&'static str, [&'static str; 2])>,
+    tracers: Vec<Tracer>,
+    event_rate: bool,
+    /// Options passed to every pinprof.
+    pinprof_args: Vec<String>,
+}
+
+const USAGE: &str =
+    "usage: cargo xtask bench [--rounds N (5)] [--phase SECONDS (5)] [--jdk 21|25]... \
+[--workload mixed|pinning]... [--tracers a,b,...] [--no-event-rate] [-- pinprof options]
+  tracers: pinprof-record, pinprof-top, bpftrace, perf (default), pinprof-record-no-syscalls
+  quick run (about 10 minutes): cargo xtask bench --rounds 2 --jdk 25";
+
+// (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.
+const WORKLOADS: [(&str, [&str; 2]); 2] = [("mixed", ["64", "10"]), ("pinning", ["64", "1"])];
+
+fn parse(args: &[String]) -> Result<Config> {
+    let (ours, pinprof_args) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], args[i + 1..].to_vec()),
+        None => (args, Vec::new()),
+    };
+    let mut config = Config {
+        rounds: 5,
+        phase: Duration::from_secs(5),
+        jdks: Vec::new(),
+        workloads: Vec::new(),
+        tracers: vec![Tracer::Record, Tracer::Top, Tracer::Bpftrace, Tracer::Perf],
+        event_rate: true,
+        pinprof_args,
+    };
+    let mut it = ours.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |what: &str| it.next().with_context(|| format!("{arg} {what}\n{USAGE}"));
+        match arg.as_str() {
+            "--rounds" => config.rounds = value("N")?.parse()?,
+            "--phase" => config.phase = Duration::from_secs_f64(value("SECONDS")?.parse()?),
+            "--jdk" => config.jdks.push(value("21|25")?.parse()?),
+            "--workload" => {
+                let name = value("NAME")?;
+                let w = WORKLOADS
+                    .iter()
+                    .find(|w| w.0 == name)
+                    .with_context(|| format!("unknown workload {name}\n{USAGE}"))?;
+                config.workloads.push(*w);
+            }
+            "--tracers" => {
+                config.tracers = value("LIST")?
+                    .split(',')
+                    .map(Tracer::parse)
+                    .collect::<Result<_>>()?;
+                config.tracers.retain(|t| *t != Tracer::None);
+            }
+            "--no-event-rate" => config.event_rate = false,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("bench: unknown argument {other}\n{USAGE}"),
+        }
+    }
+    if config.rounds < 1 || config.phase < Duration::from_secs(2) {
+        bail!("bench: at least 1 round of phases of at least 2 s\n{USAGE}");
+    }
+    if config.jdks.is_empty() {
+        config.jdks = setup::JDKS.iter().map(|j| j.0).collect();
+    }
+    if config.workloads.is_empty() {
+        config.workloads = WORKLOADS.to_vec();
+    }
+    Ok(config)
 }
 
 pub fn run(args: &[String]) -> Result<()> {
+    let config = parse(args)?;
+    let started = Instant::now();
     let env = setup::run()?;
-    let (ours, record_args) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => (args, &[][..]),
-    };
-    let mut rounds = 2;
-    let mut jdks: Vec<u32> = setup::JDKS.iter().map(|j| j.0).collect();
-    let mut it = ours.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--rounds" => rounds = it.next().context("--rounds N")?.parse()?,
-            "--jdk" => jdks = vec![it.next().context("--jdk 21|25")?.parse()?],
-            other => bail!(
-                "bench: unknown argument {other} (usage: bench [--rounds N] [--jdk 21|25] [-- record options])"
-            ),
-        }
+    let peers = config.tracers.iter().any(|t| !t.is_pinprof());
+    if peers {
+        setup::apt_install(&PEER_PACKAGES)?;
     }
     println!("bench: building pinprof (release)");
     run_cmd(cargo().args(["build", "--release", "--package", "profiler"]))?;
     let pinprof = setup::target_dir().join("release/pinprof");
     let out = setup::target_dir().join("bench");
     std::fs::create_dir_all(&out)?;
+    let (bystander_exe, pingpong_exe) = native::build(&out)?;
+    let ready = started.elapsed();
 
-    let mut results = Vec::new();
-    // (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.
-    let workloads = [("mixed", ["64", "10"]), ("pinning", ["64", "1"])];
-    // (name, pinprof command, extra options): the default, without system call tracing (which
-    // runs on every system call of the machine), without the Java stack walk, and the live
-    // view (`top`, on a terminal of its own) with the default settings.
-    let configs: [(&str, &str, &[&str]); 4] = [
-        ("default", "record", &[]),
-        ("no-syscalls", "record", &["--no-syscalls"]),
-        ("no-java-stacks", "record", &["--java-stack-min-us", "0"]),
-        ("live-view", "top", &[]),
-    ];
-    for major in jdks {
-        for (workload, workload_args) in workloads {
-            let mut jvm = Jvm::start(
+    let bench = Bench {
+        config: &config,
+        pinprof: &pinprof,
+        out: &out,
+    };
+    let mut sections = Vec::new();
+    let sections_started = Instant::now();
+    for &major in &config.jdks {
+        for &(workload, workload_args) in &config.workloads {
+            let jvm = Jvm::start(
                 env.java(major),
                 &env.workloads,
                 "Throughput",
                 &workload_args,
             )?;
+            let bystander = Program::start(&bystander_exe, &[])?;
             println!(
-                "bench: JDK {major} Throughput {workload} (pid {}), warming up {WARMUP:?}",
-                jvm.pid
+                "bench: JDK {major} Throughput {workload} (pid {}), bystander pid {}, warming up {WARMUP:?}",
+                jvm.pid, bystander.pid
             );
-            measure(&mut jvm, WARMUP)?;
-            for (config, subcommand, config_args) in configs {
-                let (mut base, mut with, mut cpu, mut events) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let (mut pinned_events, mut java_stacks) = (Vec::new(), Vec::new());
-                for round in 0..rounds {
-                    let before = measure(&mut jvm, PHASE)?;
-                    let recording =
-                        out.join(format!("jdk{major}-{workload}-{config}-{round}.pinrec"));
-                    let mut command = Command::new(&pinprof);
-                    command
-                        .args([subcommand, "--pid", &jvm.pid.to_string(), "--force"])
-                        .arg("--output")
-                        .arg(&recording)
-                        .args(config_args)
-                        .args(record_args);
-                    let running = if subcommand == "top" {
-                        Running::Top(OnTerminal::spawn(&mut command, 40, 140)?)
-                    } else {
-                        Running::Record(command.arg("--quiet").stderr(Stdio::piped()).spawn()?)
-                    };
-                    // Attach takes a moment; measure only once programs are in.
-                    std::thread::sleep(Duration::from_millis(500));
-                    let cpu_before = cpu_seconds(running.pid())?;
-                    let during = measure(&mut jvm, PHASE)?;
-                    let cpu_used = cpu_seconds(running.pid())? - cpu_before;
-                    let (status, said) = running.stop()?;
-                    if !status.success() {
-                        bail!("pinprof {subcommand} failed: {said}");
-                    }
-                    let after = measure(&mut jvm, PHASE)?;
-                    let report = Command::new(&pinprof)
-                        .args(["report", "--format", "json"])
-                        .arg(&recording)
-                        .output()
-                        .context("pinprof report")?;
-                    let json: serde_json::Value = serde_json::from_slice(&report.stdout)?;
-                    let n = json["off_cpu"]["events"].as_f64().unwrap_or(0.0);
-                    let pinned = json["pinned"]["events"].as_f64().unwrap_or(0.0);
-                    let stacks = json["capture"]["java_stacks"].as_f64().unwrap_or(0.0);
-                    println!(
-                        "bench: JDK {major} {workload} {config} round {round}: {n} events, {pinned} pinned, {stacks} Java stacks; baseline {:.0} ops/s, with pinprof {:.0} ops/s, pinprof CPU {:.1}% of a core",
-                        (before.ops_per_sec + after.ops_per_sec) / 2.0,
-                        during.ops_per_sec,
-                        cpu_used / PHASE.as_secs_f64() * 100.0
-                    );
-                    base.push((before.ops_per_sec + after.ops_per_sec) / 2.0);
-                    with.push(during.ops_per_sec);
-                    cpu.push(cpu_used / PHASE.as_secs_f64());
-                    events.push(n);
-                    pinned_events.push(pinned);
-                    java_stacks.push(stacks);
-                }
-                let ratio = with.iter().sum::<f64>() / base.iter().sum::<f64>();
-                let cpu_share = mean(&cpu);
-                results.push(serde_json::json!({
-                    "jdk": major,
-                    "workload": workload,
-                    "config": config,
-                    "rounds": rounds,
-                    "record_args": record_args,
-                    "baseline_ops_per_sec": mean(&base),
-                    "with_pinprof_ops_per_sec": mean(&with),
-                    "throughput_ratio": ratio,
-                    "pinprof_cpu_share_of_one_core": cpu_share,
-                    "events_per_round": mean(&events),
-                    "pinned_events_per_round": mean(&pinned_events),
-                    "java_stacks_per_round": mean(&java_stacks),
-                }));
-                println!(
-                    "bench: JDK {major} {workload} {config}: throughput with pinprof / baseline = {ratio:.3} ({:+.1}%), pinprof CPU {:.1}% of one core",
-                    (ratio - 1.0) * 100.0,
-                    cpu_share * 100.0
-                );
-            }
+            sections.push(bench.jvm_section(major, workload, jvm, &bystander)?);
         }
     }
+    let per_section =
+        sections_started.elapsed().as_secs_f64() / (sections.len().max(1) * config.rounds) as f64;
+    let event_started = Instant::now();
+    let event_rate = if config.event_rate {
+        Some(bench.event_rate(&pingpong_exe)?)
+    } else {
+        None
+    };
+    let per_event_round = event_started.elapsed().as_secs_f64() / config.rounds as f64;
+
+    let mut failures = Vec::new();
+    let mut table = String::new();
+    for s in &sections {
+        s.judge(&mut failures);
+        s.print(&mut table);
+    }
+    if let Some(e) = &event_rate {
+        e.judge(&mut failures);
+        e.print(&mut table);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // A full run: 5 rounds, both JDKs, both workloads, the default tracers, the event rate.
+    let full_estimate = ready.as_secs_f64()
+        + per_section
+            * (5 * setup::JDKS.len() * WORKLOADS.len()) as f64
+            * (5.0 / config.tracers.len().max(1) as f64).max(1.0)
+        + if config.event_rate {
+            per_event_round * 5.0
+        } else {
+            60.0
+        };
+    println!();
+    print!("{table}");
+    println!(
+        "bench: machine: {} CPUs, kernel {}; this run took {:.0} s; a full run (5 rounds, JDK {}, both workloads) takes about {:.0} min",
+        cpus(),
+        kernel(),
+        elapsed,
+        setup::JDKS.map(|j| j.0.to_string()).join(" and "),
+        full_estimate / 60.0
+    );
+    let report = json!({
+        "machine": { "cpus": cpus(), "kernel": kernel() },
+        "rounds": config.rounds,
+        "phase_seconds": config.phase.as_secs_f64(),
+        "pinprof_args": config.pinprof_args,
+        "sections": sections.iter().map(Section::to_json).collect::<Vec<_>>(),
+        "event_rate": event_rate.as_ref().map(EventRate::to_json),
+        "verdict": { "pass": failures.is_empty(), "failures": failures },
+        "elapsed_seconds": elapsed,
+        "full_run_estimate_seconds": full_estimate,
+    });
     let path = out.join("bench.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")?;
+    std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")?;
     println!("bench: results in {}", path.display());
+    if !failures.is_empty() {
+        for f in &failures {
+            println!("bench: FAIL: {f}");
+        }
+        bail!("{} of pinprof's goals not met", failures.len());
+    }
+    println!("bench: pass: pinprof's default costs under 1% and is not behind its peers");
     Ok(())
 }
 
-/// A pinprof under measurement. Stopped as a user would stop it; dropped without being
-/// stopped (the bench failed half-way), it is stopped all the same, not left attached.
-enum Running {
-    Record(std::process::Child),
-    Top(OnTerminal),
+struct Bench<'a> {
+    config: &'a Config,
+    pinprof: &'a Path,
+    out: &'a Path,
 }
 
-impl Running {
-    fn child(&mut self) -> &mut std::process::Child {
-        match self {
-            Running::Record(child) => child,
-            Running::Top(on) => &mut on.child,
-        }
-    }
+/// One phase on the JVM: untraced, or under one tracer.
+#[derive(Debug, Clone)]
+struct Phase {
+    tracer: Tracer,
+    ops_per_sec: f64,
+    /// The JVM's CPU seconds (user + system, its kernel programs' time included) per operation.
+    cpu_per_op: f64,
+    bystander: Rates,
+    /// The tracer's own CPU, in cores.
+    tracer_cpu: Option<f64>,
+    /// pinprof's closing line.
+    summary: Option<tracer::Summary>,
+}
 
-    fn pid(&self) -> u32 {
-        match self {
-            Running::Record(child) => child.id(),
-            Running::Top(on) => on.child.id(),
-        }
+impl Phase {
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "tracer": self.tracer.name(),
+            "ops_per_sec": self.ops_per_sec,
+            "target_cpu_per_op_us": self.cpu_per_op * 1e6,
+            "bystander_reads_per_sec": self.bystander.reads_per_sec,
+            "bystander_reads_per_cpu_sec": self.bystander.reads_per_cpu_sec,
+            "bystander_cpu_cores": self.bystander.cpu_share,
+            "tracer_cpu_cores": self.tracer_cpu,
+            "events": self.summary.map(|s| s.events),
+            "events_per_sec": self.summary.map(|s| s.events as f64 / s.seconds.max(1e-3)),
+            "lost_events": self.summary.map(|s| s.lost),
+        })
     }
+}
 
-    /// Ctrl-C for a recording; SIGTERM for the live view (its Ctrl-C is a key). Returns how
-    /// it ended and what it said.
-    fn stop(mut self) -> Result<(std::process::ExitStatus, String)> {
-        self.signal();
-        // What it says is read to its end first: a full pipe would keep it from exiting.
-        let mut said = String::new();
-        if let Running::Record(child) = &mut self
-            && let Some(stderr) = child.stderr.as_mut()
-        {
-            use std::io::Read as _;
-            let _ = stderr.read_to_string(&mut said);
-        }
-        let status = self.child().wait()?;
-        if let Running::Top(on) = &self {
-            said = on.output();
-        }
-        Ok((status, said))
-    }
-
-    fn signal(&self) {
-        let signal = match self {
-            Running::Record(_) => libc::SIGINT,
-            Running::Top(_) => libc::SIGTERM,
+impl Bench<'_> {
+    /// Starts a tracer on `pid` and waits until it is attached; None for no tracer.
+    fn start(&self, tracer: Tracer, pid: u32, name: &str) -> Result<Option<tracer::Running>> {
+        let Some(mut running) = tracer.start(
+            self.pinprof,
+            pid,
+            &self.out.join(name),
+            &self.config.pinprof_args,
+        )?
+        else {
+            return Ok(None);
         };
-        // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(self.pid() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = running.exited()? {
+                let said = running.stop().err().map(|e| format!("{e:#}"));
+                bail!("{} exited at start ({status}): {said:?}", tracer.name());
+            }
+            let attached = match tracer {
+                // Its programs are loaded (then attached at once).
+                t if t.is_pinprof() => !procfs::bpf_held(running.pid())?.programs.is_empty(),
+                Tracer::Bpftrace => {
+                    std::fs::read_to_string(&running.file).is_ok_and(|t| t.contains("Attaching"))
+                }
+                _ => true,
+            };
+            if attached {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("{} did not attach within a minute", tracer.name());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Attaching and the first moments (symbols, the JVM's structures) are not measured.
+        std::thread::sleep(Duration::from_secs(1));
+        Ok(Some(running))
+    }
+
+    fn jvm_section(
+        &self,
+        major: u32,
+        workload: &'static str,
+        mut jvm: Jvm,
+        bystander: &Program,
+    ) -> Result<Section> {
+        measure(&mut jvm, bystander, None, WARMUP)?;
+        let untraced = |jvm: &mut Jvm| -> Result<Phase> {
+            let (ops_per_sec, cpu_per_op, bystander, _) =
+                measure(jvm, bystander, None, self.config.phase)?;
+            Ok(Phase {
+                tracer: Tracer::None,
+                ops_per_sec,
+                cpu_per_op,
+                bystander,
+                tracer_cpu: None,
+                summary: None,
+            })
+        };
+        let mut phases = vec![untraced(&mut jvm)?];
+        for round in 0..self.config.rounds {
+            for &tracer in &self.config.tracers {
+                let name = format!("jdk{major}-{workload}-{}-{round}", tracer.name());
+                let running = self.start(tracer, jvm.pid, &name)?;
+                let (ops_per_sec, cpu_per_op, by, tracer_cpu) = measure(
+                    &mut jvm,
+                    bystander,
+                    running.as_ref().map(|r| r.pid()),
+                    self.config.phase,
+                )?;
+                let said = match running {
+                    Some(r) => r.stop().with_context(|| tracer.name())?,
+                    None => String::new(),
+                };
+                let summary = if tracer.is_pinprof() {
+                    Some(tracer::pinprof_summary(&said)?)
+                } else {
+                    None
+                };
+                let phase = Phase {
+                    tracer,
+                    ops_per_sec,
+                    cpu_per_op,
+                    bystander: by,
+                    tracer_cpu,
+                    summary,
+                };
+                let base = untraced(&mut jvm)?;
+                let before = &phases[phases.len() - 1];
+                println!(
+                    "bench: JDK {major} {workload} round {round} {}: {:.0} ops/s (untraced {:.0}, {:.0}), CPU/op {:.1} us (untraced {:.1}, {:.1}), bystander {:.2}M reads/CPU-s (untraced {:.2}M, {:.2}M), tracer CPU {:.1}%{}",
+                    tracer.name(),
+                    phase.ops_per_sec,
+                    before.ops_per_sec,
+                    base.ops_per_sec,
+                    phase.cpu_per_op * 1e6,
+                    before.cpu_per_op * 1e6,
+                    base.cpu_per_op * 1e6,
+                    phase.bystander.reads_per_cpu_sec / 1e6,
+                    before.bystander.reads_per_cpu_sec / 1e6,
+                    base.bystander.reads_per_cpu_sec / 1e6,
+                    phase.tracer_cpu.unwrap_or(0.0) * 100.0,
+                    summary
+                        .map(|s| format!(", {} events, {} lost", s.events, s.lost))
+                        .unwrap_or_default()
+                );
+                phases.push(phase);
+                phases.push(base);
+            }
+        }
+        Ok(Section {
+            jdk: major,
+            workload,
+            phases,
+        })
+    }
+
+    /// The ping-pong program, untraced and under `pinprof record`, alternately.
+    fn event_rate(&self, exe: &Path) -> Result<EventRate> {
+        let program = Program::start(exe, &[])?;
+        println!(
+            "bench: event rate: ping-pong pid {} (two threads on one CPU through pipes)",
+            program.pid
+        );
+        let phase = |running: Option<&tracer::Running>| -> Result<(Rates, Option<f64>)> {
+            let start = program.sample()?;
+            let tracer_start = running.map(|r| procfs::cpu_seconds(r.pid())).transpose()?;
+            std::thread::sleep(self.config.phase);
+            let rates = program.sample()?.rates_since(&start);
+            let tracer_cpu = match (running, tracer_start) {
+                (Some(r), Some(c)) => {
+                    Some((procfs::cpu_seconds(r.pid())? - c) / self.config.phase.as_secs_f64())
+                }
+                _ => None,
+            };
+            Ok((rates, tracer_cpu))
+        };
+        let mut untraced = vec![phase(None)?.0];
+        let mut traced = Vec::new();
+        for round in 0..self.config.rounds {
+            let running = self
+                .start(
+                    Tracer::Record,
+                    program.pid,
+                    &format!("event-rate-pinprof-record-{round}"),
+                )?
+                .context("pinprof")?;
+            let (rates, cpu) = phase(Some(&running))?;
+            let summary = tracer::pinprof_summary(&running.stop()?)?;
+            let after = phase(None)?.0;
+            println!(
+                "bench: event rate round {round}: untraced {:.0} switches/s, recorded {:.0} switches/s; pinprof: {} events ({:.0}/s), {} lost, CPU {:.1}%",
+                untraced[untraced.len() - 1].switches_per_sec,
+                rates.switches_per_sec,
+                summary.events,
+                summary.events as f64 / summary.seconds.max(1e-3),
+                summary.lost,
+                cpu.unwrap_or(0.0) * 100.0
+            );
+            traced.push((rates, cpu.unwrap_or(0.0), summary));
+            untraced.push(after);
+        }
+        Ok(EventRate { untraced, traced })
     }
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        // Nobody reads its stderr any more: close it rather than let a full pipe block it.
-        if let Running::Record(child) = self {
-            child.stderr.take();
-        }
-        if let Ok(None) = self.child().try_wait() {
-            self.signal();
-            let _ = self.child().wait();
-        }
-    }
-}
-
-/// Throughput of the workload over `length`, from its own "ops <count> <nanoTime>" lines.
-fn measure(jvm: &mut Jvm, length: Duration) -> Result<Phase> {
+/// Runs the JVM for `length`; returns its throughput and CPU per operation from its own
+/// "ops <count> <nanoTime>" lines and /proc, the bystander's rates, and the tracer's CPU
+/// (cores), all over the same span (first to last sample of the workload).
+fn measure(
+    jvm: &mut Jvm,
+    bystander: &Program,
+    tracer: Option<u32>,
+    length: Duration,
+) -> Result<(f64, f64, Rates, Option<f64>)> {
     // Drop stale lines, then take the first and last sample of the phase.
     while jvm.lines.try_recv().is_ok() {}
     let first = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
-    let start = std::time::Instant::now();
+    let cpu_first = procfs::cpu_seconds(jvm.pid)?;
+    let by_first = bystander.sample()?;
+    let tracer_first = tracer.map(procfs::cpu_seconds).transpose()?;
+    let start = Instant::now();
     let mut last = first;
     while start.elapsed() < length {
         last = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
     }
+    let cpu = procfs::cpu_seconds(jvm.pid)? - cpu_first;
+    let by = bystander.sample()?.rates_since(&by_first);
+    let wall = start.elapsed().as_secs_f64();
+    let tracer_cpu = match (tracer, tracer_first) {
+        (Some(pid), Some(c)) => Some((procfs::cpu_seconds(pid)? - c) / wall),
+        _ => None,
+    };
     let secs = (last.1 - first.1) as f64 / 1e9;
-    if secs <= 0.0 {
+    let ops = last.0.saturating_sub(first.0) as f64;
+    if secs <= 0.0 || ops <= 0.0 {
         bail!("no progress from the workload");
     }
-    Ok(Phase {
-        ops_per_sec: (last.0 - first.0) as f64 / secs,
-    })
+    Ok((ops / secs, cpu / ops, by, tracer_cpu))
 }
 
 fn sample(line: &str) -> Result<(u64, u64)> {
@@ -243,22 +466,322 @@ fn sample(line: &str) -> Result<(u64, u64)> {
     Ok((ops, time))
 }
 
-/// User + system CPU seconds of a process so far.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let field =
-        |i: usize| -> Result<f64> { Ok(fields.get(i).context("short /proc stat")?.parse()?) };
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok((field(11)? + field(12)?) / hz)
+/// One JVM and workload: its phases in order, untraced ones between every two traced ones.
+struct Section {
+    jdk: u32,
+    workload: &'static str,
+    phases: Vec<Phase>,
 }
 
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
+/// A tracer's paired ratios over the rounds.
+struct Paired {
+    tracer: Tracer,
+    throughput: Vec<f64>,
+    cpu_per_op: Vec<f64>,
+    bystander: Vec<f64>,
+    tracer_cpu: Vec<f64>,
+    events_per_sec: Vec<f64>,
+    lost: u64,
+}
+
+impl Section {
+    fn untraced(&self, quantity: fn(&Phase) -> f64) -> Vec<f64> {
+        self.phases
+            .iter()
+            .filter(|p| p.tracer == Tracer::None)
+            .map(quantity)
+            .collect()
+    }
+
+    fn noise(&self) -> [Noise; 3] {
+        [
+            Noise::of(&self.untraced(|p| p.ops_per_sec)),
+            Noise::of(&self.untraced(|p| p.cpu_per_op)),
+            Noise::of(&self.untraced(|p| p.bystander.reads_per_cpu_sec)),
+        ]
+    }
+
+    fn tracers(&self) -> Vec<Tracer> {
+        let mut seen = Vec::new();
+        for p in &self.phases {
+            if p.tracer != Tracer::None && !seen.contains(&p.tracer) {
+                seen.push(p.tracer);
+            }
+        }
+        seen
+    }
+
+    /// Each traced phase against the mean of the untraced phases on either side.
+    fn paired(&self, tracer: Tracer) -> Paired {
+        let mut paired = Paired {
+            tracer,
+            throughput: Vec::new(),
+            cpu_per_op: Vec::new(),
+            bystander: Vec::new(),
+            tracer_cpu: Vec::new(),
+            events_per_sec: Vec::new(),
+            lost: 0,
+        };
+        for (i, p) in self.phases.iter().enumerate() {
+            if p.tracer != tracer || i == 0 || i + 1 >= self.phases.len() {
+                continue;
+            }
+            let (b, a) = (&self.phases[i - 1], &self.phases[i + 1]);
+            let ratio = |q: fn(&Phase) -> f64| q(p) / ((q(b) + q(a)) / 2.0);
+            paired.throughput.push(ratio(|x| x.ops_per_sec));
+            paired.cpu_per_op.push(ratio(|x| x.cpu_per_op));
+            paired
+                .bystander
+                .push(ratio(|x| x.bystander.reads_per_cpu_sec));
+            paired.tracer_cpu.push(p.tracer_cpu.unwrap_or(0.0));
+            if let Some(s) = p.summary {
+                paired
+                    .events_per_sec
+                    .push(s.events as f64 / s.seconds.max(1e-3));
+                paired.lost += s.lost;
+            }
+        }
+        paired
+    }
+
+    /// pinprof's default against the goal and against each peer, each figure against the
+    /// noise of the same figure.
+    fn judge(&self, failures: &mut Vec<String>) {
+        let [noise_ops, noise_cpu, noise_by] = self.noise();
+        let at = format!("JDK {} {}", self.jdk, self.workload);
+        if !self.tracers().contains(&Tracer::Record) {
+            return;
+        }
+        let ours = self.paired(Tracer::Record);
+        let (thr, cpu, by) = (
+            median(&ours.throughput),
+            median(&ours.cpu_per_op),
+            median(&ours.bystander),
+        );
+        if thr < 1.0 - MAX_COST {
+            failures.push(format!(
+                "{at}: pinprof record's throughput ratio {thr:.3} is below {:.2} (it costs {:.1}%)",
+                1.0 - MAX_COST,
+                (1.0 - thr) * 100.0
+            ));
+        }
+        if by < 1.0 - noise_by.median_abs {
+            failures.push(format!(
+                "{at}: the bystander (not profiled) runs at {by:.3} of its untraced speed under pinprof record, beyond the noise ({:.3})",
+                noise_by.median_abs
+            ));
+        }
+        for peer in self.tracers().into_iter().filter(|t| !t.is_pinprof()) {
+            let theirs = self.paired(peer);
+            let name = peer.name();
+            let (p_thr, p_cpu, p_by) = (
+                median(&theirs.throughput),
+                median(&theirs.cpu_per_op),
+                median(&theirs.bystander),
+            );
+            if thr < p_thr - noise_ops.median_abs {
+                failures.push(format!(
+                    "{at}: pinprof record's throughput ratio {thr:.3} is behind {name}'s {p_thr:.3} by more than the noise ({:.3})",
+                    noise_ops.median_abs
+                ));
+            }
+            if cpu > p_cpu + noise_cpu.median_abs {
+                failures.push(format!(
+                    "{at}: pinprof record's CPU-per-operation ratio {cpu:.3} is behind {name}'s {p_cpu:.3} by more than the noise ({:.3})",
+                    noise_cpu.median_abs
+                ));
+            }
+            if by < p_by - noise_by.median_abs {
+                failures.push(format!(
+                    "{at}: the bystander runs at {by:.3} under pinprof record, behind {p_by:.3} under {name}, by more than the noise ({:.3})",
+                    noise_by.median_abs
+                ));
+            }
+        }
+    }
+
+    fn print(&self, table: &mut String) {
+        let [noise_ops, noise_cpu, noise_by] = self.noise();
+        let rounds = self.paired(self.tracers()[0]).throughput.len();
+        let _ = writeln!(
+            table,
+            "JDK {} Throughput {} ({rounds} rounds; ratios are medians of traced / untraced on either side, [min..max])",
+            self.jdk, self.workload
+        );
+        let _ = writeln!(
+            table,
+            "  {:<28} {:>22} {:>22} {:>22} {:>10} {:>10} {:>6}",
+            "tracer",
+            "throughput",
+            "target CPU/op",
+            "bystander reads/CPU-s",
+            "tracer CPU",
+            "events/s",
+            "lost"
+        );
+        let cell = |v: &[f64]| {
+            let (lo, hi) = min_max(v);
+            format!("{:.3} [{lo:.3}..{hi:.3}]", median(v))
+        };
+        for tracer in self.tracers() {
+            let p = self.paired(tracer);
+            let _ = writeln!(
+                table,
+                "  {:<28} {:>22} {:>22} {:>22} {:>9.1}% {:>10} {:>6}",
+                tracer.name(),
+                cell(&p.throughput),
+                cell(&p.cpu_per_op),
+                cell(&p.bystander),
+                stats::mean(&p.tracer_cpu) * 100.0,
+                if p.events_per_sec.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.0}", stats::mean(&p.events_per_sec))
+                },
+                if p.tracer.is_pinprof() {
+                    p.lost.to_string()
+                } else {
+                    "-".to_string()
+                },
+            );
+        }
+        let noise_cell = |n: &Noise| {
+            let (lo, hi) = min_max(&n.pair_ratios);
+            format!("±{:.3} [{lo:.3}..{hi:.3}]", n.median_abs)
+        };
+        let _ = writeln!(
+            table,
+            "  {:<28} {:>22} {:>22} {:>22}",
+            "noise (untraced pairs)",
+            noise_cell(&noise_ops),
+            noise_cell(&noise_cpu),
+            noise_cell(&noise_by)
+        );
+        let _ = writeln!(
+            table,
+            "  untraced: {:.0} ops/s, {:.1} us CPU/op, bystander {:.2}M reads/CPU-s",
+            median(&self.untraced(|p| p.ops_per_sec)),
+            median(&self.untraced(|p| p.cpu_per_op)) * 1e6,
+            median(&self.untraced(|p| p.bystander.reads_per_cpu_sec)) / 1e6
+        );
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let [noise_ops, noise_cpu, noise_by] = self.noise();
+        let summary = |v: &[f64]| {
+            let (lo, hi) = min_max(v);
+            json!({ "median": median(v), "min": lo, "max": hi, "rounds": v })
+        };
+        json!({
+            "jdk": self.jdk,
+            "workload": self.workload,
+            "noise": {
+                "throughput": noise_ops.to_json(),
+                "target_cpu_per_op": noise_cpu.to_json(),
+                "bystander_reads_per_cpu_sec": noise_by.to_json(),
+            },
+            "tracers": self.tracers().into_iter().map(|t| {
+                let p = self.paired(t);
+                json!({
+                    "tracer": t.name(),
+                    "throughput_ratio": summary(&p.throughput),
+                    "target_cpu_per_op_ratio": summary(&p.cpu_per_op),
+                    "bystander_ratio": summary(&p.bystander),
+                    "tracer_cpu_cores_mean": stats::mean(&p.tracer_cpu),
+                    "events_per_sec_mean": (!p.events_per_sec.is_empty()).then(|| stats::mean(&p.events_per_sec)),
+                    "lost_events": t.is_pinprof().then_some(p.lost),
+                })
+            }).collect::<Vec<_>>(),
+            "phases": self.phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The ping-pong program: untraced phases and recorded ones, alternately.
+struct EventRate {
+    untraced: Vec<Rates>,
+    traced: Vec<(Rates, f64, tracer::Summary)>,
+}
+
+impl EventRate {
+    fn untraced_rate(&self) -> f64 {
+        median(
+            &self
+                .untraced
+                .iter()
+                .map(|r| r.switches_per_sec)
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn figures(&self) -> (f64, f64, f64, u64) {
+        let traced: Vec<f64> = self.traced.iter().map(|t| t.0.switches_per_sec).collect();
+        let cpu: Vec<f64> = self.traced.iter().map(|t| t.1).collect();
+        let events: Vec<f64> = self
+            .traced
+            .iter()
+            .map(|t| t.2.events as f64 / t.2.seconds.max(1e-3))
+            .collect();
+        let lost = self.traced.iter().map(|t| t.2.lost).sum();
+        (median(&traced), stats::mean(&cpu), median(&events), lost)
+    }
+
+    fn judge(&self, failures: &mut Vec<String>) {
+        let (_, _, _, lost) = self.figures();
+        let rate = self.untraced_rate();
+        if rate < MIN_SWITCH_RATE {
+            failures.push(format!(
+                "event rate: the ping-pong made only {rate:.0} switches/s untraced (at least {MIN_SWITCH_RATE:.0} needed to show the rate)"
+            ));
+        }
+        if lost > 0 {
+            failures.push(format!(
+                "event rate: pinprof record lost {lost} events at {rate:.0} switches/s"
+            ));
+        }
+    }
+
+    fn print(&self, table: &mut String) {
+        let (traced, cpu, events, lost) = self.figures();
+        let _ = writeln!(
+            table,
+            "Event rate (native ping-pong, {} rounds): untraced {:.0} switches/s; under pinprof record {:.0} switches/s ({:.3}), {:.0} events/s recorded, {} lost, pinprof CPU {:.1}% of a core",
+            self.traced.len(),
+            self.untraced_rate(),
+            traced,
+            traced / self.untraced_rate(),
+            events,
+            lost,
+            cpu * 100.0
+        );
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let (traced, cpu, events, lost) = self.figures();
+        json!({
+            "untraced_switches_per_sec": self.untraced_rate(),
+            "recorded_switches_per_sec": traced,
+            "pinprof_cpu_cores_mean": cpu,
+            "events_per_sec": events,
+            "lost_events": lost,
+            "rounds": self.traced.iter().map(|(r, cpu, s)| json!({
+                "switches_per_sec": r.switches_per_sec,
+                "pinprof_cpu_cores": cpu,
+                "events": s.events,
+                "seconds": s.seconds,
+                "lost_events": s.lost,
+            })).collect::<Vec<_>>(),
+            "untraced_rounds": self.untraced.iter().map(|r| r.switches_per_sec).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get())
+}
+
+fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | test | demo | bench | fuzz`.
+//! Project tasks: `cargo xtask setup | test | demo | bench | soak | fuzz`.
 //!
 //! `setup` installs what building and testing need on a fresh Debian machine and is quick when
 //! everything is there; `test`, `demo` and `bench` run it first.
@@ -6,7 +6,9 @@
 mod bench;
 mod demo;
 mod fuzz;
+mod procfs;
 mod setup;
+mod soak;
 mod terminal;
 mod workload;
 
@@ -17,11 +19,12 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|fuzz>
+const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|soak|fuzz>
   setup   install build and test dependencies (apt, rust-src, bpf-linker, JDK 21/25), compile the Java workloads
   test    setup, then fmt check, clippy, and the whole test suite (eBPF and JVM tests need root)
   demo    setup, then profile the bundled demo JVM for a few seconds: recording, report, flamegraph
-  bench   setup, then measure pinprof's overhead on a JVM workload against a baseline in the same run
+  bench   setup, then measure pinprof's cost on JVM workloads against bpftrace and perf in the same run (--help)
+  soak [MINUTES]  the demo JVM under pinprof record, then top, for MINUTES each (default 10): memory, losses, leftovers
   fuzz [SECONDS]  fuzz the recording reader and the views for SECONDS (default 60), seeded with the recordings tests left";
 
 fn main() {
@@ -32,6 +35,7 @@ fn main() {
         Some("demo") => demo::run(),
         Some("bench") => bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

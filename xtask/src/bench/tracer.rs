@@ -1,0 +1,264 @@
+//! The tracers the bench compares: pinprof (record, and the live view on a terminal of its
+//! own) and its peers, bpftrace with an off-CPU script equivalent to pinprof's core and `perf
+//! record` of the switch tracepoint with call graphs. Each is started on a target, stopped as
+//! a user would stop it, and its own CPU read from /proc.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::terminal::OnTerminal;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Tracer {
+    /// No tracer: the baseline.
+    None,
+    /// `pinprof record`, default settings.
+    Record,
+    /// `pinprof record --no-syscalls`.
+    RecordNoSyscalls,
+    /// `pinprof top` on a terminal, default settings.
+    Top,
+    Bpftrace,
+    Perf,
+}
+
+impl Tracer {
+    pub const ALL: [Tracer; 6] = [
+        Tracer::None,
+        Tracer::Record,
+        Tracer::RecordNoSyscalls,
+        Tracer::Top,
+        Tracer::Bpftrace,
+        Tracer::Perf,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tracer::None => "none",
+            Tracer::Record => "pinprof-record",
+            Tracer::RecordNoSyscalls => "pinprof-record-no-syscalls",
+            Tracer::Top => "pinprof-top",
+            Tracer::Bpftrace => "bpftrace",
+            Tracer::Perf => "perf",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .with_context(|| {
+                format!(
+                    "unknown tracer {name} (one of: {})",
+                    Self::ALL.map(Tracer::name).join(", ")
+                )
+            })
+    }
+
+    pub fn is_pinprof(self) -> bool {
+        matches!(
+            self,
+            Tracer::Record | Tracer::RecordNoSyscalls | Tracer::Top
+        )
+    }
+
+    /// Starts tracing `pid`, writing what it records to `output` (plus an extension).
+    /// `extra` are options for pinprof given on the bench's command line.
+    pub fn start(
+        self,
+        pinprof: &Path,
+        pid: u32,
+        output: &Path,
+        extra: &[String],
+    ) -> Result<Option<Running>> {
+        let pid_arg = pid.to_string();
+        let with_ext = |ext: &str| -> PathBuf { output.with_extension(ext) };
+        let running = match self {
+            Tracer::None => return Ok(None),
+            Tracer::Record | Tracer::RecordNoSyscalls | Tracer::Top => {
+                let file = with_ext("pinrec");
+                let mut command = Command::new(pinprof);
+                let sub = if self == Tracer::Top { "top" } else { "record" };
+                command
+                    .args([sub, "--pid", &pid_arg, "--force", "--output"])
+                    .arg(&file)
+                    .args(extra);
+                if self == Tracer::RecordNoSyscalls {
+                    command.arg("--no-syscalls");
+                }
+                if self == Tracer::Top {
+                    Running {
+                        process: Process::Terminal(OnTerminal::spawn(&mut command, 40, 140)?),
+                        file,
+                    }
+                } else {
+                    command
+                        .arg("--quiet")
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped());
+                    Running {
+                        process: Process::Piped(command.spawn().context("cannot start pinprof")?),
+                        file,
+                    }
+                }
+            }
+            Tracer::Bpftrace => {
+                let file = with_ext("bpftrace.txt");
+                let child = Command::new("bpftrace")
+                    .arg("-o")
+                    .arg(&file)
+                    .arg("-e")
+                    .arg(bpftrace_script(pid))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .context("cannot start bpftrace")?;
+                Running {
+                    process: Process::Piped(child),
+                    file,
+                }
+            }
+            Tracer::Perf => {
+                let file = with_ext("perf.data");
+                let child = Command::new("perf")
+                    .args(["record", "-e", "sched:sched_switch", "-g", "-p", &pid_arg])
+                    .arg("-o")
+                    .arg(&file)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .context("cannot start perf")?;
+                Running {
+                    process: Process::Piped(child),
+                    file,
+                }
+            }
+        };
+        Ok(Some(running))
+    }
+}
+
+/// Off-CPU stacks and time as pinprof's core records them: at every switch-out of one of the
+/// target's threads, its user stack (counted) and the time; at its switch-in, the time off
+/// CPU, summed per thread.
+fn bpftrace_script(pid: u32) -> String {
+    format!(
+        "tracepoint:sched:sched_switch /pid == {pid}/ {{ @out[tid] = nsecs; @stacks[ustack] = count(); }}
+tracepoint:sched:sched_switch {{ $t = @out[args->next_pid]; if ($t) {{ @off_cpu_ns[args->next_pid] = sum(nsecs - $t); delete(@out[args->next_pid]); }} }}"
+    )
+}
+
+/// A tracer at work; dropped without being stopped (the bench failed half-way), it is stopped
+/// all the same, not left attached.
+pub struct Running {
+    process: Process,
+    /// What it writes.
+    pub file: PathBuf,
+}
+
+enum Process {
+    Piped(Child),
+    Terminal(OnTerminal),
+}
+
+impl Running {
+    fn child(&mut self) -> &mut Child {
+        match &mut self.process {
+            Process::Piped(child) => child,
+            Process::Terminal(on) => &mut on.child,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        match &self.process {
+            Process::Piped(child) => child.id(),
+            Process::Terminal(on) => on.child.id(),
+        }
+    }
+
+    /// Whether it has exited already (it failed to start, most likely).
+    pub fn exited(&mut self) -> Result<Option<ExitStatus>> {
+        Ok(self.child().try_wait()?)
+    }
+
+    /// Ctrl-C, or SIGTERM for the live view (its Ctrl-C is a key); waits for it to exit and
+    /// returns what it said. Fails if it did not end well.
+    pub fn stop(mut self) -> Result<String> {
+        self.signal();
+        // What it says is read to its end first: a full pipe would keep it from exiting.
+        let mut said = String::new();
+        if let Process::Piped(child) = &mut self.process
+            && let Some(stderr) = child.stderr.as_mut()
+        {
+            use std::io::Read as _;
+            let _ = stderr.read_to_string(&mut said);
+        }
+        let status = self.child().wait()?;
+        if let Process::Terminal(on) = &self.process {
+            said = on.output();
+        }
+        if !status.success() {
+            bail!("the tracer failed ({status}): {said}");
+        }
+        Ok(said)
+    }
+
+    fn signal(&self) {
+        let signal = match self.process {
+            Process::Piped(_) => libc::SIGINT,
+            Process::Terminal(_) => libc::SIGTERM,
+        };
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.pid() as i32, signal) };
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Nobody reads its stderr any more: close it rather than let a full pipe block it.
+        if let Process::Piped(child) = &mut self.process {
+            child.stderr.take();
+        }
+        if let Ok(None) = self.child().try_wait() {
+            self.signal();
+            let _ = self.child().wait();
+        }
+    }
+}
+
+/// What pinprof's closing line says: "recorded N events in S s (L lost)".
+#[derive(Debug, Clone, Copy)]
+pub struct Summary {
+    pub events: u64,
+    pub seconds: f64,
+    pub lost: u64,
+}
+
+pub fn pinprof_summary(said: &str) -> Result<Summary> {
+    let line = said
+        .lines()
+        .rev()
+        .find_map(|l| l.split_once("pinprof: recorded ").map(|(_, rest)| rest))
+        .with_context(|| format!("no summary line from pinprof in: {said}"))?;
+    let mut words = line.split_whitespace();
+    let events = words.next().context("summary: events")?.parse()?;
+    let seconds = words
+        .nth(2)
+        .and_then(|s| s.strip_suffix('s'))
+        .context("summary: seconds")?
+        .parse()?;
+    let lost = words
+        .next()
+        .and_then(|s| s.strip_prefix('('))
+        .context("summary: lost")?
+        .parse()?;
+    Ok(Summary {
+        events,
+        seconds,
+        lost,
+    })
+}
