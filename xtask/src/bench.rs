@@ -249,6 +249,7 @@ impl Phase {
             "target_cpu_per_op_us": self.cpu_per_op * 1e6,
             "bystander_reads_per_sec": self.bystander.reads_per_sec,
             "bystander_reads_per_cpu_sec": self.bystander.reads_per_cpu_sec,
+            "bystander_best_reads_per_cpu_sec": self.bystander.best_reads_per_cpu_sec,
             "bystander_cpu_cores": self.bystander.cpu_share,
             "tracer_cpu_cores": self.tracer_cpu,
             "events": self.summary.map(|s| s.events),
@@ -356,9 +357,9 @@ impl Bench<'_> {
                     phase.cpu_per_op * 1e6,
                     before.cpu_per_op * 1e6,
                     base.cpu_per_op * 1e6,
-                    phase.bystander.reads_per_cpu_sec / 1e6,
-                    before.bystander.reads_per_cpu_sec / 1e6,
-                    base.bystander.reads_per_cpu_sec / 1e6,
+                    phase.bystander.best_reads_per_cpu_sec / 1e6,
+                    before.bystander.best_reads_per_cpu_sec / 1e6,
+                    base.bystander.best_reads_per_cpu_sec / 1e6,
                     phase.tracer_cpu.unwrap_or(0.0) * 100.0,
                     summary
                         .map(|s| format!(", {} events, {} lost", s.events, s.lost))
@@ -386,7 +387,7 @@ impl Bench<'_> {
             let start = program.sample()?;
             let tracer_start = running.map(|r| procfs::cpu_seconds(r.pid())).transpose()?;
             std::thread::sleep(self.config.phase);
-            let rates = program.sample()?.rates_since(&start);
+            let rates = program.rates(&start, &program.sample()?);
             let tracer_cpu = match (running, tracer_start) {
                 (Some(r), Some(c)) => {
                     Some((procfs::cpu_seconds(r.pid())? - c) / self.config.phase.as_secs_f64())
@@ -445,7 +446,7 @@ fn measure(
         last = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
     }
     let cpu = procfs::cpu_seconds(jvm.pid)? - cpu_first;
-    let by = bystander.sample()?.rates_since(&by_first);
+    let by = bystander.rates(&by_first, &bystander.sample()?);
     let wall = start.elapsed().as_secs_f64();
     let tracer_cpu = match (tracer, tracer_first) {
         (Some(pid), Some(c)) => Some((procfs::cpu_seconds(pid)? - c) / wall),
@@ -497,7 +498,7 @@ impl Section {
         [
             Noise::of(&self.untraced(|p| p.ops_per_sec)),
             Noise::of(&self.untraced(|p| p.cpu_per_op)),
-            Noise::of(&self.untraced(|p| p.bystander.reads_per_cpu_sec)),
+            Noise::of(&self.untraced(|p| p.bystander.best_reads_per_cpu_sec)),
         ]
     }
 
@@ -532,7 +533,7 @@ impl Section {
             paired.cpu_per_op.push(ratio(|x| x.cpu_per_op));
             paired
                 .bystander
-                .push(ratio(|x| x.bystander.reads_per_cpu_sec));
+                .push(ratio(|x| x.bystander.best_reads_per_cpu_sec));
             paired.tracer_cpu.push(p.tracer_cpu.unwrap_or(0.0));
             if let Some(s) = p.summary {
                 paired
@@ -662,7 +663,7 @@ impl Section {
             "  untraced: {:.0} ops/s, {:.1} us CPU/op, bystander {:.2}M reads/CPU-s",
             median(&self.untraced(|p| p.ops_per_sec)),
             median(&self.untraced(|p| p.cpu_per_op)) * 1e6,
-            median(&self.untraced(|p| p.bystander.reads_per_cpu_sec)) / 1e6
+            median(&self.untraced(|p| p.bystander.best_reads_per_cpu_sec)) / 1e6
         );
     }
 
@@ -678,7 +679,7 @@ impl Section {
             "noise": {
                 "throughput": noise_ops.to_json(),
                 "target_cpu_per_op": noise_cpu.to_json(),
-                "bystander_reads_per_cpu_sec": noise_by.to_json(),
+                "bystander_best_reads_per_cpu_sec": noise_by.to_json(),
             },
             "tracers": self.tracers().into_iter().map(|t| {
                 let p = self.paired(t);

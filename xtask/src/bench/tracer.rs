@@ -92,6 +92,7 @@ impl Tracer {
                 }
                 if self == Tracer::Top {
                     Running {
+                        tracer: self,
                         process: Process::Terminal(OnTerminal::spawn(&mut command, 40, 140)?),
                         file,
                     }
@@ -101,6 +102,7 @@ impl Tracer {
                         .stdout(Stdio::null())
                         .stderr(Stdio::piped());
                     Running {
+                        tracer: self,
                         process: Process::Piped(command.spawn().context("cannot start pinprof")?),
                         file,
                     }
@@ -118,6 +120,7 @@ impl Tracer {
                     .spawn()
                     .context("cannot start bpftrace")?;
                 Running {
+                    tracer: self,
                     process: Process::Piped(child),
                     file,
                 }
@@ -133,6 +136,7 @@ impl Tracer {
                     .spawn()
                     .context("cannot start perf")?;
                 Running {
+                    tracer: self,
                     process: Process::Piped(child),
                     file,
                 }
@@ -155,6 +159,7 @@ tracepoint:sched:sched_switch {{ $t = @out[args->next_pid]; if ($t) {{ @off_cpu_
 /// A tracer at work; dropped without being stopped (the bench failed half-way), it is stopped
 /// all the same, not left attached.
 pub struct Running {
+    tracer: Tracer,
     process: Process,
     /// What it writes.
     pub file: PathBuf,
@@ -201,7 +206,10 @@ impl Running {
         if let Process::Terminal(on) = &self.process {
             said = on.output();
         }
-        if !status.success() {
+        // perf ends by Ctrl-C itself once its file is written (or exits with 130).
+        use std::os::unix::process::ExitStatusExt as _;
+        let by_ctrl_c = status.code() == Some(130) || status.signal() == Some(libc::SIGINT);
+        if !status.success() && !(by_ctrl_c && self.tracer == Tracer::Perf) {
             bail!("the tracer failed ({status}): {said}");
         }
         Ok(said)
