@@ -156,8 +156,9 @@ pub fn run(args: &[String]) -> Result<()> {
             sections.push(bench.jvm_section(major, workload, jvm, &bystander)?);
         }
     }
-    let per_section =
-        sections_started.elapsed().as_secs_f64() / (sections.len().max(1) * config.rounds) as f64;
+    // Seconds per traced phase and the untraced one after it, start and stop included.
+    let per_pair = sections_started.elapsed().as_secs_f64()
+        / (sections.len() * config.rounds * config.tracers.len()).max(1) as f64;
     let event_started = Instant::now();
     let event_rate = if config.event_rate {
         Some(bench.event_rate(&pingpong_exe)?)
@@ -177,11 +178,9 @@ pub fn run(args: &[String]) -> Result<()> {
         e.print(&mut table);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    // A full run: 5 rounds, both JDKs, both workloads, the default tracers, the event rate.
+    // A full run: 5 rounds, both JDKs, both workloads, the four default tracers, the event rate.
     let full_estimate = ready.as_secs_f64()
-        + per_section
-            * (5 * setup::JDKS.len() * WORKLOADS.len()) as f64
-            * (5.0 / config.tracers.len().max(1) as f64).max(1.0)
+        + per_pair * (5 * setup::JDKS.len() * WORKLOADS.len() * 4) as f64
         + if config.event_rate {
             per_event_round * 5.0
         } else {
@@ -190,7 +189,7 @@ pub fn run(args: &[String]) -> Result<()> {
     println!();
     print!("{table}");
     println!(
-        "bench: machine: {} CPUs, kernel {}; this run took {:.0} s; a full run (5 rounds, JDK {}, both workloads) takes about {:.0} min",
+        "bench: machine: {} CPUs, kernel {}; this run took {:.0} s; a full run (5 rounds, JDK {}, both workloads, the four tracers) takes about {:.0} min at this phase length",
         cpus(),
         kernel(),
         elapsed,
