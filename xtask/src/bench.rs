@@ -55,7 +55,8 @@ struct Config {
 const USAGE: &str =
     "usage: cargo xtask bench [--rounds N (5)] [--phase SECONDS (5)] [--jdk 21|25]... \
 [--workload mixed|pinning]... [--tracers a,b,...] [--no-event-rate] [-- pinprof options]
-  tracers: pinprof-record, pinprof-top, bpftrace, perf (default), pinprof-record-no-syscalls
+  tracers: pinprof-record, pinprof-top, bpftrace, perf (the default four), pinprof-record-no-syscalls,
+    pinprof-record-no-java-stacks
   quick run (about 10 minutes): cargo xtask bench --rounds 2 --jdk 25";
 
 // (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.

@@ -20,6 +20,8 @@ pub enum Tracer {
     Record,
     /// `pinprof record --no-syscalls`.
     RecordNoSyscalls,
+    /// `pinprof record --java-stack-min-us 0`: no Java stack walk.
+    RecordNoJavaStacks,
     /// `pinprof top` on a terminal, default settings.
     Top,
     Bpftrace,
@@ -27,10 +29,11 @@ pub enum Tracer {
 }
 
 impl Tracer {
-    pub const ALL: [Tracer; 6] = [
+    pub const ALL: [Tracer; 7] = [
         Tracer::None,
         Tracer::Record,
         Tracer::RecordNoSyscalls,
+        Tracer::RecordNoJavaStacks,
         Tracer::Top,
         Tracer::Bpftrace,
         Tracer::Perf,
@@ -41,6 +44,7 @@ impl Tracer {
             Tracer::None => "none",
             Tracer::Record => "pinprof-record",
             Tracer::RecordNoSyscalls => "pinprof-record-no-syscalls",
+            Tracer::RecordNoJavaStacks => "pinprof-record-no-java-stacks",
             Tracer::Top => "pinprof-top",
             Tracer::Bpftrace => "bpftrace",
             Tracer::Perf => "perf",
@@ -62,7 +66,7 @@ impl Tracer {
     pub fn is_pinprof(self) -> bool {
         matches!(
             self,
-            Tracer::Record | Tracer::RecordNoSyscalls | Tracer::Top
+            Tracer::Record | Tracer::RecordNoSyscalls | Tracer::RecordNoJavaStacks | Tracer::Top
         )
     }
 
@@ -79,7 +83,10 @@ impl Tracer {
         let with_ext = |ext: &str| -> PathBuf { output.with_extension(ext) };
         let running = match self {
             Tracer::None => return Ok(None),
-            Tracer::Record | Tracer::RecordNoSyscalls | Tracer::Top => {
+            Tracer::Record
+            | Tracer::RecordNoSyscalls
+            | Tracer::RecordNoJavaStacks
+            | Tracer::Top => {
                 let file = with_ext("pinrec");
                 let mut command = Command::new(pinprof);
                 let sub = if self == Tracer::Top { "top" } else { "record" };
@@ -87,8 +94,14 @@ impl Tracer {
                     .args([sub, "--pid", &pid_arg, "--force", "--output"])
                     .arg(&file)
                     .args(extra);
-                if self == Tracer::RecordNoSyscalls {
-                    command.arg("--no-syscalls");
+                match self {
+                    Tracer::RecordNoSyscalls => {
+                        command.arg("--no-syscalls");
+                    }
+                    Tracer::RecordNoJavaStacks => {
+                        command.args(["--java-stack-min-us", "0"]);
+                    }
+                    _ => {}
                 }
                 if self == Tracer::Top {
                     Running {
@@ -204,7 +217,7 @@ impl Running {
         }
         let status = self.child().wait()?;
         if let Process::Terminal(on) = &self.process {
-            said = on.output();
+            said = on.output_at_exit();
         }
         // perf ends by Ctrl-C itself once its file is written (or exits with 130).
         use std::os::unix::process::ExitStatusExt as _;
