@@ -239,6 +239,8 @@ struct Phase {
     tracer_cpu: Option<f64>,
     /// pinprof's closing line.
     summary: Option<tracer::Summary>,
+    /// Other processes holding tracing BPF programs during the phase (pids).
+    foreign: Vec<u32>,
 }
 
 impl Phase {
@@ -255,6 +257,7 @@ impl Phase {
             "events": self.summary.map(|s| s.events),
             "events_per_sec": self.summary.map(|s| s.events as f64 / s.seconds.max(1e-3)),
             "lost_events": self.summary.map(|s| s.lost),
+            "other_tracers_on_host": self.foreign,
         })
     }
 }
@@ -307,15 +310,15 @@ impl Bench<'_> {
     ) -> Result<Section> {
         measure(&mut jvm, bystander, None, WARMUP)?;
         let untraced = |jvm: &mut Jvm| -> Result<Phase> {
-            let (ops_per_sec, cpu_per_op, bystander, _) =
-                measure(jvm, bystander, None, self.config.phase)?;
+            let m = measure(jvm, bystander, None, self.config.phase)?;
             Ok(Phase {
                 tracer: Tracer::None,
-                ops_per_sec,
-                cpu_per_op,
-                bystander,
+                ops_per_sec: m.ops_per_sec,
+                cpu_per_op: m.cpu_per_op,
+                bystander: m.bystander,
                 tracer_cpu: None,
                 summary: None,
+                foreign: m.foreign,
             })
         };
         let mut phases = vec![untraced(&mut jvm)?];
@@ -323,7 +326,7 @@ impl Bench<'_> {
             for &tracer in &self.config.tracers {
                 let name = format!("jdk{major}-{workload}-{}-{round}", tracer.name());
                 let running = self.start(tracer, jvm.pid, &name)?;
-                let (ops_per_sec, cpu_per_op, by, tracer_cpu) = measure(
+                let m = measure(
                     &mut jvm,
                     bystander,
                     running.as_ref().map(|r| r.pid()),
@@ -340,11 +343,12 @@ impl Bench<'_> {
                 };
                 let phase = Phase {
                     tracer,
-                    ops_per_sec,
-                    cpu_per_op,
-                    bystander: by,
-                    tracer_cpu,
+                    ops_per_sec: m.ops_per_sec,
+                    cpu_per_op: m.cpu_per_op,
+                    bystander: m.bystander,
+                    tracer_cpu: m.tracer_cpu,
                     summary,
+                    foreign: m.foreign,
                 };
                 let base = untraced(&mut jvm)?;
                 let before = &phases[phases.len() - 1];
@@ -365,6 +369,18 @@ impl Bench<'_> {
                         .map(|s| format!(", {} events, {} lost", s.events, s.lost))
                         .unwrap_or_default()
                 );
+                let mut others: Vec<u32> = [&phase.foreign, &base.foreign]
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .collect();
+                others.sort_unstable();
+                others.dedup();
+                if !others.is_empty() {
+                    println!(
+                        "bench:   (other processes on the host held tracing BPF programs meanwhile: pids {others:?}; this round counts only if no other is undisturbed)"
+                    );
+                }
                 phases.push(phase);
                 phases.push(base);
             }
@@ -433,7 +449,9 @@ fn measure(
     bystander: &Program,
     tracer: Option<u32>,
     length: Duration,
-) -> Result<(f64, f64, Rates, Option<f64>)> {
+) -> Result<Measured> {
+    // Another tracer on the host, now or at the end (another profiler's run).
+    let mut foreign = procfs::foreign_tracing_programs(tracer)?;
     // Drop stale lines, then take the first and last sample of the phase.
     while jvm.lines.try_recv().is_ok() {}
     let first = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
@@ -457,7 +475,27 @@ fn measure(
     if secs <= 0.0 || ops <= 0.0 {
         bail!("no progress from the workload");
     }
-    Ok((ops / secs, cpu / ops, by, tracer_cpu))
+    foreign.extend(procfs::foreign_tracing_programs(tracer)?);
+    let mut foreign: Vec<u32> = foreign.into_iter().map(|(_, pid)| pid).collect();
+    foreign.sort_unstable();
+    foreign.dedup();
+    Ok(Measured {
+        ops_per_sec: ops / secs,
+        cpu_per_op: cpu / ops,
+        bystander: by,
+        tracer_cpu,
+        foreign,
+    })
+}
+
+/// What one phase measured.
+struct Measured {
+    ops_per_sec: f64,
+    cpu_per_op: f64,
+    bystander: Rates,
+    tracer_cpu: Option<f64>,
+    /// Processes other than the tracer under measurement that held tracing BPF programs.
+    foreign: Vec<u32>,
 }
 
 fn sample(line: &str) -> Result<(u64, u64)> {
@@ -483,6 +521,8 @@ struct Paired {
     tracer_cpu: Vec<f64>,
     events_per_sec: Vec<f64>,
     lost: u64,
+    /// Rounds left out because another tracer ran on the host meanwhile.
+    left_out: usize,
 }
 
 impl Section {
@@ -495,10 +535,19 @@ impl Section {
     }
 
     fn noise(&self) -> [Noise; 3] {
+        let of = |quantity: fn(&Phase) -> f64| {
+            let values: Vec<(f64, bool)> = self
+                .phases
+                .iter()
+                .filter(|p| p.tracer == Tracer::None)
+                .map(|p| (quantity(p), p.foreign.is_empty()))
+                .collect();
+            Noise::of(&values)
+        };
         [
-            Noise::of(&self.untraced(|p| p.ops_per_sec)),
-            Noise::of(&self.untraced(|p| p.cpu_per_op)),
-            Noise::of(&self.untraced(|p| p.bystander.best_reads_per_cpu_sec)),
+            of(|p| p.ops_per_sec),
+            of(|p| p.cpu_per_op),
+            of(|p| p.bystander.best_reads_per_cpu_sec),
         ]
     }
 
@@ -522,11 +571,23 @@ impl Section {
             tracer_cpu: Vec::new(),
             events_per_sec: Vec::new(),
             lost: 0,
+            left_out: 0,
         };
-        for (i, p) in self.phases.iter().enumerate() {
-            if p.tracer != tracer || i == 0 || i + 1 >= self.phases.len() {
-                continue;
-            }
+        let at: Vec<usize> = (1..self.phases.len().saturating_sub(1))
+            .filter(|&i| self.phases[i].tracer == tracer)
+            .collect();
+        // Rounds with another tracer on the host (another profiler's run) are left out when
+        // there are undisturbed ones: its cost would be counted as this tracer's or the
+        // baseline's.
+        let clean: Vec<usize> = at
+            .iter()
+            .copied()
+            .filter(|&i| (i - 1..=i + 1).all(|j| self.phases[j].foreign.is_empty()))
+            .collect();
+        let used = if clean.is_empty() { at.clone() } else { clean };
+        paired.left_out = at.len() - used.len();
+        for i in used {
+            let p = &self.phases[i];
             let (b, a) = (&self.phases[i - 1], &self.phases[i + 1]);
             let ratio = |q: fn(&Phase) -> f64| q(p) / ((q(b) + q(a)) / 2.0);
             paired.throughput.push(ratio(|x| x.ops_per_sec));
@@ -603,22 +664,22 @@ impl Section {
 
     fn print(&self, table: &mut String) {
         let [noise_ops, noise_cpu, noise_by] = self.noise();
-        let rounds = self.paired(self.tracers()[0]).throughput.len();
         let _ = writeln!(
             table,
-            "JDK {} Throughput {} ({rounds} rounds; ratios are medians of traced / untraced on either side, [min..max])",
+            "JDK {} Throughput {} (ratios: medians over the rounds of traced / untraced on either side, [min..max]; rounds: used / run, those with another tracer on the host left out)",
             self.jdk, self.workload
         );
         let _ = writeln!(
             table,
-            "  {:<28} {:>22} {:>22} {:>22} {:>10} {:>10} {:>6}",
+            "  {:<30} {:>22} {:>22} {:>22} {:>10} {:>9} {:>6} {:>6}",
             "tracer",
             "throughput",
             "target CPU/op",
             "bystander reads/CPU-s",
             "tracer CPU",
             "events/s",
-            "lost"
+            "lost",
+            "rounds"
         );
         let cell = |v: &[f64]| {
             let (lo, hi) = min_max(v);
@@ -628,7 +689,7 @@ impl Section {
             let p = self.paired(tracer);
             let _ = writeln!(
                 table,
-                "  {:<28} {:>22} {:>22} {:>22} {:>9.1}% {:>10} {:>6}",
+                "  {:<30} {:>22} {:>22} {:>22} {:>9.1}% {:>9} {:>6} {:>6}",
                 tracer.name(),
                 cell(&p.throughput),
                 cell(&p.cpu_per_op),
@@ -644,6 +705,7 @@ impl Section {
                 } else {
                     "-".to_string()
                 },
+                format!("{}/{}", p.throughput.len(), p.throughput.len() + p.left_out),
             );
         }
         let noise_cell = |n: &Noise| {
@@ -652,7 +714,7 @@ impl Section {
         };
         let _ = writeln!(
             table,
-            "  {:<28} {:>22} {:>22} {:>22}",
+            "  {:<30} {:>22} {:>22} {:>22}",
             "noise (untraced pairs)",
             noise_cell(&noise_ops),
             noise_cell(&noise_cpu),
@@ -691,6 +753,8 @@ impl Section {
                     "tracer_cpu_cores_mean": stats::mean(&p.tracer_cpu),
                     "events_per_sec_mean": (!p.events_per_sec.is_empty()).then(|| stats::mean(&p.events_per_sec)),
                     "lost_events": t.is_pinprof().then_some(p.lost),
+                    "rounds_used": p.throughput.len(),
+                    "rounds_left_out_for_other_tracers": p.left_out,
                 })
             }).collect::<Vec<_>>(),
             "phases": self.phases.iter().map(Phase::to_json).collect::<Vec<_>>(),

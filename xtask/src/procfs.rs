@@ -88,3 +88,53 @@ pub fn bpf_held(pid: u32) -> Result<BpfHeld> {
     held.links.dedup();
     Ok(held)
 }
+
+/// Tracing BPF programs (kprobes, tracepoints, raw tracepoints, fentry and the like) held open
+/// by processes other than `except`, as (program id, holder pid): another profiler on the
+/// host, whose cost on every process would be taken for the tracer's under measurement.
+pub fn foreign_tracing_programs(except: Option<u32>) -> Result<Vec<(u32, u32)>> {
+    // BPF_PROG_TYPE_KPROBE, _TRACEPOINT, _PERF_EVENT, _RAW_TRACEPOINT, _RAW_TRACEPOINT_WRITABLE,
+    // _TRACING.
+    const TRACING: [u32; 6] = [2, 5, 7, 17, 24, 26];
+    let mut found = Vec::new();
+    for process in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = process
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Some(pid) == except || pid == std::process::id() {
+            continue;
+        }
+        // Processes come and go while they are listed: whatever cannot be read is skipped.
+        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if !std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:bpf-prog")
+            {
+                continue;
+            }
+            let Ok(info) =
+                std::fs::read_to_string(process.path().join("fdinfo").join(fd.file_name()))
+            else {
+                continue;
+            };
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+            };
+            if let (Some(kind), Some(id)) = (field("prog_type:"), field("prog_id:"))
+                && TRACING.contains(&kind)
+            {
+                found.push((id, pid));
+            }
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    Ok(found)
+}

@@ -36,8 +36,20 @@ pub struct Noise {
 }
 
 impl Noise {
-    pub fn of(baselines: &[f64]) -> Self {
-        let pair_ratios: Vec<f64> = baselines.windows(2).map(|w| w[1] / w[0]).collect();
+    /// From the untraced phases in order, each with whether it was undisturbed (no other
+    /// tracer on the host): only undisturbed pairs count, if there are any.
+    pub fn of(baselines: &[(f64, bool)]) -> Self {
+        let pairs = |clean_only: bool| -> Vec<f64> {
+            baselines
+                .windows(2)
+                .filter(|w| !clean_only || (w[0].1 && w[1].1))
+                .map(|w| w[1].0 / w[0].0)
+                .collect()
+        };
+        let mut pair_ratios = pairs(true);
+        if pair_ratios.is_empty() {
+            pair_ratios = pairs(false);
+        }
         let distances: Vec<f64> = pair_ratios.iter().map(|r| (r - 1.0).abs()).collect();
         Self {
             median_abs: median(&distances),

@@ -6,6 +6,7 @@
 use std::{
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -161,11 +162,14 @@ impl Tracer {
 
 /// Off-CPU stacks and time as pinprof's core records them: at every switch-out of one of the
 /// target's threads, its user stack (counted) and the time; at its switch-in, the time off
-/// CPU, summed per thread.
+/// CPU, summed per thread. The stacks are not printed at the end: bpftrace symbolizes a JVM's
+/// thousands of stacks for minutes, after the measured phase, which would only make the bench
+/// longer.
 fn bpftrace_script(pid: u32) -> String {
     format!(
         "tracepoint:sched:sched_switch /pid == {pid}/ {{ @out[tid] = nsecs; @stacks[ustack] = count(); }}
-tracepoint:sched:sched_switch {{ $t = @out[args->next_pid]; if ($t) {{ @off_cpu_ns[args->next_pid] = sum(nsecs - $t); delete(@out[args->next_pid]); }} }}"
+tracepoint:sched:sched_switch {{ $t = @out[args->next_pid]; if ($t) {{ @off_cpu_ns[args->next_pid] = sum(nsecs - $t); delete(@out[args->next_pid]); }} }}
+END {{ clear(@stacks); clear(@out); }}"
     )
 }
 
@@ -204,26 +208,55 @@ impl Running {
     }
 
     /// Ctrl-C, or SIGTERM for the live view (its Ctrl-C is a key); waits for it to exit and
-    /// returns what it said. Fails if it did not end well.
+    /// returns what it said. Fails if it did not end well. A peer still there after a while
+    /// gets SIGTERM (bpftrace does not always act on Ctrl-C at once).
     pub fn stop(mut self) -> Result<String> {
         self.signal();
-        // What it says is read to its end first: a full pipe would keep it from exiting.
-        let mut said = String::new();
-        if let Process::Piped(child) = &mut self.process
-            && let Some(stderr) = child.stderr.as_mut()
-        {
-            use std::io::Read as _;
-            let _ = stderr.read_to_string(&mut said);
-        }
-        let status = self.child().wait()?;
-        if let Process::Terminal(on) = &self.process {
-            said = on.output_at_exit();
-        }
-        // perf ends by Ctrl-C itself once its file is written (or exits with 130).
+        // What it says is read as it comes: a full pipe would keep it from exiting.
+        let reader = match &mut self.process {
+            Process::Piped(child) => child.stderr.take().map(|mut stderr| {
+                std::thread::spawn(move || {
+                    use std::io::Read as _;
+                    let mut said = String::new();
+                    let _ = stderr.read_to_string(&mut said);
+                    said
+                })
+            }),
+            Process::Terminal(_) => None,
+        };
+        let start = Instant::now();
+        let mut termed = false;
+        let status = loop {
+            if let Some(status) = self.child().try_wait()? {
+                break status;
+            }
+            if !termed && !self.tracer.is_pinprof() && start.elapsed() > Duration::from_secs(10) {
+                // SAFETY: plain kill(2) on our own child.
+                unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+                termed = true;
+            }
+            if start.elapsed() > Duration::from_secs(300) {
+                let _ = self.child().kill();
+                let _ = self.child().wait();
+                bail!(
+                    "{} did not exit within 5 minutes of being stopped",
+                    self.tracer.name()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let said = match (&self.process, reader) {
+            (Process::Terminal(on), _) => on.output_at_exit(),
+            (_, Some(reader)) => reader.join().unwrap_or_default(),
+            _ => String::new(),
+        };
+        // A peer ended by the signal it was sent is a peer that was stopped.
         use std::os::unix::process::ExitStatusExt as _;
-        let by_ctrl_c = status.code() == Some(130) || status.signal() == Some(libc::SIGINT);
-        if !status.success() && !(by_ctrl_c && self.tracer == Tracer::Perf) {
-            bail!("the tracer failed ({status}): {said}");
+        let by_us = [libc::SIGINT, libc::SIGTERM]
+            .iter()
+            .any(|&sig| status.signal() == Some(sig) || status.code() == Some(128 + sig));
+        if !status.success() && !(by_us && !self.tracer.is_pinprof()) {
+            bail!("{} failed ({status}): {said}", self.tracer.name());
         }
         Ok(said)
     }
@@ -246,6 +279,14 @@ impl Drop for Running {
         }
         if let Ok(None) = self.child().try_wait() {
             self.signal();
+            let start = Instant::now();
+            while let Ok(None) = self.child().try_wait() {
+                if start.elapsed() > Duration::from_secs(10) {
+                    let _ = self.child().kill();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = self.child().wait();
         }
     }
