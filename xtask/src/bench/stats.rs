@@ -33,6 +33,8 @@ pub fn min_max(values: &[f64]) -> (f64, f64) {
 pub struct Noise {
     pub pair_ratios: Vec<f64>,
     pub median_abs: f64,
+    /// From undisturbed pairs only.
+    pub clean: bool,
 }
 
 impl Noise {
@@ -47,13 +49,15 @@ impl Noise {
                 .collect()
         };
         let mut pair_ratios = pairs(true);
-        if pair_ratios.is_empty() {
+        let clean = !pair_ratios.is_empty();
+        if !clean {
             pair_ratios = pairs(false);
         }
         let distances: Vec<f64> = pair_ratios.iter().map(|r| (r - 1.0).abs()).collect();
         Self {
             median_abs: median(&distances),
             pair_ratios,
+            clean,
         }
     }
 
@@ -64,6 +68,7 @@ impl Noise {
             "pair_ratio_min": lo,
             "pair_ratio_max": hi,
             "pair_ratios": self.pair_ratios,
+            "from_undisturbed_pairs_only": self.clean,
         })
     }
 }
