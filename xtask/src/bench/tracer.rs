@@ -255,7 +255,8 @@ impl Running {
         let by_us = [libc::SIGINT, libc::SIGTERM]
             .iter()
             .any(|&sig| status.signal() == Some(sig) || status.code() == Some(128 + sig));
-        if !status.success() && !(by_us && !self.tracer.is_pinprof()) {
+        let stopped_peer = by_us && !self.tracer.is_pinprof();
+        if !status.success() && !stopped_peer {
             bail!("{} failed ({status}): {said}", self.tracer.name());
         }
         Ok(said)
