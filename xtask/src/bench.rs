@@ -1,239 +1,498 @@
-//! `cargo xtask bench`: pinprof's cost to the target, as ratios against a baseline measured in
-//! the same run on the same JVM: throughput while pinprof records versus the mean of the
-//! throughput just before and just after, plus pinprof's own CPU use. Two workloads (a mixed
-//! one, and one where every wait pins on JDK 21), each recorded with the default settings,
-//! with system call tracing off, with the Java stack walk off, which prices each, and through
-//! the live view. No timed assertions: the figures are printed and written to
-//! target/bench/bench.json.
+//! `cargo xtask bench`: what pinprof costs, against its peers, in one run on the same JVM.
+//!
+//! For each JDK and bundled workload, phases alternate: no tracer, a tracer, no tracer, the
+//! next tracer... (pinprof record, pinprof top, an equivalent bpftrace off-CPU script, perf
+//! record of the switch tracepoint), for a number of rounds. Each traced phase is paired with
+//! the untraced phases just before and after it: the ratio of the target's throughput, of its
+//! CPU time per operation (which the kernel programs' time is charged to, and less noisy than
+//! throughput), and of a syscall-bound bystander's reads per CPU second (a process no tracer
+//! is pointed at: what tracing costs the rest of the host). The noise is how much consecutive
+//! untraced phases differ. Then a native program making hundreds of thousands of context
+//! switches a second is recorded: lost events, pinprof's CPU, events per second.
+//!
+//! It prints a table, writes target/bench/bench.json, and fails when pinprof's default
+//! (`record`) costs more than 1% of throughput, is behind a peer by more than the noise, slows
+//! the bystander by more than the noise, or loses events. A benchmark, not a test: CI does not
+//! run it.
+
+mod event_rate;
+mod native;
+mod section;
+mod stats;
+pub mod tracer;
 
 use std::{
-    process::{Command, Stdio},
-    time::Duration,
+    path::Path,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
+use serde_json::json;
 
-use crate::{cargo, run_cmd, setup, terminal::OnTerminal, workload::Jvm};
+use crate::{cargo, procfs, run_cmd, setup, workload::Jvm};
+use event_rate::EventRate;
+use native::{Program, Rates};
+use section::{Phase, Section};
+use tracer::Tracer;
 
 const WARMUP: Duration = Duration::from_secs(4);
-const PHASE: Duration = Duration::from_secs(5);
+/// The peers, from Debian: bpftrace, and perf (in linux-perf).
+const PEER_PACKAGES: [&str; 2] = ["bpftrace", "linux-perf"];
+/// pinprof's default may cost at most this share of the target's throughput.
+const MAX_COST: f64 = 0.01;
+/// The event-rate program must reach this many context switches a second untraced.
+const MIN_SWITCH_RATE: f64 = 200_000.0;
 
-struct Phase {
-    ops_per_sec: f64,
+struct Config {
+    rounds: usize,
+    phase: Duration,
+    jdks: Vec<u32>,
+    workloads: Vec<(&'static str, [&'static str; 2])>,
+    tracers: Vec<Tracer>,
+    event_rate: bool,
+    judge_disturbed: bool,
+    /// Options passed to every pinprof.
+    pinprof_args: Vec<String>,
+}
+
+const USAGE: &str =
+    "usage: cargo xtask bench [--rounds N (5)] [--phase SECONDS (5)] [--jdk 21|25]... \
+[--workload mixed|pinning]... [--tracers a,b,...] [--no-event-rate] [--judge-disturbed] [-- pinprof options]
+  tracers: pinprof-record, pinprof-top, bpftrace, perf (the default four), pinprof-record-no-syscalls,
+    pinprof-record-no-java-stacks
+  --judge-disturbed: judge rounds during which another process held tracing BPF programs too
+    (left out by default: another profiler's cost on every system call would be counted)
+  quick run (about 5 minutes on 2 cores): cargo xtask bench --rounds 2 --jdk 25";
+
+// (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.
+const WORKLOADS: [(&str, [&str; 2]); 2] = [("mixed", ["64", "10"]), ("pinning", ["64", "1"])];
+
+fn parse(args: &[String]) -> Result<Config> {
+    let (ours, pinprof_args) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], args[i + 1..].to_vec()),
+        None => (args, Vec::new()),
+    };
+    let mut config = Config {
+        rounds: 5,
+        phase: Duration::from_secs(5),
+        jdks: Vec::new(),
+        workloads: Vec::new(),
+        tracers: vec![Tracer::Record, Tracer::Top, Tracer::Bpftrace, Tracer::Perf],
+        event_rate: true,
+        judge_disturbed: false,
+        pinprof_args,
+    };
+    let mut it = ours.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |what: &str| it.next().with_context(|| format!("{arg} {what}\n{USAGE}"));
+        match arg.as_str() {
+            "--rounds" => config.rounds = value("N")?.parse()?,
+            "--phase" => config.phase = Duration::from_secs_f64(value("SECONDS")?.parse()?),
+            "--jdk" => config.jdks.push(value("21|25")?.parse()?),
+            "--workload" => {
+                let name = value("NAME")?;
+                let w = WORKLOADS
+                    .iter()
+                    .find(|w| w.0 == name)
+                    .with_context(|| format!("unknown workload {name}\n{USAGE}"))?;
+                config.workloads.push(*w);
+            }
+            "--tracers" => {
+                config.tracers = value("LIST")?
+                    .split(',')
+                    .map(Tracer::parse)
+                    .collect::<Result<_>>()?;
+                config.tracers.retain(|t| *t != Tracer::None);
+            }
+            "--no-event-rate" => config.event_rate = false,
+            "--judge-disturbed" => config.judge_disturbed = true,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("bench: unknown argument {other}\n{USAGE}"),
+        }
+    }
+    if config.rounds < 1 || config.phase < Duration::from_secs(2) {
+        bail!("bench: at least 1 round of phases of at least 2 s\n{USAGE}");
+    }
+    if config.jdks.is_empty() {
+        config.jdks = setup::JDKS.iter().map(|j| j.0).collect();
+    }
+    if config.workloads.is_empty() {
+        config.workloads = WORKLOADS.to_vec();
+    }
+    Ok(config)
 }
 
 pub fn run(args: &[String]) -> Result<()> {
+    let config = parse(args)?;
+    let started = Instant::now();
     let env = setup::run()?;
-    let (ours, record_args) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => (args, &[][..]),
-    };
-    let mut rounds = 2;
-    let mut jdks: Vec<u32> = setup::JDKS.iter().map(|j| j.0).collect();
-    let mut it = ours.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--rounds" => rounds = it.next().context("--rounds N")?.parse()?,
-            "--jdk" => jdks = vec![it.next().context("--jdk 21|25")?.parse()?],
-            other => bail!(
-                "bench: unknown argument {other} (usage: bench [--rounds N] [--jdk 21|25] [-- record options])"
-            ),
-        }
+    let peers = config.tracers.iter().any(|t| !t.is_pinprof());
+    if peers {
+        setup::apt_install(&PEER_PACKAGES)?;
     }
     println!("bench: building pinprof (release)");
     run_cmd(cargo().args(["build", "--release", "--package", "profiler"]))?;
     let pinprof = setup::target_dir().join("release/pinprof");
     let out = setup::target_dir().join("bench");
     std::fs::create_dir_all(&out)?;
+    let (bystander_exe, pingpong_exe) = native::build(&out)?;
+    let ready = started.elapsed();
 
-    let mut results = Vec::new();
-    // (name, Throughput arguments): 64 virtual threads; one sleep in N pinned on JDK 21.
-    let workloads = [("mixed", ["64", "10"]), ("pinning", ["64", "1"])];
-    // (name, pinprof command, extra options): the default, without system call tracing (which
-    // runs on every system call of the machine), without the Java stack walk, and the live
-    // view (`top`, on a terminal of its own) with the default settings.
-    let configs: [(&str, &str, &[&str]); 4] = [
-        ("default", "record", &[]),
-        ("no-syscalls", "record", &["--no-syscalls"]),
-        ("no-java-stacks", "record", &["--java-stack-min-us", "0"]),
-        ("live-view", "top", &[]),
-    ];
-    for major in jdks {
-        for (workload, workload_args) in workloads {
-            let mut jvm = Jvm::start(
+    let bench = Bench {
+        config: &config,
+        pinprof: &pinprof,
+        out: &out,
+    };
+    let mut sections = Vec::new();
+    let sections_started = Instant::now();
+    for &major in &config.jdks {
+        for &(workload, workload_args) in &config.workloads {
+            let jvm = Jvm::start(
                 env.java(major),
                 &env.workloads,
                 "Throughput",
                 &workload_args,
             )?;
+            let bystander = Program::start(&bystander_exe, &[])?;
             println!(
-                "bench: JDK {major} Throughput {workload} (pid {}), warming up {WARMUP:?}",
-                jvm.pid
+                "bench: JDK {major} Throughput {workload} (pid {}), bystander pid {}, warming up {WARMUP:?}",
+                jvm.pid, bystander.pid
             );
-            measure(&mut jvm, WARMUP)?;
-            for (config, subcommand, config_args) in configs {
-                let (mut base, mut with, mut cpu, mut events) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let (mut pinned_events, mut java_stacks) = (Vec::new(), Vec::new());
-                for round in 0..rounds {
-                    let before = measure(&mut jvm, PHASE)?;
-                    let recording =
-                        out.join(format!("jdk{major}-{workload}-{config}-{round}.pinrec"));
-                    let mut command = Command::new(&pinprof);
-                    command
-                        .args([subcommand, "--pid", &jvm.pid.to_string(), "--force"])
-                        .arg("--output")
-                        .arg(&recording)
-                        .args(config_args)
-                        .args(record_args);
-                    let running = if subcommand == "top" {
-                        Running::Top(OnTerminal::spawn(&mut command, 40, 140)?)
-                    } else {
-                        Running::Record(command.arg("--quiet").stderr(Stdio::piped()).spawn()?)
-                    };
-                    // Attach takes a moment; measure only once programs are in.
-                    std::thread::sleep(Duration::from_millis(500));
-                    let cpu_before = cpu_seconds(running.pid())?;
-                    let during = measure(&mut jvm, PHASE)?;
-                    let cpu_used = cpu_seconds(running.pid())? - cpu_before;
-                    let (status, said) = running.stop()?;
-                    if !status.success() {
-                        bail!("pinprof {subcommand} failed: {said}");
-                    }
-                    let after = measure(&mut jvm, PHASE)?;
-                    let report = Command::new(&pinprof)
-                        .args(["report", "--format", "json"])
-                        .arg(&recording)
-                        .output()
-                        .context("pinprof report")?;
-                    let json: serde_json::Value = serde_json::from_slice(&report.stdout)?;
-                    let n = json["off_cpu"]["events"].as_f64().unwrap_or(0.0);
-                    let pinned = json["pinned"]["events"].as_f64().unwrap_or(0.0);
-                    let stacks = json["capture"]["java_stacks"].as_f64().unwrap_or(0.0);
-                    println!(
-                        "bench: JDK {major} {workload} {config} round {round}: {n} events, {pinned} pinned, {stacks} Java stacks; baseline {:.0} ops/s, with pinprof {:.0} ops/s, pinprof CPU {:.1}% of a core",
-                        (before.ops_per_sec + after.ops_per_sec) / 2.0,
-                        during.ops_per_sec,
-                        cpu_used / PHASE.as_secs_f64() * 100.0
-                    );
-                    base.push((before.ops_per_sec + after.ops_per_sec) / 2.0);
-                    with.push(during.ops_per_sec);
-                    cpu.push(cpu_used / PHASE.as_secs_f64());
-                    events.push(n);
-                    pinned_events.push(pinned);
-                    java_stacks.push(stacks);
-                }
-                let ratio = with.iter().sum::<f64>() / base.iter().sum::<f64>();
-                let cpu_share = mean(&cpu);
-                results.push(serde_json::json!({
-                    "jdk": major,
-                    "workload": workload,
-                    "config": config,
-                    "rounds": rounds,
-                    "record_args": record_args,
-                    "baseline_ops_per_sec": mean(&base),
-                    "with_pinprof_ops_per_sec": mean(&with),
-                    "throughput_ratio": ratio,
-                    "pinprof_cpu_share_of_one_core": cpu_share,
-                    "events_per_round": mean(&events),
-                    "pinned_events_per_round": mean(&pinned_events),
-                    "java_stacks_per_round": mean(&java_stacks),
-                }));
-                println!(
-                    "bench: JDK {major} {workload} {config}: throughput with pinprof / baseline = {ratio:.3} ({:+.1}%), pinprof CPU {:.1}% of one core",
-                    (ratio - 1.0) * 100.0,
-                    cpu_share * 100.0
-                );
-            }
+            sections.push(bench.jvm_section(major, workload, jvm, &bystander)?);
         }
     }
+    // Seconds per traced phase and the untraced one after it, start and stop included.
+    let per_pair = sections_started.elapsed().as_secs_f64()
+        / (sections.len() * config.rounds * config.tracers.len()).max(1) as f64;
+    let event_started = Instant::now();
+    let event_rate = if config.event_rate {
+        Some(bench.event_rate(&pingpong_exe)?)
+    } else {
+        None
+    };
+    let per_event_round = event_started.elapsed().as_secs_f64() / config.rounds as f64;
+
+    let (mut failures, mut undecided) = (Vec::new(), Vec::new());
+    let mut table = String::new();
+    for s in &sections {
+        s.judge(&mut failures, &mut undecided);
+        s.print(&mut table);
+    }
+    if let Some(e) = &event_rate {
+        e.judge(&mut failures);
+        e.print(&mut table);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // A full run: 5 rounds, both JDKs, both workloads, the four default tracers, the event rate.
+    let full_estimate = ready.as_secs_f64()
+        + per_pair * (5 * setup::JDKS.len() * WORKLOADS.len() * 4) as f64
+        + if config.event_rate {
+            per_event_round * 5.0
+        } else {
+            60.0
+        };
+    println!();
+    print!("{table}");
+    println!(
+        "bench: machine: {} CPUs, kernel {}; this run took {:.0} s; a full run (5 rounds, JDK {}, both workloads, the four tracers) takes about {:.0} min at this phase length",
+        cpus(),
+        kernel(),
+        elapsed,
+        setup::JDKS.map(|j| j.0.to_string()).join(" and "),
+        full_estimate / 60.0
+    );
+    let report = json!({
+        "machine": { "cpus": cpus(), "kernel": kernel() },
+        "rounds": config.rounds,
+        "phase_seconds": config.phase.as_secs_f64(),
+        "pinprof_args": config.pinprof_args,
+        "judge_disturbed": config.judge_disturbed,
+        "sections": sections.iter().map(Section::to_json).collect::<Vec<_>>(),
+        "event_rate": event_rate.as_ref().map(EventRate::to_json),
+        "verdict": {
+            "pass": failures.is_empty() && undecided.is_empty(),
+            "failures": failures,
+            "not_judged": undecided,
+        },
+        "elapsed_seconds": elapsed,
+        "full_run_estimate_seconds": full_estimate,
+    });
     let path = out.join("bench.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")?;
+    std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")?;
     println!("bench: results in {}", path.display());
+    for u in &undecided {
+        println!("bench: NOT JUDGED: {u}");
+    }
+    for f in &failures {
+        println!("bench: FAIL: {f}");
+    }
+    if !failures.is_empty() {
+        bail!("{} of pinprof's goals not met", failures.len());
+    }
+    if !undecided.is_empty() {
+        bail!(
+            "other tracers ran on this host during the bench: {} comparisons could not be judged; run it on a quiet machine",
+            undecided.len()
+        );
+    }
+    println!("bench: pass: pinprof's default costs under 1% and is not behind its peers");
     Ok(())
 }
 
-/// A pinprof under measurement. Stopped as a user would stop it; dropped without being
-/// stopped (the bench failed half-way), it is stopped all the same, not left attached.
-enum Running {
-    Record(std::process::Child),
-    Top(OnTerminal),
+struct Bench<'a> {
+    config: &'a Config,
+    pinprof: &'a Path,
+    out: &'a Path,
 }
 
-impl Running {
-    fn child(&mut self) -> &mut std::process::Child {
-        match self {
-            Running::Record(child) => child,
-            Running::Top(on) => &mut on.child,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        match self {
-            Running::Record(child) => child.id(),
-            Running::Top(on) => on.child.id(),
-        }
-    }
-
-    /// Ctrl-C for a recording; SIGTERM for the live view (its Ctrl-C is a key). Returns how
-    /// it ended and what it said.
-    fn stop(mut self) -> Result<(std::process::ExitStatus, String)> {
-        self.signal();
-        // What it says is read to its end first: a full pipe would keep it from exiting.
-        let mut said = String::new();
-        if let Running::Record(child) = &mut self
-            && let Some(stderr) = child.stderr.as_mut()
-        {
-            use std::io::Read as _;
-            let _ = stderr.read_to_string(&mut said);
-        }
-        let status = self.child().wait()?;
-        if let Running::Top(on) = &self {
-            said = on.output();
-        }
-        Ok((status, said))
-    }
-
-    fn signal(&self) {
-        let signal = match self {
-            Running::Record(_) => libc::SIGINT,
-            Running::Top(_) => libc::SIGTERM,
+impl Bench<'_> {
+    /// Starts a tracer on `pid` and waits until it is attached; None for no tracer.
+    fn start(&self, tracer: Tracer, pid: u32, name: &str) -> Result<Option<tracer::Running>> {
+        let Some(mut running) = tracer.start(
+            self.pinprof,
+            pid,
+            &self.out.join(name),
+            &self.config.pinprof_args,
+        )?
+        else {
+            return Ok(None);
         };
-        // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(self.pid() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = running.exited()? {
+                let said = running.stop().err().map(|e| format!("{e:#}"));
+                bail!("{} exited at start ({status}): {said:?}", tracer.name());
+            }
+            let attached = match tracer {
+                // Its programs are loaded (then attached at once).
+                t if t.is_pinprof() => !procfs::bpf_held(running.pid())?.programs.is_empty(),
+                Tracer::Bpftrace => {
+                    std::fs::read_to_string(&running.file).is_ok_and(|t| t.contains("Attaching"))
+                }
+                _ => true,
+            };
+            if attached {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("{} did not attach within a minute", tracer.name());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Attaching and the first moments (symbols, the JVM's structures) are not measured.
+        std::thread::sleep(Duration::from_secs(1));
+        Ok(Some(running))
+    }
+
+    fn jvm_section(
+        &self,
+        major: u32,
+        workload: &'static str,
+        mut jvm: Jvm,
+        bystander: &Program,
+    ) -> Result<Section> {
+        measure(&mut jvm, bystander, None, WARMUP)?;
+        let untraced = |jvm: &mut Jvm| -> Result<Phase> {
+            let m = measure(jvm, bystander, None, self.config.phase)?;
+            Ok(Phase {
+                tracer: Tracer::None,
+                ops_per_sec: m.ops_per_sec,
+                cpu_per_op: m.cpu_per_op,
+                bystander: m.bystander,
+                tracer_cpu: None,
+                summary: None,
+                foreign: m.foreign,
+            })
+        };
+        let mut phases = vec![untraced(&mut jvm)?];
+        for round in 0..self.config.rounds {
+            for &tracer in &self.config.tracers {
+                let name = format!("jdk{major}-{workload}-{}-{round}", tracer.name());
+                let running = self.start(tracer, jvm.pid, &name)?;
+                let m = measure(
+                    &mut jvm,
+                    bystander,
+                    running.as_ref().map(|r| r.pid()),
+                    self.config.phase,
+                )?;
+                let said = match running {
+                    Some(r) => r.stop().with_context(|| tracer.name())?,
+                    None => String::new(),
+                };
+                let summary = if tracer.is_pinprof() {
+                    Some(tracer::pinprof_summary(&said)?)
+                } else {
+                    None
+                };
+                let phase = Phase {
+                    tracer,
+                    ops_per_sec: m.ops_per_sec,
+                    cpu_per_op: m.cpu_per_op,
+                    bystander: m.bystander,
+                    tracer_cpu: m.tracer_cpu,
+                    summary,
+                    foreign: m.foreign,
+                };
+                let base = untraced(&mut jvm)?;
+                let before = &phases[phases.len() - 1];
+                println!(
+                    "bench: JDK {major} {workload} round {round} {}: {:.0} ops/s (untraced {:.0}, {:.0}), CPU/op {:.1} us (untraced {:.1}, {:.1}), bystander {:.2}M reads/CPU-s (untraced {:.2}M, {:.2}M), tracer CPU {:.1}%{}",
+                    tracer.name(),
+                    phase.ops_per_sec,
+                    before.ops_per_sec,
+                    base.ops_per_sec,
+                    phase.cpu_per_op * 1e6,
+                    before.cpu_per_op * 1e6,
+                    base.cpu_per_op * 1e6,
+                    phase.bystander.best_reads_per_cpu_sec / 1e6,
+                    before.bystander.best_reads_per_cpu_sec / 1e6,
+                    base.bystander.best_reads_per_cpu_sec / 1e6,
+                    phase.tracer_cpu.unwrap_or(0.0) * 100.0,
+                    summary
+                        .map(|s| format!(", {} events, {} lost", s.events, s.lost))
+                        .unwrap_or_default()
+                );
+                let mut others: Vec<u32> = [&phase.foreign, &base.foreign]
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .collect();
+                others.sort_unstable();
+                others.dedup();
+                if !others.is_empty() {
+                    println!(
+                        "bench:   (other processes on the host held tracing BPF programs meanwhile: pids {others:?}; this round counts only if no other is undisturbed)"
+                    );
+                }
+                phases.push(phase);
+                phases.push(base);
+            }
+        }
+        Ok(Section {
+            judge_disturbed: self.config.judge_disturbed,
+            jdk: major,
+            workload,
+            phases,
+        })
+    }
+
+    /// The ping-pong program, untraced and under `pinprof record`, alternately.
+    fn event_rate(&self, exe: &Path) -> Result<EventRate> {
+        let program = Program::start(exe, &[])?;
+        println!(
+            "bench: event rate: ping-pong pid {} (two threads on one CPU through pipes)",
+            program.pid
+        );
+        let disturbed = std::cell::Cell::new(0);
+        let phase = |running: Option<&tracer::Running>| -> Result<(Rates, Option<f64>)> {
+            let except = running.map(|r| r.pid());
+            let others = procfs::foreign_tracing_programs(except)?.len();
+            let start = program.sample()?;
+            let tracer_start = running.map(|r| procfs::cpu_seconds(r.pid())).transpose()?;
+            std::thread::sleep(self.config.phase);
+            let rates = program.rates(&start, &program.sample()?);
+            let tracer_cpu = match (running, tracer_start) {
+                (Some(r), Some(c)) => {
+                    Some((procfs::cpu_seconds(r.pid())? - c) / self.config.phase.as_secs_f64())
+                }
+                _ => None,
+            };
+            if others + procfs::foreign_tracing_programs(except)?.len() > 0 {
+                disturbed.set(disturbed.get() + 1);
+            }
+            Ok((rates, tracer_cpu))
+        };
+        let mut untraced = vec![phase(None)?.0];
+        let mut traced = Vec::new();
+        for round in 0..self.config.rounds {
+            let running = self
+                .start(
+                    Tracer::Record,
+                    program.pid,
+                    &format!("event-rate-pinprof-record-{round}"),
+                )?
+                .context("pinprof")?;
+            let (rates, cpu) = phase(Some(&running))?;
+            let summary = tracer::pinprof_summary(&running.stop()?)?;
+            let after = phase(None)?.0;
+            println!(
+                "bench: event rate round {round}: untraced {:.0} switches/s, recorded {:.0} switches/s; pinprof: {} events ({:.0}/s), {} lost, CPU {:.1}%",
+                untraced[untraced.len() - 1].switches_per_sec,
+                rates.switches_per_sec,
+                summary.events,
+                summary.events as f64 / summary.seconds.max(1e-3),
+                summary.lost,
+                cpu.unwrap_or(0.0) * 100.0
+            );
+            traced.push((rates, cpu.unwrap_or(0.0), summary));
+            untraced.push(after);
+        }
+        Ok(EventRate {
+            untraced,
+            traced,
+            disturbed: disturbed.get(),
+        })
     }
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        // Nobody reads its stderr any more: close it rather than let a full pipe block it.
-        if let Running::Record(child) = self {
-            child.stderr.take();
-        }
-        if let Ok(None) = self.child().try_wait() {
-            self.signal();
-            let _ = self.child().wait();
-        }
-    }
-}
-
-/// Throughput of the workload over `length`, from its own "ops <count> <nanoTime>" lines.
-fn measure(jvm: &mut Jvm, length: Duration) -> Result<Phase> {
+/// Runs the JVM for `length`; returns its throughput and CPU per operation from its own
+/// "ops <count> <nanoTime>" lines and /proc, the bystander's rates, and the tracer's CPU
+/// (cores), all over the same span (first to last sample of the workload).
+fn measure(
+    jvm: &mut Jvm,
+    bystander: &Program,
+    tracer: Option<u32>,
+    length: Duration,
+) -> Result<Measured> {
+    // Another tracer on the host, now or at the end (another profiler's run).
+    let mut foreign = procfs::foreign_tracing_programs(tracer)?;
     // Drop stale lines, then take the first and last sample of the phase.
     while jvm.lines.try_recv().is_ok() {}
     let first = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
-    let start = std::time::Instant::now();
+    let cpu_first = procfs::cpu_seconds(jvm.pid)?;
+    let by_first = bystander.sample()?;
+    let tracer_first = tracer.map(procfs::cpu_seconds).transpose()?;
+    let start = Instant::now();
     let mut last = first;
     while start.elapsed() < length {
         last = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
     }
+    let cpu = procfs::cpu_seconds(jvm.pid)? - cpu_first;
+    let by = bystander.rates(&by_first, &bystander.sample()?);
+    let wall = start.elapsed().as_secs_f64();
+    let tracer_cpu = match (tracer, tracer_first) {
+        (Some(pid), Some(c)) => Some((procfs::cpu_seconds(pid)? - c) / wall),
+        _ => None,
+    };
     let secs = (last.1 - first.1) as f64 / 1e9;
-    if secs <= 0.0 {
+    let ops = last.0.saturating_sub(first.0) as f64;
+    if secs <= 0.0 || ops <= 0.0 {
         bail!("no progress from the workload");
     }
-    Ok(Phase {
-        ops_per_sec: (last.0 - first.0) as f64 / secs,
+    foreign.extend(procfs::foreign_tracing_programs(tracer)?);
+    let mut foreign: Vec<u32> = foreign.into_iter().map(|(_, pid)| pid).collect();
+    foreign.sort_unstable();
+    foreign.dedup();
+    Ok(Measured {
+        ops_per_sec: ops / secs,
+        cpu_per_op: cpu / ops,
+        bystander: by,
+        tracer_cpu,
+        foreign,
     })
+}
+
+/// What one phase measured.
+struct Measured {
+    ops_per_sec: f64,
+    cpu_per_op: f64,
+    bystander: Rates,
+    tracer_cpu: Option<f64>,
+    /// Processes other than the tracer under measurement that held tracing BPF programs.
+    foreign: Vec<u32>,
 }
 
 fn sample(line: &str) -> Result<(u64, u64)> {
@@ -243,22 +502,12 @@ fn sample(line: &str) -> Result<(u64, u64)> {
     Ok((ops, time))
 }
 
-/// User + system CPU seconds of a process so far.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let field =
-        |i: usize| -> Result<f64> { Ok(fields.get(i).context("short /proc stat")?.parse()?) };
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok((field(11)? + field(12)?) / hz)
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get())
 }
 
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
+fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }

@@ -1,4 +1,5 @@
-//! Project tasks: `cargo xtask setup | test | demo | bench | fuzz | dist | refresh-ebpf | check-ebpf`.
+//! Project tasks: `cargo xtask setup | test | demo | bench | soak | fuzz | dist | refresh-ebpf |
+//! check-ebpf`.
 //!
 //! `setup` installs what building and testing need on a fresh Debian machine and is quick when
 //! everything is there; `test`, `demo` and `bench` run it first.
@@ -8,7 +9,9 @@ mod demo;
 mod dist;
 mod fuzz;
 mod prebuilt;
+mod procfs;
 mod setup;
+mod soak;
 mod terminal;
 mod workload;
 
@@ -19,12 +22,13 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|fuzz|dist|refresh-ebpf|check-ebpf>
+const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|soak|fuzz|dist|refresh-ebpf|check-ebpf>
   setup   install build and test dependencies (apt, rust-src, bpf-linker, musl target, JDK 21/25), compile the Java workloads
   test    setup, then fmt check, clippy, the checked-in kernel object's freshness, the whole test suite
           (eBPF and JVM tests need root), then the integration tests again against the `dist` binary
   demo    setup, then profile the bundled demo JVM for a few seconds: recording, report, flamegraph
-  bench   setup, then measure pinprof's overhead on a JVM workload against a baseline in the same run
+  bench   setup, then measure pinprof's cost on JVM workloads against bpftrace and perf in the same run (--help)
+  soak [MINUTES]  the demo JVM under pinprof record, then top, for MINUTES each (default 10): memory, losses, leftovers
   fuzz [SECONDS]  fuzz the recording reader and the views for SECONDS (default 60), seeded with the recordings tests left
   dist    build the static pinprof (x86_64 musl, kernel programs inside) and its SHA-256 into target/dist
   refresh-ebpf  rebuild the checked-in kernel object (profiler/prebuilt) after changing profiler-ebpf
@@ -38,6 +42,7 @@ fn main() {
         Some("demo") => demo::run(),
         Some("bench") => bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         Some("dist") => dist::run(),
         Some("refresh-ebpf") => prebuilt::refresh(),
         Some("check-ebpf") => prebuilt::check(),

@@ -74,7 +74,12 @@ fn is_root() -> bool {
 }
 
 fn apt() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES
+    apt_install(&APT_PACKAGES)
+}
+
+/// Installs the Debian packages of `packages` that are not installed yet.
+pub fn apt_install(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
         .copied()
         .filter(|p| {

@@ -8,8 +8,12 @@ use std::{
     os::fd::{FromRawFd as _, OwnedFd},
     os::unix::process::CommandExt as _,
     process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     thread,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -19,6 +23,8 @@ use anyhow::{Context as _, Result, bail};
 pub struct OnTerminal {
     pub child: Child,
     output: Arc<Mutex<Vec<u8>>>,
+    /// Set once the terminal is closed and all it showed has been read.
+    closed: Arc<AtomicBool>,
 }
 
 impl OnTerminal {
@@ -69,6 +75,8 @@ impl OnTerminal {
         drop(slave);
         let output = Arc::new(Mutex::new(Vec::new()));
         let kept = Arc::clone(&output);
+        let closed = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&closed);
         let mut master = File::from(master);
         thread::spawn(move || {
             let mut buf = [0u8; 65536];
@@ -82,8 +90,24 @@ impl OnTerminal {
                 let excess = kept.len().saturating_sub(65536);
                 kept.drain(..excess);
             }
+            done.store(true, Ordering::Release);
         });
-        Ok(Self { child, output })
+        Ok(Self {
+            child,
+            output,
+            closed,
+        })
+    }
+
+    /// What the program wrote last, after it exited: its last words (what it says once off
+    /// the screen) may still be on their way through the terminal, so they are waited for
+    /// (a moment at most).
+    pub fn output_at_exit(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.closed.load(Ordering::Acquire) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.output()
     }
 
     /// What the program wrote last, as text (escape sequences included).

@@ -1,0 +1,345 @@
+//! One JVM and workload's phases, paired and judged: the ratios, the noise, the verdict, the
+//! table and the JSON.
+
+use std::fmt::Write as _;
+
+use serde_json::json;
+
+use super::{
+    MAX_COST,
+    native::Rates,
+    stats::{self, Noise, median, min_max},
+    tracer::{self, Tracer},
+};
+
+/// One phase on the JVM: untraced, or under one tracer.
+#[derive(Debug, Clone)]
+pub(super) struct Phase {
+    pub(super) tracer: Tracer,
+    pub(super) ops_per_sec: f64,
+    /// The JVM's CPU seconds (user + system, its kernel programs' time included) per operation.
+    pub(super) cpu_per_op: f64,
+    pub(super) bystander: Rates,
+    /// The tracer's own CPU, in cores.
+    pub(super) tracer_cpu: Option<f64>,
+    /// pinprof's closing line.
+    pub(super) summary: Option<tracer::Summary>,
+    /// Other processes holding tracing BPF programs during the phase (pids).
+    pub(super) foreign: Vec<u32>,
+}
+
+impl Phase {
+    pub(super) fn to_json(&self) -> serde_json::Value {
+        json!({
+            "tracer": self.tracer.name(),
+            "ops_per_sec": self.ops_per_sec,
+            "target_cpu_per_op_us": self.cpu_per_op * 1e6,
+            "bystander_reads_per_sec": self.bystander.reads_per_sec,
+            "bystander_reads_per_cpu_sec": self.bystander.reads_per_cpu_sec,
+            "bystander_best_reads_per_cpu_sec": self.bystander.best_reads_per_cpu_sec,
+            "bystander_cpu_cores": self.bystander.cpu_share,
+            "tracer_cpu_cores": self.tracer_cpu,
+            "events": self.summary.map(|s| s.events),
+            "events_per_sec": self.summary.map(|s| s.events as f64 / s.seconds.max(1e-3)),
+            "lost_events": self.summary.map(|s| s.lost),
+            "other_tracers_on_host": self.foreign,
+        })
+    }
+}
+
+/// One JVM and workload: its phases in order, untraced ones between every two traced ones.
+pub(super) struct Section {
+    /// Rounds with another tracer on the host count like the others (`--judge-disturbed`).
+    pub(super) judge_disturbed: bool,
+    pub(super) jdk: u32,
+    pub(super) workload: &'static str,
+    pub(super) phases: Vec<Phase>,
+}
+
+/// A tracer's paired ratios over the rounds.
+pub(super) struct Paired {
+    pub(super) tracer: Tracer,
+    pub(super) throughput: Vec<f64>,
+    pub(super) cpu_per_op: Vec<f64>,
+    pub(super) bystander: Vec<f64>,
+    pub(super) tracer_cpu: Vec<f64>,
+    pub(super) events_per_sec: Vec<f64>,
+    pub(super) lost: u64,
+    /// Rounds left out because another tracer ran on the host meanwhile.
+    pub(super) left_out: usize,
+    /// Every round had one: all are used, and none can be judged.
+    pub(super) all_disturbed: bool,
+}
+
+impl Section {
+    /// Whether a phase counts: no other tracer on the host meanwhile, or told to judge anyway.
+    fn counts(&self, phase: &Phase) -> bool {
+        self.judge_disturbed || phase.foreign.is_empty()
+    }
+
+    fn untraced(&self, quantity: fn(&Phase) -> f64) -> Vec<f64> {
+        self.phases
+            .iter()
+            .filter(|p| p.tracer == Tracer::None)
+            .map(quantity)
+            .collect()
+    }
+
+    fn noise(&self) -> [Noise; 3] {
+        let of = |quantity: fn(&Phase) -> f64| {
+            let values: Vec<(f64, bool)> = self
+                .phases
+                .iter()
+                .filter(|p| p.tracer == Tracer::None)
+                .map(|p| (quantity(p), self.counts(p)))
+                .collect();
+            Noise::of(&values)
+        };
+        [
+            of(|p| p.ops_per_sec),
+            of(|p| p.cpu_per_op),
+            of(|p| p.bystander.best_reads_per_cpu_sec),
+        ]
+    }
+
+    fn tracers(&self) -> Vec<Tracer> {
+        let mut seen = Vec::new();
+        for p in &self.phases {
+            if p.tracer != Tracer::None && !seen.contains(&p.tracer) {
+                seen.push(p.tracer);
+            }
+        }
+        seen
+    }
+
+    /// Each traced phase against the mean of the untraced phases on either side.
+    fn paired(&self, tracer: Tracer) -> Paired {
+        let mut paired = Paired {
+            tracer,
+            throughput: Vec::new(),
+            cpu_per_op: Vec::new(),
+            bystander: Vec::new(),
+            tracer_cpu: Vec::new(),
+            events_per_sec: Vec::new(),
+            lost: 0,
+            left_out: 0,
+            all_disturbed: false,
+        };
+        let at: Vec<usize> = (1..self.phases.len().saturating_sub(1))
+            .filter(|&i| self.phases[i].tracer == tracer)
+            .collect();
+        // Rounds with another tracer on the host (another profiler's run) are left out when
+        // there are undisturbed ones: its cost would be counted as this tracer's or the
+        // baseline's.
+        let clean: Vec<usize> = at
+            .iter()
+            .copied()
+            .filter(|&i| (i - 1..=i + 1).all(|j| self.counts(&self.phases[j])))
+            .collect();
+        paired.all_disturbed = clean.is_empty() && !at.is_empty();
+        let used = if clean.is_empty() { at.clone() } else { clean };
+        paired.left_out = at.len() - used.len();
+        for i in used {
+            let p = &self.phases[i];
+            let (b, a) = (&self.phases[i - 1], &self.phases[i + 1]);
+            let ratio = |q: fn(&Phase) -> f64| q(p) / ((q(b) + q(a)) / 2.0);
+            paired.throughput.push(ratio(|x| x.ops_per_sec));
+            paired.cpu_per_op.push(ratio(|x| x.cpu_per_op));
+            paired
+                .bystander
+                .push(ratio(|x| x.bystander.best_reads_per_cpu_sec));
+            paired.tracer_cpu.push(p.tracer_cpu.unwrap_or(0.0));
+            if let Some(s) = p.summary {
+                paired
+                    .events_per_sec
+                    .push(s.events as f64 / s.seconds.max(1e-3));
+                paired.lost += s.lost;
+            }
+        }
+        paired
+    }
+
+    /// pinprof's default against the goal and against each peer, each figure against the
+    /// noise of the same figure. What only disturbed rounds could show (another tracer on the
+    /// host meanwhile) is not judged: it goes to `undecided`.
+    pub(super) fn judge(&self, failures: &mut Vec<String>, undecided: &mut Vec<String>) {
+        let noise = self.noise();
+        let at = format!("JDK {} {}", self.jdk, self.workload);
+        if !self.tracers().contains(&Tracer::Record) {
+            return;
+        }
+        let ours = self.paired(Tracer::Record);
+        if ours.all_disturbed {
+            undecided.push(format!(
+                "{at}: every pinprof record round had another tracer on the host"
+            ));
+            return;
+        }
+        let figures = |p: &Paired| {
+            [
+                median(&p.throughput),
+                median(&p.cpu_per_op),
+                median(&p.bystander),
+            ]
+        };
+        let mine = figures(&ours);
+        let thr = mine[0];
+        if thr < 1.0 - MAX_COST {
+            failures.push(format!(
+                "{at}: pinprof record's throughput ratio {thr:.3} is below {:.2} (it costs {:.1}%)",
+                1.0 - MAX_COST,
+                (1.0 - thr) * 100.0
+            ));
+        }
+        // (what, whether higher is better)
+        const FIGURES: [(&str, bool); 3] = [
+            ("throughput ratio", true),
+            ("CPU-per-operation ratio", false),
+            ("bystander's speed ratio", true),
+        ];
+        if !noise[2].clean {
+            undecided.push(format!(
+                "{at}: no two undisturbed untraced phases in a row: the bystander's noise is unknown"
+            ));
+        } else if mine[2] < 1.0 - noise[2].median_abs {
+            failures.push(format!(
+                "{at}: the bystander (not profiled) runs at {:.3} of its untraced speed under pinprof record, beyond the noise ({:.3})",
+                mine[2], noise[2].median_abs
+            ));
+        }
+        for peer in self.tracers().into_iter().filter(|t| !t.is_pinprof()) {
+            let name = peer.name();
+            let theirs = self.paired(peer);
+            if theirs.all_disturbed {
+                undecided.push(format!(
+                    "{at}: every {name} round had another tracer on the host"
+                ));
+                continue;
+            }
+            let their = figures(&theirs);
+            for (k, (what, higher_better)) in FIGURES.into_iter().enumerate() {
+                if !noise[k].clean {
+                    undecided.push(format!(
+                        "{at}: pinprof record's {what} against {name}: the noise is unknown (no two undisturbed untraced phases in a row)"
+                    ));
+                    continue;
+                }
+                let behind = if higher_better {
+                    their[k] - mine[k]
+                } else {
+                    mine[k] - their[k]
+                };
+                if behind > noise[k].median_abs {
+                    failures.push(format!(
+                        "{at}: pinprof record's {what} {:.3} is behind {name}'s {:.3} by more than the noise ({:.3})",
+                        mine[k], their[k], noise[k].median_abs
+                    ));
+                }
+            }
+        }
+    }
+
+    pub(super) fn print(&self, table: &mut String) {
+        let [noise_ops, noise_cpu, noise_by] = self.noise();
+        let _ = writeln!(
+            table,
+            "JDK {} Throughput {} (ratios: medians over the rounds of traced / untraced on either side, [min..max]; rounds: used / run, those with another tracer on the host left out; 0/N: all had one, shown but not judged)",
+            self.jdk, self.workload
+        );
+        let _ = writeln!(
+            table,
+            "  {:<30} {:>22} {:>22} {:>22} {:>10} {:>9} {:>6} {:>6}",
+            "tracer",
+            "throughput",
+            "target CPU/op",
+            "bystander reads/CPU-s",
+            "tracer CPU",
+            "events/s",
+            "lost",
+            "rounds"
+        );
+        let cell = |v: &[f64]| {
+            let (lo, hi) = min_max(v);
+            format!("{:.3} [{lo:.3}..{hi:.3}]", median(v))
+        };
+        for tracer in self.tracers() {
+            let p = self.paired(tracer);
+            let _ = writeln!(
+                table,
+                "  {:<30} {:>22} {:>22} {:>22} {:>9.1}% {:>9} {:>6} {:>6}",
+                tracer.name(),
+                cell(&p.throughput),
+                cell(&p.cpu_per_op),
+                cell(&p.bystander),
+                stats::mean(&p.tracer_cpu) * 100.0,
+                if p.events_per_sec.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.0}", stats::mean(&p.events_per_sec))
+                },
+                if p.tracer.is_pinprof() {
+                    p.lost.to_string()
+                } else {
+                    "-".to_string()
+                },
+                if p.all_disturbed {
+                    format!("0/{}", p.throughput.len())
+                } else {
+                    format!("{}/{}", p.throughput.len(), p.throughput.len() + p.left_out)
+                },
+            );
+        }
+        let noise_cell = |n: &Noise| {
+            let (lo, hi) = min_max(&n.pair_ratios);
+            format!("±{:.3} [{lo:.3}..{hi:.3}]", n.median_abs)
+        };
+        let _ = writeln!(
+            table,
+            "  {:<30} {:>22} {:>22} {:>22}",
+            "noise (untraced pairs)",
+            noise_cell(&noise_ops),
+            noise_cell(&noise_cpu),
+            noise_cell(&noise_by)
+        );
+        let _ = writeln!(
+            table,
+            "  untraced: {:.0} ops/s, {:.1} us CPU/op, bystander {:.2}M reads/CPU-s",
+            median(&self.untraced(|p| p.ops_per_sec)),
+            median(&self.untraced(|p| p.cpu_per_op)) * 1e6,
+            median(&self.untraced(|p| p.bystander.best_reads_per_cpu_sec)) / 1e6
+        );
+    }
+
+    pub(super) fn to_json(&self) -> serde_json::Value {
+        let [noise_ops, noise_cpu, noise_by] = self.noise();
+        let summary = |v: &[f64]| {
+            let (lo, hi) = min_max(v);
+            json!({ "median": median(v), "min": lo, "max": hi, "rounds": v })
+        };
+        json!({
+            "jdk": self.jdk,
+            "workload": self.workload,
+            "noise": {
+                "throughput": noise_ops.to_json(),
+                "target_cpu_per_op": noise_cpu.to_json(),
+                "bystander_best_reads_per_cpu_sec": noise_by.to_json(),
+            },
+            "tracers": self.tracers().into_iter().map(|t| {
+                let p = self.paired(t);
+                json!({
+                    "tracer": t.name(),
+                    "throughput_ratio": summary(&p.throughput),
+                    "target_cpu_per_op_ratio": summary(&p.cpu_per_op),
+                    "bystander_ratio": summary(&p.bystander),
+                    "tracer_cpu_cores_mean": stats::mean(&p.tracer_cpu),
+                    "events_per_sec_mean": (!p.events_per_sec.is_empty()).then(|| stats::mean(&p.events_per_sec)),
+                    "lost_events": t.is_pinprof().then_some(p.lost),
+                    "rounds_used": p.throughput.len(),
+                    "rounds_left_out_for_other_tracers": p.left_out,
+                    "every_round_disturbed": p.all_disturbed,
+                })
+            }).collect::<Vec<_>>(),
+            "phases": self.phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
+        })
+    }
+}
