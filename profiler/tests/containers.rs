@@ -37,15 +37,28 @@ fn nspids(pid: u32, tid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Where a contained JVM finds the workloads: bound there in its mount namespace before its
+/// `/tmp` is replaced (a checkout under /tmp would be hidden by the new tmpfs).
+const INSIDE_WORKLOADS: &str = "/mnt";
+
 /// A command run as pid 1 of new PID and mount namespaces, with a /proc and a tmpfs /tmp of
-/// their own (what a container gets); killed with `unshare` when the test drops it.
+/// their own (what a container gets), the workloads at `INSIDE_WORKLOADS`; killed with
+/// `unshare` when the test drops it.
 fn contained(program: &Path) -> Command {
+    assert!(
+        Path::new(INSIDE_WORKLOADS).is_dir(),
+        "{INSIDE_WORKLOADS} is missing: the contained JVMs see the workloads there"
+    );
     let mut command = Command::new(unshare());
     command
         .args(["--pid", "--fork", "--mount-proc", "--mount", "--kill-child"])
         .args(["--", "sh", "-c"])
-        .arg("mount -t tmpfs -o mode=1777 tmpfs /tmp && exec \"$@\"")
+        .arg(format!(
+            "mount --bind \"$1\" {INSIDE_WORKLOADS} && \
+             mount -t tmpfs -o mode=1777 tmpfs /tmp && shift && exec \"$@\""
+        ))
         .arg("sh")
+        .arg(workloads())
         .arg(program);
     command
 }
@@ -68,7 +81,7 @@ fn start_contained(major: u32, options: &[&str], main: &str, args: &[&str]) -> J
     command
         .args(options)
         .arg("-cp")
-        .arg(workloads())
+        .arg(INSIDE_WORKLOADS)
         .arg(main)
         .args(args);
     let mut jvm = Jvm::spawn(command).expect("start the workload JVM in its own namespaces");
