@@ -148,7 +148,7 @@ fn a_contained_jvm_recorded_from_the_host_pins_as_jfr_says() {
     std::thread::sleep(Duration::from_millis(500));
     // JFR and pinprof both reach it by its host pid, JFR through the JVM's attach socket in
     // its own /tmp.
-    let jfr = Jfr::start(21, jvm.pid, "contained-pinned");
+    let jfr = Jfr::start_contained(21, jvm.pid, "contained-pinned");
     let recording = record(jvm.pid, 4.0, "contained-pinned.pinrec");
     let truth = jfr.stop();
     let report = report_json(&recording);

@@ -46,19 +46,49 @@ const SETTINGS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 impl Jfr {
     pub fn start(major: u32, pid: u32, name: &str) -> Self {
         let settings = scratch(&format!("{name}.jfc"));
-        std::fs::write(&settings, SETTINGS).unwrap();
         let file = scratch(&format!("{name}.jfr"));
-        let _ = std::fs::remove_file(&file);
+        Self::start_at(major, pid, [&settings, &settings], [&file, &file])
+    }
+
+    /// For a JVM in its own mount namespace with a `/tmp` of its own: the files go there, and
+    /// are read through its root.
+    #[allow(dead_code)]
+    pub fn start_contained(major: u32, pid: u32, name: &str) -> Self {
+        let inside = |ext: &str| std::path::PathBuf::from(format!("/tmp/{name}.{ext}"));
+        let outside =
+            |ext: &str| std::path::PathBuf::from(format!("/proc/{pid}/root/tmp/{name}.{ext}"));
+        Self::start_at(
+            major,
+            pid,
+            [&outside("jfc"), &inside("jfc")],
+            [&outside("jfr"), &inside("jfr")],
+        )
+    }
+
+    /// Starts a recording with the settings and file at paths as pinprof's tests see them
+    /// and as the JVM does.
+    fn start_at(
+        major: u32,
+        pid: u32,
+        [settings, settings_seen]: [&std::path::PathBuf; 2],
+        [file, file_seen]: [&std::path::PathBuf; 2],
+    ) -> Self {
+        std::fs::write(settings, SETTINGS).unwrap();
+        let _ = std::fs::remove_file(file);
         let out = Command::new(jdk_tool(major, "jcmd"))
             .arg(pid.to_string())
             .arg("JFR.start")
             .arg("name=pinprof-truth")
-            .arg(format!("settings={}", settings.display()))
-            .arg(format!("filename={}", file.display()))
+            .arg(format!("settings={}", settings_seen.display()))
+            .arg(format!("filename={}", file_seen.display()))
             .output()
             .expect("run jcmd");
         assert_ok(&out, "jcmd JFR.start");
-        Self { major, pid, file }
+        Self {
+            major,
+            pid,
+            file: file.clone(),
+        }
     }
 
     /// Stops the recording and returns its pinned events.
