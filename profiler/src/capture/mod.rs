@@ -423,8 +423,11 @@ impl Capture {
     /// Ends the capture now, and returns that time. The programs are detached (which can
     /// take a while): the maps stay as they are, the ring buffer holds all there is to read,
     /// and what the programs saw after that time is cut off or left out.
-    pub fn stop(&mut self) -> u64 {
-        let now = monotonic_ns();
+    ///
+    /// `until`: when the target exited, if it did: nothing after that is the target's, and
+    /// the capture ends there rather than when its exit was read.
+    pub fn stop(&mut self, until: Option<u64>) -> u64 {
+        let now = until.map_or(monotonic_ns(), |end| end.min(monotonic_ns()));
         self.stopped_ns = Some(now);
         self.skipped_at_stop = self.skipped_runs();
         for program in self.attached.drain(..) {

@@ -245,6 +245,7 @@ pub fn run_with(
         events: 0,
         watch,
         registration_failed: false,
+        exit_ns: None,
     };
     session.warm_up();
     let started_ns = session.capture.started_ns();
@@ -462,6 +463,8 @@ struct Session {
     watch: Option<ThreadWatch>,
     /// Whether the watch failed to register threads already (said once).
     registration_failed: bool,
+    /// When the target exited, if the kernel said so: the end of the window.
+    exit_ns: Option<u64>,
 }
 
 /// A system call still under way as capture stops.
@@ -566,7 +569,7 @@ impl Session {
         // the ring buffer holds all they made, and the maps the waits still open, which end
         // with it (walking their stacks takes time that is not theirs).
         self.checkpoint()?;
-        let end_ns = self.capture.stop();
+        let end_ns = self.capture.stop(self.exit_ns);
         raws.clear();
         self.capture.poll(Duration::ZERO, &mut raws)?;
         self.handle(&raws)?;
@@ -796,6 +799,7 @@ impl Session {
                 Raw::Exit(e) => {
                     self.writer
                         .write_event(&Event::TargetExit { time_ns: e.time_ns })?;
+                    self.exit_ns = Some(e.time_ns);
                     exited = true;
                 }
             }
