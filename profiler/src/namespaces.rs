@@ -250,24 +250,11 @@ fn read_cpu_max(cgroup: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// Opens a file for reading through no symlink at all, never blocking.
-fn open_no_symlinks(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    // Each component checked: a symlink anywhere on the way is refused.
-    let mut sofar = PathBuf::new();
-    for component in path.components() {
-        sofar.push(component);
-        if std::fs::symlink_metadata(&sofar)?.file_type().is_symlink() {
-            return Err(io::Error::other(format!(
-                "{} is a symlink",
-                sofar.display()
-            )));
-        }
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
+/// Opens a file for reading through no symlink at all, never blocking: resolved from
+/// pinprof's own root as the target's files are from the target's (`openat2`, no symlinks).
+fn open_no_symlinks(path: &Path) -> anyhow::Result<File> {
+    let root = crate::safe_fs::TargetRoot::open(std::process::id())?;
+    Ok(root.open_file(path)?)
 }
 
 #[cfg(test)]

@@ -516,7 +516,7 @@ fn parse_reply(reply: &[u8]) -> Option<(i32, String)> {
     Some((code.trim().parse().ok()?, output.to_owned()))
 }
 
-fn maps_libjvm(maps: &[u8]) -> bool {
+pub(super) fn maps_libjvm(maps: &[u8]) -> bool {
     maps.windows(b"/libjvm.so".len())
         .any(|w| w == b"/libjvm.so")
 }

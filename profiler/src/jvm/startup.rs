@@ -100,10 +100,10 @@ fn phase(pid: u32) -> Phase {
     let Ok(maps) = std::fs::read(format!("/proc/{pid}/maps")) else {
         return Phase::NotJava;
     };
-    let mapped = |name: &[u8]| maps.windows(name.len()).any(|w| w == name);
-    if mapped(b"/libjvm.so\n") {
+    if super::attach::maps_libjvm(&maps) {
         return Phase::Libjvm;
     }
+    let mapped = |name: &[u8]| maps.windows(name.len()).any(|w| w == name);
     // Right after exec, before the dynamic loader has mapped libjli: the program's name.
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
     if mapped(b"/libjli.so\n") || exe.file_name() == Some(Path::new("java").as_os_str()) {
