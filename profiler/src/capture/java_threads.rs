@@ -81,19 +81,17 @@ impl JavaThreadRegistry {
     pub fn set(&mut self, threads: &[KnownThread]) -> Result<()> {
         let keep: std::collections::HashMap<u32, u64> =
             threads.iter().map(|t| (t.tid, t.entry())).collect();
-        let stale: Vec<u32> = self
-            .java_threads
-            .iter()
-            .flatten()
-            .filter(|(tid, addr)| keep.get(tid) != Some(addr))
-            .map(|(tid, _)| tid)
-            .collect();
-        for tid in stale {
-            let _ = self.java_threads.remove(&tid);
+        let now: std::collections::HashMap<u32, u64> = self.java_threads.iter().flatten().collect();
+        // Only what changed is written: the list changes at every thread's start and end.
+        for tid in now.keys().filter(|tid| !keep.contains_key(tid)) {
+            let _ = self.java_threads.remove(tid);
         }
-        for (&tid, &addr) in &keep {
+        for (&tid, &entry) in keep
+            .iter()
+            .filter(|(tid, entry)| now.get(tid) != Some(entry))
+        {
             self.java_threads
-                .insert(tid, addr, 0)
+                .insert(tid, entry, 0)
                 .with_context(|| format!("cannot register Java thread {tid}"))?;
         }
         Ok(())
