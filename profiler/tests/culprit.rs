@@ -113,7 +113,7 @@ fn service_threads_next_to_an_application_lock(major: u32) {
 
     // The application's lock: every teller's wait on it, first in the list, long-held, with
     // the time the tellers measured themselves.
-    // (Identified by the tellers waiting in the lock, released by tellers: their other
+    // (Identified by the tellers parked in the lock, released by tellers: their other
     // waits, for their own start, the heap's lock as they allocate, or a compiler's lock as
     // their code is compiled, are the JVM's business.)
     let tellers: Vec<&&Value> = locks
@@ -125,6 +125,11 @@ fn service_threads_next_to_an_application_lock(major: u32) {
                 && strings(&l["waiter_frames"])
                     .iter()
                     .any(|f| f.starts_with("java.util.concurrent.locks.ReentrantLock"))
+                // Parked in the lock, not in a JVM mutex it met on the way (the heap's lock
+                // as `lock()` allocates its queue node).
+                && strings(&l["waiter_frames"])
+                    .iter()
+                    .any(|f| f.starts_with("jdk.internal.misc.Unsafe.park"))
                 && holder_names(l).iter().all(|h| h.starts_with("teller-"))
         })
         .collect();
