@@ -40,7 +40,7 @@ const WARMUP: Duration = Duration::from_secs(4);
 const PEER_PACKAGES: [&str; 2] = ["bpftrace", "linux-perf"];
 /// pinprof's default may cost at most this share of the target's throughput.
 const MAX_COST: f64 = 0.01;
-/// The event-rate program must reach this many context switches a second untraced.
+/// The event-rate program must make this many context switches a second while pinprof records.
 const MIN_SWITCH_RATE: f64 = 200_000.0;
 
 struct Config {
@@ -383,7 +383,7 @@ impl Bench<'_> {
     fn event_rate(&self, exe: &Path) -> Result<EventRate> {
         let program = Program::start(exe, &[])?;
         println!(
-            "bench: event rate: ping-pong pid {} (two threads on one CPU through pipes)",
+            "bench: event rate: ping-pong pid {} (a pair of threads on each CPU, handing a byte back and forth through pipes)",
             program.pid
         );
         let disturbed = std::cell::Cell::new(0);

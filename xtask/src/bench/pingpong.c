@@ -1,7 +1,7 @@
 /* Context switches at a high rate: pairs of threads handing one byte back and forth through
  * two pipes, both threads of a pair on one CPU, so that every hand-over is a switch.
- * Arguments: pairs (default 1), CPU (default the last one). Runs until killed; the bench counts
- * its switches from /proc/PID/task/TID/status. */
+ * Arguments: pairs (default one per CPU), CPU (default: pair k on CPU k, round the CPUs).
+ * Runs until killed; the bench counts its switches from /proc/PID/task/TID/status. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -36,9 +36,10 @@ static void *run(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int pairs = argc > 1 ? atoi(argv[1]) : 1;
-    int cpu = argc > 2 ? atoi(argv[2]) : (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
-    if (pairs < 1 || pairs > 64 || cpu < 0) {
+    int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int pairs = argc > 1 ? atoi(argv[1]) : cpus;
+    int cpu = argc > 2 ? atoi(argv[2]) : -1;
+    if (pairs < 1 || pairs > 64 || cpu < -1 || cpus < 1) {
         fprintf(stderr, "usage: pingpong [PAIRS 1-64] [CPU]\n");
         return 2;
     }
@@ -49,8 +50,9 @@ int main(int argc, char **argv) {
             return 1;
         }
         struct side *a = malloc(sizeof *a), *b = malloc(sizeof *b);
-        *a = (struct side){back[0], there[1], cpu, 1};
-        *b = (struct side){there[0], back[1], cpu, 0};
+        int on = cpu >= 0 ? cpu : p % cpus;
+        *a = (struct side){back[0], there[1], on, 1};
+        *b = (struct side){there[0], back[1], on, 0};
         pthread_t t;
         if (pthread_create(&t, NULL, run, a) || pthread_create(&t, NULL, run, b)) {
             perror("pthread_create");
