@@ -60,7 +60,7 @@ pub mod futex_op {
 
 /// Indexes into the per-CPU `COUNTERS` array.
 pub mod counter {
-    /// A record could not be reserved in the ring buffer: the event is lost.
+    /// A record could not be reserved in the ring buffer (full): the event is lost.
     pub const LOST_EVENTS: u32 = 0;
     /// `bpf_get_stackid` failed (map full or hash collision): the event carries no stack.
     pub const STACK_MISSES: u32 = 1;
@@ -81,7 +81,11 @@ pub mod counter {
     /// A preempted thread's return to a CPU the kernel did not report (it skips a switch now
     /// and then): the wait is dropped; its time is in the thread's scheduler account.
     pub const MISSED_PREEMPTIONS: u32 = 8;
-    pub const COUNT: u32 = 9;
+    /// A wait whose end the kernel did not report (it skipped the switch back in) and that no
+    /// return from a system call ended either: lost, and counted apart from the ring buffer's
+    /// losses, since a larger buffer would not have kept it.
+    pub const MISSED_SWITCH_INS: u32 = 9;
+    pub const COUNT: u32 = 10;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames

@@ -268,7 +268,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
                 // A wait for a CPU: its time is in the thread's scheduler account all the same.
                 count(counter::MISSED_PREEMPTIONS);
             } else if (*open).start_ns != 0 {
-                count(counter::LOST_EVENTS);
+                count(counter::MISSED_SWITCH_INS);
             }
             *open = start;
         },

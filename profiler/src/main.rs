@@ -301,8 +301,13 @@ fn run(command: Command) -> Result<()> {
 }
 
 fn print_summary(summary: &record::Summary) {
+    let causes = if summary.lost_causes.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", summary.lost_causes)
+    };
     say!(
-        "pinprof: recorded {} events in {:.1}s ({} lost) to {}; stopped: {}",
+        "pinprof: recorded {} events in {:.1}s ({} lost{causes}) to {}; stopped: {}",
         summary.events,
         summary.seconds,
         summary.lost,

@@ -108,6 +108,8 @@ struct Run {
     events: u64,
     lost_summary: u64,
     lost_report: u64,
+    /// pinprof's closing line, which says what lost events were lost to.
+    closing: String,
     held: procfs::BpfHeld,
     left: procfs::BpfHeld,
     /// The span the memory means are taken over.
@@ -159,6 +161,12 @@ fn soak_one(
     let file = running.file.clone();
     let said = running.stop()?;
     let summary = tracer::pinprof_summary(&said)?;
+    let closing = said
+        .lines()
+        .rfind(|l| l.contains("pinprof: recorded "))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     // The kernel frees programs a moment after their last holder is gone.
     let deadline = Instant::now() + Duration::from_secs(10);
     let left = loop {
@@ -191,6 +199,7 @@ fn soak_one(
         events: summary.events,
         lost_summary: summary.lost,
         lost_report,
+        closing,
         held,
         left,
         // A minute: the first is start-up (and the live view's 60 s window filling).
@@ -238,10 +247,11 @@ impl Run {
         }
         if self.lost_summary > 0 || self.lost_report > 0 {
             failures.push(format!(
-                "{name}: {} events lost (pinprof said {}, the report {})",
+                "{name}: {} events lost (pinprof said {}, the report {}): {}",
                 self.lost_summary.max(self.lost_report),
                 self.lost_summary,
-                self.lost_report
+                self.lost_report,
+                self.closing
             ));
         }
         if self.held.programs.is_empty() {

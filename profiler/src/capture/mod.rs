@@ -78,6 +78,49 @@ impl std::fmt::Display for Hook {
     }
 }
 
+/// Why events were lost, each a different remedy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LostCauses {
+    /// The ring buffer had no room: a larger one (`--ring-buffer-mib`) keeps them.
+    pub ring_buffer_full: u64,
+    /// Waits whose end the kernel never showed the programs (it skipped a switch back in).
+    pub switch_ins_missed: u64,
+    /// Program runs the kernel skipped because another BPF program was running on that CPU.
+    pub runs_skipped: u64,
+    /// Records user space could not decode.
+    pub malformed: u64,
+}
+
+impl LostCauses {
+    pub fn total(&self) -> u64 {
+        self.ring_buffer_full + self.switch_ins_missed + self.runs_skipped + self.malformed
+    }
+
+    /// "2 with the ring buffer full, 1 switch back in not shown", the non-zero causes.
+    pub fn describe(&self) -> String {
+        [
+            (
+                self.ring_buffer_full,
+                "with the ring buffer full (--ring-buffer-mib)",
+            ),
+            (
+                self.switch_ins_missed,
+                "waits whose end the kernel did not show (a skipped switch)",
+            ),
+            (
+                self.runs_skipped,
+                "program runs the kernel skipped (another BPF program was running)",
+            ),
+            (self.malformed, "malformed records"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+}
+
 /// Waits for a CPU shorter than this are summed per thread in the kernel, not sent one by
 /// one: they are most switches of a busy target, and the scheduler's account has their total.
 /// Longer ones (a CPU quota's throttling, a starved carrier) are events.
@@ -542,16 +585,29 @@ impl Capture {
             .sum()
     }
 
+    /// A kernel counter, summed over CPUs.
+    fn counter(&self, index: u32) -> u64 {
+        self.counters
+            .get(&index, 0)
+            .map(|per_cpu| per_cpu.iter().sum())
+            .unwrap_or(0)
+    }
+
+    /// The events lost so far, by cause (their total is `Counters::lost_events`).
+    pub fn lost_causes(&self) -> LostCauses {
+        LostCauses {
+            ring_buffer_full: self.counter(counter::LOST_EVENTS),
+            switch_ins_missed: self.counter(counter::MISSED_SWITCH_INS),
+            runs_skipped: self.skipped_runs(),
+            malformed: self.malformed,
+        }
+    }
+
     /// Kernel counters summed over CPUs, plus what user space itself could not decode.
     pub fn counters(&self) -> Counters {
-        let read = |index: u32| -> u64 {
-            self.counters
-                .get(&index, 0)
-                .map(|per_cpu| per_cpu.iter().sum())
-                .unwrap_or(0)
-        };
+        let read = |index: u32| self.counter(index);
         Counters {
-            lost_events: read(counter::LOST_EVENTS) + self.malformed + self.skipped_runs(),
+            lost_events: self.lost_causes().total(),
             stack_misses: read(counter::STACK_MISSES),
             start_map_full: read(counter::START_MAP_FULL)
                 + self.seeds_lost[0]
@@ -1024,5 +1080,23 @@ mod tests {
             panic!("not decoded");
         };
         assert_eq!(copy.chunk.head.chunks[1], CopiedChunk::default());
+    }
+
+    #[test]
+    fn lost_events_are_said_by_cause() {
+        let none = LostCauses::default();
+        assert_eq!((none.total(), none.describe()), (0, String::new()));
+        let some = LostCauses {
+            ring_buffer_full: 2,
+            switch_ins_missed: 1,
+            runs_skipped: 0,
+            malformed: 0,
+        };
+        assert_eq!(some.total(), 3);
+        assert_eq!(
+            some.describe(),
+            "2 with the ring buffer full (--ring-buffer-mib), 1 waits whose end the kernel did \
+             not show (a skipped switch)"
+        );
     }
 }

@@ -66,6 +66,8 @@ pub struct Summary {
     pub output: PathBuf,
     pub events: u64,
     pub lost: u64,
+    /// What the lost events were lost to, said in words ("" when none were).
+    pub lost_causes: String,
     pub reason: StopReason,
     pub seconds: f64,
 }
@@ -261,7 +263,21 @@ pub fn run_with(
         events,
         ..
     } = session;
-    let lost = capture.counters().lost();
+    let counters = capture.counters();
+    let lost = counters.lost();
+    let maps_full = counters.start_map_full + counters.syscall_map_full;
+    let lost_causes = [
+        capture.lost_causes().describe(),
+        if maps_full > 0 {
+            format!("{maps_full} with a kernel map full")
+        } else {
+            String::new()
+        },
+    ]
+    .into_iter()
+    .filter(|c| !c.is_empty())
+    .collect::<Vec<_>>()
+    .join(", ");
     // The end marker goes in even after an error, so the file says how it ended.
     let end_mono_ns = capture.stopped_ns().unwrap_or_else(capture::monotonic_ns);
     drop(capture);
@@ -279,6 +295,7 @@ pub fn run_with(
         output: options.output.clone(),
         events,
         lost,
+        lost_causes,
         reason,
         seconds: (end_mono_ns - header.start_mono_ns) as f64 / 1e9,
     })
