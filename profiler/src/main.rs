@@ -340,8 +340,7 @@ fn dump_vmstructs(pid: u32, filter: &str) -> Result<()> {
 }
 
 fn load(file: &std::path::Path) -> Result<model::Model> {
-    let recording = recording::Recording::open(file)?;
-    let model = model::Model::from_recording(&recording);
+    let model = model::Model::read(file)?;
     for warning in &model.warnings {
         say!("pinprof: warning: {warning}");
     }

@@ -5,6 +5,7 @@
 pub mod carriers;
 pub mod intake;
 pub mod jdk;
+mod load;
 pub mod waits;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -20,7 +21,7 @@ use crate::{
         Counters, Event, Frame, FrameKind, JavaThreadInfo, OffCpu, ShortOffCpu, StackId,
         TargetInfo, ThreadCpu, UNKNOWN_JAVA_FRAME,
     },
-    recording::{End, Header, Recording},
+    recording::{End, Header},
 };
 
 #[derive(Debug, Default)]
@@ -405,26 +406,6 @@ impl Model {
             ..Default::default()
         };
         model.count_cut(cut);
-        model
-    }
-
-    /// The model of a recording. Every event is checked as it is taken in (see `intake`):
-    /// what a hostile file holds is left out or cut to fit, and said in `warnings`.
-    pub fn from_recording(recording: &Recording) -> Self {
-        let mut model = Self::new(&recording.header);
-        for event in &recording.events {
-            model.apply(event);
-        }
-        match &recording.end {
-            Some(end) => model.finish(end),
-            None => model.end_mono_ns = model.end_from_events(),
-        }
-        model
-            .warnings
-            .extend(recording.warnings().into_iter().map(|mut w| {
-                intake::text(&mut w, intake::MAX_TEXT);
-                w
-            }));
         model
     }
 

@@ -19,7 +19,7 @@ mod writer;
 
 #[cfg(test)]
 pub use reader::Damage;
-pub use reader::{Recording, Records};
+pub use reader::{Outline, Recording, Records, stream};
 pub use writer::RecordingWriter;
 
 use serde::{Deserialize, Serialize};

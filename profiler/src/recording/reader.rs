@@ -88,28 +88,13 @@ impl Recording {
         Self::read(Records::new(bytes, bytes.len() as u64)?)
     }
 
-    fn read<R: Read>(mut records: Records<R>) -> Result<Self> {
-        let mut header = None;
-        let mut events = Vec::new();
-        let mut end = None;
-        for record in records.by_ref() {
-            match record {
-                Record::Header(h) if header.is_none() => header = Some(h),
-                Record::Header(_) => {} // a second header means nothing; ignore it
-                Record::Event(e) => events.push(e),
-                Record::End(e) => end = Some(e),
-            }
-        }
-        let mut damage = records.damage;
-        let header = match header {
-            Some(header) => header,
-            // The header alone was hit: the events are still worth reading.
-            None if !events.is_empty() => {
-                damage.push(Damage::HeaderLost);
-                unknown_header(&events)
-            }
-            None => bail!("recording has no readable header"),
-        };
+    fn read<R: Read>(records: Records<R>) -> Result<Self> {
+        let (events, outline) = stream(records, |_| Vec::new(), Vec::push)?;
+        let Outline {
+            header,
+            end,
+            damage,
+        } = outline;
         Ok(Self {
             header,
             events,
@@ -121,11 +106,7 @@ impl Recording {
     /// What the file lost, said to the user with its results: damaged frames, or an end that
     /// never came.
     pub fn warnings(&self) -> Vec<String> {
-        let mut warnings: Vec<String> = self.damage.iter().map(ToString::to_string).collect();
-        if self.end.is_none() && self.damage.is_empty() {
-            warnings.push("recording has no end marker: the capture did not finish".into());
-        }
-        warnings
+        warnings(&self.damage, self.end.as_ref())
     }
 
     /// CLOCK_MONOTONIC ns of the window's end: the end marker, else the last thing recorded.
@@ -138,6 +119,89 @@ impl Recording {
             .unwrap_or(self.header.start_mono_ns)
             .max(self.header.start_mono_ns)
     }
+}
+
+/// A recording's records but its events, once read through.
+#[derive(Debug)]
+pub struct Outline {
+    pub header: Header,
+    /// `None` when the recording was cut before its end marker.
+    pub end: Option<End>,
+    pub damage: Vec<Damage>,
+}
+
+impl Outline {
+    /// As `Recording::warnings`.
+    pub fn warnings(&self) -> Vec<String> {
+        warnings(&self.damage, self.end.as_ref())
+    }
+}
+
+fn warnings(damage: &[Damage], end: Option<&End>) -> Vec<String> {
+    let mut warnings: Vec<String> = damage.iter().map(ToString::to_string).collect();
+    if end.is_none() && damage.is_empty() {
+        warnings.push("recording has no end marker: the capture did not finish".into());
+    }
+    warnings
+}
+
+/// Reads a recording as a stream: `start` makes the reader's state from the header, and
+/// `each` takes every event in the file's order, as it is read, so that memory is the
+/// state's, not the file's. Events before a late header wait for it; with no header at all,
+/// one is made from what the events say (and the damage said).
+pub fn stream<R: Read, S>(
+    mut records: Records<R>,
+    start: impl FnOnce(&Header) -> S,
+    mut each: impl FnMut(&mut S, Event),
+) -> Result<(S, Outline)> {
+    let mut start = Some(start);
+    let mut state = None;
+    let mut header = None;
+    let mut early = Vec::new();
+    let mut end = None;
+    for record in records.by_ref() {
+        match record {
+            Record::Header(h) if header.is_none() => {
+                if let Some(start) = start.take() {
+                    let mut s = start(&h);
+                    for e in early.drain(..) {
+                        each(&mut s, e);
+                    }
+                    state = Some(s);
+                }
+                header = Some(h);
+            }
+            Record::Header(_) => {} // a second header means nothing; ignore it
+            Record::Event(e) => match &mut state {
+                Some(s) => each(s, e),
+                None => early.push(e),
+            },
+            Record::End(e) => end = Some(e),
+        }
+    }
+    let mut damage = records.damage;
+    let (state, header) = match (state, header, start) {
+        (Some(state), Some(header), _) => (state, header),
+        // The header alone was hit: the events are still worth reading.
+        (_, _, Some(start)) if !early.is_empty() => {
+            damage.push(Damage::HeaderLost);
+            let header = unknown_header(&early);
+            let mut s = start(&header);
+            for e in early {
+                each(&mut s, e);
+            }
+            (s, header)
+        }
+        _ => bail!("recording has no readable header"),
+    };
+    Ok((
+        state,
+        Outline {
+            header,
+            end,
+            damage,
+        },
+    ))
 }
 
 /// A header for a recording whose own is lost: what the events say, nothing more.
