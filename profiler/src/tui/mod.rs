@@ -25,7 +25,7 @@ use crossterm::event::{self, Event as TermEvent, KeyEventKind};
 use crate::{
     events::Event,
     record,
-    recording::{Record, Recording},
+    recording::{self, End, Header, Record, Records},
 };
 use app::App;
 
@@ -98,16 +98,24 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     summary
 }
 
-/// Shows a recording: all at once, or at `speed` times the pace it was recorded at.
+/// Shows a recording: all at once, or at `speed` times the pace it was recorded at. The file
+/// is read as a stream, so memory is the view's, not the file's.
 pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> {
     require_terminal()?;
-    let recording = Recording::open(path)?;
+    // A file that is no recording is said before the screen is taken over.
+    if Records::open(path)?.next().is_none() {
+        bail!(
+            "{} is not a usable recording: it has no readable record",
+            path.display()
+        );
+    }
     let (tx, rx) = mpsc::sync_channel(4096);
     // Not joined: at a slow speed it may be sleeping until its next record; it ends at its
     // next send once the view has gone.
+    let file = path.to_path_buf();
     thread::Builder::new()
         .name("replay".into())
-        .spawn(move || feed(recording, speed, &tx))
+        .spawn(move || feed(&file, speed, &tx))
         .context("cannot start the replay")?;
     let pace = speed.map_or(String::new(), |s| format!(" at {s}x"));
     let mut app = App::new(
@@ -120,31 +128,48 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
 }
 
 /// Sends a recording's records in order, paced by their times when there is a speed. Stops
-/// when the receiver goes.
-fn feed(recording: Recording, speed: Option<f64>, tx: &mpsc::SyncSender<Record>) {
-    let mut pace = Pace::new(&recording);
-    let warnings = recording.warnings();
-    let started = Instant::now();
-    if tx.send(Record::Header(recording.header.clone())).is_err() {
+/// sending when the receiver goes.
+fn feed(path: &Path, speed: Option<f64>, tx: &mpsc::SyncSender<Record>) {
+    // Pacing needs the window's end, which the file gives last: a first pass finds it.
+    let end = match speed {
+        Some(_) => Records::open(path)
+            .ok()
+            .and_then(|records| recording::stream(records, |_| (), |_, _| ()).ok())
+            .and_then(|(_, outline)| outline.end),
+        None => None,
+    };
+    let Ok(records) = Records::open(path) else {
         return;
-    }
-    for event in recording.events {
-        if let (Some(speed), Some(t)) = (speed, event.time_ns())
-            && let Some(at) = pace.due_ns(t)
-            && let Ok(due) = Duration::try_from_secs_f64(at as f64 / 1e9 / speed)
-            && let Some(wait) = due.checked_sub(started.elapsed())
-        {
-            thread::sleep(wait);
-        }
-        if tx.send(Record::Event(event)).is_err() {
-            return;
-        }
-    }
+    };
+    let started = Instant::now();
+    let streamed = recording::stream(
+        records,
+        |header| {
+            let open = tx.send(Record::Header(header.clone())).is_ok();
+            (Pace::new(header, end.as_ref()), open)
+        },
+        |(pace, open), event| {
+            if !*open {
+                return;
+            }
+            if let (Some(speed), Some(t)) = (speed, event.time_ns())
+                && let Some(at) = pace.due_ns(t)
+                && let Ok(due) = Duration::try_from_secs_f64(at as f64 / 1e9 / speed)
+                && let Some(wait) = due.checked_sub(started.elapsed())
+            {
+                thread::sleep(wait);
+            }
+            *open = tx.send(Record::Event(event)).is_ok();
+        },
+    );
+    let Ok(((_, true), outline)) = streamed else {
+        return;
+    };
     // What the file lost is said as the report says it.
-    for warning in warnings {
+    for warning in outline.warnings() {
         let _ = tx.send(Record::Event(Event::Warning(warning)));
     }
-    if let Some(end) = recording.end {
+    if let Some(end) = outline.end {
         let _ = tx.send(Record::End(end));
     }
 }
@@ -168,12 +193,10 @@ struct Pace {
 }
 
 impl Pace {
-    fn new(recording: &Recording) -> Self {
-        let start_ns = recording.header.start_mono_ns;
+    fn new(header: &Header, end: Option<&End>) -> Self {
+        let start_ns = header.start_mono_ns;
         let limit = crate::model::intake::window_limit(start_ns);
-        let end_ns = recording
-            .end
-            .as_ref()
+        let end_ns = end
             .map(|e| e.end_mono_ns)
             .filter(|end| (start_ns..=limit).contains(end))
             .unwrap_or(limit);
@@ -370,7 +393,8 @@ mod tests {
         let start = 5_000_000_000;
         let s = 1_000_000_000;
         for end in [Some(u64::MAX), Some(0), None] {
-            let mut pace = Pace::new(&hostile::recording(start, end, 1, 1));
+            let recording = hostile::recording(start, end, 1, 1);
+            let mut pace = Pace::new(&recording.header, recording.end.as_ref());
             assert_eq!(pace.due_ns(u64::MAX), None);
             assert_eq!(pace.due_ns(start - 1), None);
             assert_eq!(pace.due_ns(start), Some(0));
@@ -381,7 +405,8 @@ mod tests {
             assert_eq!(pace.due_ns(start + 2 * s), Some(0));
         }
         // The end marker bounds what is paced.
-        let mut pace = Pace::new(&hostile::recording(start, Some(start + 5 * s), 1, 1));
+        let recording = hostile::recording(start, Some(start + 5 * s), 1, 1);
+        let mut pace = Pace::new(&recording.header, recording.end.as_ref());
         assert_eq!(pace.due_ns(start + 6 * s), None);
         assert_eq!(pace.due_ns(start + 5 * s), Some(5 * s));
     }
