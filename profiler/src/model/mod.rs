@@ -597,23 +597,28 @@ impl Model {
         self.syscalls
             .retain(|s| s.end_ns >= before_ns || s.unfinished);
         // Java stacks are keyed by when their wait began (or their release, for a holder):
-        // keep those of the waits still kept.
-        let oldest = self
+        // keep those of the waits still kept, thread by thread (one thread's wait as long as
+        // the recording would otherwise keep every thread's stacks).
+        let mut oldest: HashMap<u32, u64> = HashMap::new();
+        let kept = self
             .off_cpu
             .iter()
-            .map(|o| o.start_ns)
-            .chain(self.syscalls.iter().map(|s| s.start_ns))
-            .chain(
-                self.syscalls
-                    .iter()
-                    .filter_map(|s| s.futex.as_ref()?.waker.as_ref().map(|w| w.wake_ns)),
-            )
-            .min()
-            .unwrap_or(before_ns)
-            .min(before_ns);
-        self.java_stacks.retain(|(_, start), _| *start >= oldest);
-        self.java_stack_starts.retain(|_, starts| {
-            starts.retain(|start, _| *start >= oldest);
+            .map(|o| (o.tid, o.start_ns))
+            .chain(self.syscalls.iter().map(|s| (s.tid, s.start_ns)))
+            .chain(self.syscalls.iter().filter_map(|s| {
+                let w = s.futex.as_ref()?.waker.as_ref()?;
+                Some((w.tid, w.wake_ns))
+            }));
+        for (tid, start) in kept {
+            let from = oldest.entry(tid).or_insert(before_ns);
+            *from = (*from).min(start);
+        }
+        let from = |tid: u32| oldest.get(&tid).copied().unwrap_or(before_ns);
+        self.java_stacks
+            .retain(|(tid, start), _| *start >= from(*tid));
+        self.java_stack_starts.retain(|tid, starts| {
+            let from = from(*tid);
+            starts.retain(|start, _| *start >= from);
             !starts.is_empty()
         });
         self.forgotten_before = Some(self.forgotten_before.unwrap_or(0).max(before_ns));
@@ -1778,6 +1783,36 @@ mod tests {
         assert_eq!(pinned.len(), 1);
         assert_eq!(pinned[0].start_ns, 70_000_000);
         assert_eq!(model.forgotten_before, Some(50_000_000));
+    }
+
+    #[test]
+    fn forgetting_drops_java_stacks_thread_by_thread() {
+        let mut model = Model {
+            end_mono_ns: 100_000_000,
+            ..Default::default()
+        };
+        make_carrier(&mut model, 1);
+        model.off_cpu = vec![
+            parked(1, 10, 20, Some(7)),                // old
+            parked(1, 70, 20, Some(7)),                // recent
+            interval(2, 5, 90, OffCpuState::Sleeping), // one long wait into the window
+        ];
+        for (key, id) in [((1, 10), 1), ((1, 70), 2), ((2, 5), 3)] {
+            let key = (key.0, key.1 * 1_000_000);
+            model.java_stacks.insert(key, id);
+            model
+                .java_stack_starts
+                .entry(key.0)
+                .or_default()
+                .insert(key.1, id);
+        }
+        model.forget_before(50_000_000);
+        // Thread 2's long wait keeps its own stack, not thread 1's old one.
+        let mut kept: Vec<StackId> = model.java_stacks.values().copied().collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![2, 3]);
+        assert_eq!(model.java_stack_starts[&1].len(), 1);
+        assert_eq!(model.java_stack_starts[&2].len(), 1);
     }
 
     const MS: u64 = 1_000_000;
