@@ -237,7 +237,8 @@ impl Model {
 
     /// Locks by wait time, most first: futex words from long waits, then kernel locks; the
     /// JVM's own waits for work last.
-    pub fn locks(&self) -> Vec<LockRow> {
+    /// `own`: the JVM's and the JDK's own threads (`Model::jdk_own_threads`).
+    pub fn locks(&self, own: &HashSet<u32>) -> Vec<LockRow> {
         #[derive(Default)]
         struct Acc<'a> {
             waits: u64,
@@ -253,7 +254,7 @@ impl Model {
         // A word's waits for the JDK's own threads are a row of their own, apart from its
         // waits for the application's (a carrier's parker serves both).
         let own = Internal {
-            threads: self.jdk_own_threads(),
+            threads: own.clone(),
             no_java: self.waits_without_java_frames(),
         };
         let mut by_word: BTreeMap<(u64, bool), Acc> = BTreeMap::new();
