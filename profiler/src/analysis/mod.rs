@@ -162,3 +162,95 @@ pub struct Parts {
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{JavaBlock, JavaThreadInfo, JavaThreadState, OffCpuState};
+    use crate::flamegraph::{self, Kind};
+    use crate::model::intake::hostile;
+
+    const MS: u64 = 1_000_000;
+
+    fn wait(tid: u32, start_ms: u64, ms: u64, vthread: Option<Option<u64>>) -> OffCpu {
+        OffCpu {
+            tid,
+            start_ns: start_ms * MS,
+            end_ns: (start_ms + ms) * MS,
+            state: OffCpuState::Sleeping,
+            kernel_stack: None,
+            user_stack: None,
+            waker_tid: None,
+            cpu: 0,
+            java: vthread.map(|vthread| JavaBlock {
+                state: JavaThreadState::Blocked,
+                vthread,
+                pending_monitor: None,
+                waiting_monitor: None,
+                held_monitors: u32::from(vthread.is_some()),
+                pin_count: 0,
+                at_safepoint: false,
+                anchor: [0; 3],
+            }),
+        }
+    }
+
+    /// A carrier that idles 10 ms and is pinned 10 ms, a thread blocked 5 ms, and a wait
+    /// that lies outside its thread's life.
+    fn model() -> Model {
+        let mut model = Model::new(&hostile::header(0));
+        model.start_mono_ns = 0;
+        model.end_mono_ns = 100 * MS;
+        let carrier = JavaThreadInfo {
+            tid: 1,
+            name: Some("carrier".into()),
+            carrier: true,
+        };
+        model.java_threads.insert(1, carrier);
+        model.off_cpu = vec![
+            wait(1, 0, 10, Some(None)),
+            wait(1, 20, 10, Some(Some(7))),
+            wait(2, 0, 5, None),
+            wait(3, 50, 5, None),
+        ];
+        model.births.insert(3, 60 * MS);
+        model
+    }
+
+    #[test]
+    fn the_off_cpu_flamegraph_weighs_the_reports_blocked_stacks() {
+        let model = model();
+        let analysis = Analysis::new(&model);
+        let uses: Vec<Use> = analysis.uses().iter().map(|(_, u)| *u).collect();
+        assert!(uses.contains(&Use::Idle), "{uses:?}");
+        let stacks = analysis.blocked_stacks();
+        let options = flamegraph::Options {
+            per_thread: false,
+            kind: Kind::OffCpu,
+        };
+        let (_, summary) = flamegraph::folded(&analysis, &options);
+        // The idle park is waiting for work, the wait before thread 3's birth is not its own.
+        assert_eq!(summary.total_ns, 15 * MS);
+        assert_eq!(summary.events, 2);
+        assert_eq!(stacks.iter().map(|s| s.total_ns).sum::<u64>(), 15 * MS);
+        assert_eq!(stacks.iter().map(|s| s.events).sum::<u64>(), 2);
+        let blocked = analysis
+            .threads()
+            .iter()
+            .map(|t| t.blocked_ns + t.pinned_ns);
+        assert_eq!(blocked.sum::<u64>(), 15 * MS);
+    }
+
+    #[test]
+    fn each_part_is_computed_once() {
+        let model = model();
+        let analysis = Analysis::new(&model);
+        assert!(std::ptr::eq(analysis.threads(), analysis.threads()));
+        assert!(std::ptr::eq(
+            analysis.pinned_events(),
+            analysis.pinned_events()
+        ));
+        assert_eq!(analysis.pinned_events().len(), 1);
+        assert_eq!(analysis.pinned_sites().len(), 1);
+    }
+}

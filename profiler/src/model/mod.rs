@@ -5,6 +5,7 @@
 pub mod carriers;
 pub mod intake;
 pub mod jdk;
+pub mod kinds;
 pub mod waits;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -14,6 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub const NO_JAVA_STACK: &str = "[no Java stack: short wait, or unreadable]";
 
 use carriers::{Episode, Operation, PinnedEvent, Reason, StackHints, Use};
+pub use kinds::{FrameClass, LockKind, ThreadRole};
 
 use crate::{
     events::{
@@ -226,7 +228,7 @@ impl Releasers {
 pub struct StackLabels {
     pub frames: Vec<String>,
     /// What each frame is: kernel, native, jit, or how a Java frame ran.
-    pub frame_kinds: Vec<&'static str>,
+    pub frame_kinds: Vec<FrameClass>,
     /// Indexes of the frames known to hold a monitor.
     pub monitor_frames: Vec<usize>,
     /// Each frame's source line, where known (Java frames).
@@ -237,7 +239,7 @@ impl StackLabels {
     pub fn new(stack: &[&Frame], monitor_frames: Vec<usize>) -> Self {
         Self {
             frames: stack.iter().map(|f| f.label()).collect(),
-            frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
+            frame_kinds: stack.iter().map(|f| FrameClass::of(f)).collect(),
             monitor_frames,
             lines: stack.iter().map(|f| f.line).collect(),
         }
@@ -316,31 +318,12 @@ pub fn monitor_frames(frames: &[&Frame]) -> Vec<usize> {
         .collect()
 }
 
-/// What a frame is, for views: kernel, native, jit, or how a Java frame ran.
-pub fn frame_kind(frame: &Frame) -> &'static str {
-    match frame.kind {
-        FrameKind::Kernel => "kernel",
-        FrameKind::Native => "native",
-        FrameKind::Jit => "jit",
-        FrameKind::Java => match frame.module.as_deref() {
-            Some("interpreted") => "interpreted",
-            Some("compiled") => "compiled",
-            Some("inlined") => "inlined",
-            Some("native") => "java_native",
-            Some("stub") => "stub",
-            Some("vm") => "vm_call",
-            _ => "java",
-        },
-    }
-}
-
 /// One thread's time over the window.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ThreadRow {
     pub tid: u32,
     pub name: String,
-    /// "carrier" or "other".
-    pub role: &'static str,
+    pub role: ThreadRole,
     pub running_ns: u64,
     /// Parked with nothing to do (carriers only).
     pub idle_ns: u64,
@@ -1220,9 +1203,9 @@ impl Model {
             tid,
             name: self.thread_name(tid),
             role: if self.is_carrier(tid) {
-                "carrier"
+                ThreadRole::Carrier
             } else {
-                "other"
+                ThreadRole::Other
             },
             ..Default::default()
         })

@@ -4,15 +4,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::{FrameKind, Model, add};
+use super::{FrameKind, LockKind, Model, add};
 use crate::events::{Frame, Syscall};
 
 /// A lock: a futex word of the target, or a kernel lock its threads contended on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LockRow {
     pub address: u64,
-    /// "futex" or "kernel".
-    pub kind: &'static str,
+    pub kind: LockKind,
     /// The kernel symbol of a static kernel lock.
     pub symbol: Option<String>,
     pub waits: u64,
@@ -309,7 +308,7 @@ impl Model {
                     .unwrap_or_default();
                 LockRow {
                     address,
-                    kind: "futex",
+                    kind: LockKind::Futex,
                     symbol: None,
                     waits: acc.waits,
                     wait_ns: acc.wait_ns,
@@ -341,7 +340,7 @@ impl Model {
             .collect();
         rows.extend(self.kernel_locks.iter().map(|k| LockRow {
             address: k.addr,
-            kind: "kernel",
+            kind: LockKind::Kernel,
             symbol: k.symbol.clone(),
             waits: k.count,
             wait_ns: k.total_ns,

@@ -25,7 +25,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
             json!({
                 "tid": t.tid,
                 "name": t.name,
-                "role": t.role,
+                "role": t.role.as_str(),
                 // One of the JVM's or the JDK's own threads (see `Model::jdk_own_threads`).
                 "jvm_internal": own.contains(&t.tid),
                 "running_ns": t.running_ns,
@@ -107,7 +107,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
         .map(|l| {
             json!({
                 "address": format!("{:#x}", l.address),
-                "kind": l.kind,
+                "kind": l.kind.as_str(),
                 "waits": l.waits,
                 "wait_ns": l.wait_ns,
                 "max_wait_ns": l.max_wait_ns,

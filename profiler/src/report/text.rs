@@ -7,7 +7,7 @@ use super::{
     stack::{self, ShownFrame},
 };
 use crate::analysis::Analysis;
-use crate::model::{Model, StackLabels, ThreadRow, blocked_total_ns, total};
+use crate::model::{Model, StackLabels, ThreadRole, ThreadRow, blocked_total_ns, total};
 
 pub fn to_text(analysis: &Analysis, options: &Options) -> String {
     let mut out = String::new();
@@ -132,7 +132,7 @@ fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std
     // code say nothing, or a deadlock) come after the others of their kind.
     threads.sort_by_key(|t| {
         let group = match (t.role, own.contains(&t.tid)) {
-            ("carrier", _) => 0,
+            (ThreadRole::Carrier, _) => 0,
             (_, false) => 1,
             (_, true) => 2,
         };
@@ -240,7 +240,10 @@ fn write_carriers(out: &mut String, analysis: &Analysis, options: &Options) -> s
         return Ok(());
     }
     let rows = analysis.threads();
-    let carriers: Vec<_> = rows.iter().filter(|t| t.role == "carrier").collect();
+    let carriers: Vec<_> = rows
+        .iter()
+        .filter(|t| t.role == ThreadRole::Carrier)
+        .collect();
     let parallelism = model
         .target
         .runtime
@@ -333,7 +336,7 @@ fn write_carriers(out: &mut String, analysis: &Analysis, options: &Options) -> s
         }
         // Java frames say where; kernel and native frames only say how, so they are left
         // out when there are Java frames.
-        let java = |i: usize| !matches!(site.stack.frame_kinds[i], "kernel" | "native");
+        let java = |i: usize| !site.stack.frame_kinds[i].is_native();
         let frames = if (0..site.stack.frames.len()).any(java) {
             shown_frames(&site.stack, java)
         } else {

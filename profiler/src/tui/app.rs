@@ -5,6 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::{
     analysis::Analysis,
+    model::{LockKind, ThreadRole},
     model::{
         Model, PinnedSite, ThreadRow, add,
         carriers::{Operation, PinnedEvent, Reason},
@@ -91,7 +92,9 @@ pub struct View {
 
 impl View {
     pub fn carriers(&self) -> impl Iterator<Item = &ThreadRow> {
-        self.threads.iter().filter(|t| t.role == "carrier")
+        self.threads
+            .iter()
+            .filter(|t| t.role == ThreadRole::Carrier)
     }
 
     /// Threads that did something in the window.
@@ -162,7 +165,7 @@ impl View {
 enum RowKey {
     Thread(u32),
     Site(Reason, Operation, Vec<String>),
-    Lock(&'static str, u64),
+    Lock(LockKind, u64),
     Syscall(String),
 }
 
@@ -460,7 +463,7 @@ mod tests {
         app.view.locks = vec![
             LockRow {
                 address: 1,
-                kind: "futex",
+                kind: LockKind::Futex,
                 symbol: None,
                 waits: 1,
                 wait_ns: 1,
