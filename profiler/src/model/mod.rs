@@ -764,14 +764,21 @@ impl Model {
 
     /// What an interval counts as (None: preempted).
     pub fn classify(&self, o: &OffCpu) -> Option<Use> {
+        let (carrier, major) = (self.is_carrier(o.tid), self.jdk_major());
+        // The hints read stacks; only a wait with the JVM's state of the thread uses them.
+        if !o.state.is_blocked() || o.java.is_none() {
+            return carriers::classify(o, carrier, major, StackHints::default());
+        }
         let java_stack = self.java_stack(o);
+        // (What pinned a virtual thread matters only with one mounted.)
+        let mounted = o.java.as_ref().is_some_and(|j| j.vthread.is_some());
         let hints = StackHints {
-            in_clinit: self.in_clinit(java_stack),
+            in_clinit: mounted && self.in_clinit(java_stack),
             in_vm_call: self.in_vm_call(java_stack),
-            class_init_wait: self.waits_for_class_init(o, java_stack),
+            class_init_wait: mounted && self.waits_for_class_init(o, java_stack),
             suspended_by_jvm: self.suspended_by_jvm(o),
         };
-        carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), hints)
+        carriers::classify(o, carrier, major, hints)
     }
 
     /// Whether an interval waited for another thread's class initialization: its monitor was
