@@ -187,7 +187,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
         },
         "off_cpu": {
             "events": model.off_cpu.len(),
-            "blocked_ns": blocked_total_ns(&rows),
+            "blocked_ns": blocked_total_ns(rows),
             "stacks": stacks,
         },
         "capture": {

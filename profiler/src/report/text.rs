@@ -62,7 +62,7 @@ pub fn headline(analysis: &Analysis) -> String {
         model.target.command,
         secs(analysis.duration_ns()),
         threads.len(),
-        secs(blocked_total_ns(&threads)),
+        secs(blocked_total_ns(threads)),
         model.off_cpu.len(),
         model.counters.lost(),
     )
