@@ -7,8 +7,9 @@ use std::io::Write;
 use anyhow::{Context as _, Result};
 
 use crate::{
+    analysis::Analysis,
     events::{Frame, FrameKind},
-    model::{Model, add},
+    model::add,
 };
 
 /// The most microseconds a flamegraph adds up (some 36,000 years of thread time).
@@ -125,7 +126,8 @@ fn fold_recursion(parts: Vec<String>) -> Vec<String> {
 
 /// Folded stacks (`root;...;leaf weight`), outermost frame first, weights in microseconds,
 /// and what they add up to.
-pub fn folded(model: &Model, options: &Options) -> (Vec<String>, Summary) {
+pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) {
+    let model = analysis.model();
     let mut weights: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     let mut summary = Summary::default();
     let mut threads = std::collections::HashSet::new();
@@ -155,12 +157,13 @@ pub fn folded(model: &Model, options: &Options) -> (Vec<String>, Summary) {
     };
     match options.kind {
         Kind::OffCpu => {
-            for o in model.off_cpu.iter().filter(|o| o.state.is_blocked()) {
-                add(o.tid, model.frames(o), model.lived_ns(o));
+            // The report's blocked time: an idle carrier's park is waiting for work.
+            for (o, ns) in analysis.blocked_intervals() {
+                add(o.tid, model.frames(o), ns);
             }
         }
         Kind::Pinned => {
-            for e in model.pinned_events() {
+            for e in analysis.pinned_events() {
                 let frames = model.frames_of(e.kernel_stack, e.user_stack, e.java_stack);
                 add(e.carrier, frames, e.duration_ns());
             }
@@ -203,8 +206,9 @@ pub fn folded(model: &Model, options: &Options) -> (Vec<String>, Summary) {
     (lines, summary)
 }
 
-pub fn write_svg(model: &Model, options: &Options, out: impl Write) -> Result<()> {
-    let (lines, summary) = folded(model, options);
+pub fn write_svg(analysis: &Analysis, options: &Options, out: impl Write) -> Result<()> {
+    let model = analysis.model();
+    let (lines, summary) = folded(analysis, options);
     let mut inferno = inferno::flamegraph::Options::default();
     inferno.title = format!(
         "{}: pid {} ({})",
@@ -213,7 +217,7 @@ pub fn write_svg(model: &Model, options: &Options, out: impl Write) -> Result<()
         model.target.command
     );
     inferno.count_name = "us".into();
-    inferno.subtitle = Some(subtitle(model, options.kind, summary));
+    inferno.subtitle = Some(subtitle(analysis, options.kind, summary));
     inferno.colors =
         inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
     if lines.is_empty() {
@@ -225,7 +229,7 @@ pub fn write_svg(model: &Model, options: &Options, out: impl Write) -> Result<()
 }
 
 /// What the picture adds up, in the words of its kind, and the colours' key.
-fn subtitle(model: &Model, kind: Kind, s: Summary) -> String {
+fn subtitle(analysis: &Analysis, kind: Kind, s: Summary) -> String {
     let what = match kind {
         Kind::OffCpu => "blocked intervals",
         Kind::Pinned => "pinned waits",
@@ -243,7 +247,7 @@ fn subtitle(model: &Model, kind: Kind, s: Summary) -> String {
         s.events,
         crate::report::secs(s.total_ns),
         s.threads,
-        crate::report::secs(model.duration_ns()),
+        crate::report::secs(analysis.duration_ns()),
     )
 }
 

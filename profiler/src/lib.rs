@@ -14,6 +14,7 @@ macro_rules! say {
     }};
 }
 
+pub mod analysis;
 pub mod capabilities;
 pub mod capture;
 pub mod events;

@@ -1,5 +1,6 @@
 //! The `pinprof` command line: parses arguments and hands each subcommand to the library.
 
+use profiler::analysis::Analysis;
 use profiler::{flamegraph, jvm, model, record, recording, report, say, tui};
 
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Duration};
@@ -256,10 +257,11 @@ fn run(command: Command) -> Result<()> {
                 full,
                 ..Default::default()
             };
+            let analysis = Analysis::new(&model);
             let text = match format {
-                Format::Text => report::to_text(&model, &options),
+                Format::Text => report::to_text(&analysis, &options),
                 Format::Json => {
-                    serde_json::to_string_pretty(&report::to_json(&model, &options))? + "\n"
+                    serde_json::to_string_pretty(&report::to_json(&analysis, &options))? + "\n"
                 }
             };
             print_stdout(&text)
@@ -274,7 +276,7 @@ fn run(command: Command) -> Result<()> {
             if output.as_os_str() == "-" {
                 let model = load(&file)?;
                 let mut svg = Vec::new();
-                flamegraph::write_svg(&model, &options, &mut svg)?;
+                flamegraph::write_svg(&Analysis::new(&model), &options, &mut svg)?;
                 return print_stdout(&String::from_utf8_lossy(&svg));
             }
             if recording::Recording::is_one(&output) {
@@ -287,7 +289,7 @@ fn run(command: Command) -> Result<()> {
             // A temporary file beside the output, renamed over it: never written through a
             // symlink, never half-written.
             profiler::safe_fs::write_output(&output, |svg| {
-                flamegraph::write_svg(&model, &options, svg)
+                flamegraph::write_svg(&Analysis::new(&model), &options, svg)
             })?;
             say!("pinprof: wrote {}", output.display());
             Ok(())

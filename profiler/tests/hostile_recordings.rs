@@ -8,6 +8,7 @@ use std::{
 };
 
 use clap::ValueEnum as _;
+use profiler::analysis::Analysis;
 use profiler::{
     events::{
         Counters, Event, Frame, FrameKind, FutexWait, FutexWaker, JavaBlock, JavaThreadInfo,
@@ -237,13 +238,14 @@ fn every_view(bytes: &[u8]) {
         return;
     };
     let model = model::Model::from_recording(&recording);
+    let analysis = Analysis::new(&model);
     let options = report::Options::default();
-    let _ = report::to_text(&model, &options);
-    let _ = serde_json::to_string(&report::to_json(&model, &options)).unwrap();
+    let _ = report::to_text(&analysis, &options);
+    let _ = serde_json::to_string(&report::to_json(&analysis, &options)).unwrap();
     for &kind in flamegraph::Kind::value_variants() {
         for per_thread in [false, true] {
             let options = flamegraph::Options { per_thread, kind };
-            let _ = flamegraph::write_svg(&model, &options, std::io::sink());
+            let _ = flamegraph::write_svg(&analysis, &options, std::io::sink());
         }
     }
 }
@@ -321,7 +323,7 @@ fn a_good_file_is_read_whole() {
     assert_eq!(recording.events, events);
     assert!(recording.damage.is_empty());
     let model = model::Model::from_recording(&recording);
-    let json = report::to_json(&model, &report::Options::default());
+    let json = report::to_json(&Analysis::new(&model), &report::Options::default());
     // Two carriers pinned 8 ms a time, 200 times: 1.6 s.
     assert_eq!(json["pinned"]["events"], 200);
     assert_eq!(json["pinned"]["total_ns"], 1_600_000_000u64);

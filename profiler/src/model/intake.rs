@@ -628,12 +628,12 @@ mod tests {
         assert!(model.duration_ns() <= MAX_SPAN_NS);
         assert!(model.stacks.values().all(|f| f.len() <= MAX_STACK_FRAMES));
         let options = report::Options::default();
-        let text = report::to_text(&model, &options);
+        let text = report::to_text(&crate::analysis::Analysis::new(&model), &options);
         assert!(
             !text.contains('\u{1b}'),
             "no terminal escapes in the report"
         );
-        let json = report::to_json(&model, &options);
+        let json = report::to_json(&crate::analysis::Analysis::new(&model), &options);
         assert_eq!(json["schema"], 1);
         for kind in [
             flamegraph::Kind::OffCpu,
@@ -645,7 +645,8 @@ mod tests {
             for per_thread in [false, true] {
                 let options = flamegraph::Options { per_thread, kind };
                 let mut svg = Vec::new();
-                flamegraph::write_svg(&model, &options, &mut svg).unwrap();
+                flamegraph::write_svg(&crate::analysis::Analysis::new(&model), &options, &mut svg)
+                    .unwrap();
                 assert!(!svg.is_empty());
             }
         }
@@ -678,7 +679,10 @@ mod tests {
             assert!(model.counters.lost() >= MAX_COUNT);
             assert!(model.target.command.len() <= MAX_TEXT + 3);
             // The wait time of 600 windows stays at the largest sum.
-            let json = report::to_json(&model, &report::Options::default());
+            let json = report::to_json(
+                &crate::analysis::Analysis::new(&model),
+                &report::Options::default(),
+            );
             assert_eq!(json["futex_waits"]["total_ns"], u64::MAX);
             assert_eq!(json["locks"][0]["wait_ns"], u64::MAX);
             // The thread born after it ended lives no time, whatever its account says.

@@ -5,6 +5,7 @@
 pub mod carriers;
 pub mod intake;
 pub mod jdk;
+pub mod kinds;
 mod load;
 pub mod waits;
 
@@ -15,6 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub const NO_JAVA_STACK: &str = "[no Java stack: short wait, or unreadable]";
 
 use carriers::{Episode, Operation, PinnedEvent, Reason, StackHints, Use};
+pub use kinds::{FrameClass, LockKind, ThreadRole};
 
 use crate::{
     events::{
@@ -227,7 +229,7 @@ impl Releasers {
 pub struct StackLabels {
     pub frames: Vec<String>,
     /// What each frame is: kernel, native, jit, or how a Java frame ran.
-    pub frame_kinds: Vec<&'static str>,
+    pub frame_kinds: Vec<FrameClass>,
     /// Indexes of the frames known to hold a monitor.
     pub monitor_frames: Vec<usize>,
     /// Each frame's source line, where known (Java frames).
@@ -238,7 +240,7 @@ impl StackLabels {
     pub fn new(stack: &[&Frame], monitor_frames: Vec<usize>) -> Self {
         Self {
             frames: stack.iter().map(|f| f.label()).collect(),
-            frame_kinds: stack.iter().map(|f| frame_kind(f)).collect(),
+            frame_kinds: stack.iter().map(|f| FrameClass::of(f)).collect(),
             monitor_frames,
             lines: stack.iter().map(|f| f.line).collect(),
         }
@@ -317,31 +319,12 @@ pub fn monitor_frames(frames: &[&Frame]) -> Vec<usize> {
         .collect()
 }
 
-/// What a frame is, for views: kernel, native, jit, or how a Java frame ran.
-pub fn frame_kind(frame: &Frame) -> &'static str {
-    match frame.kind {
-        FrameKind::Kernel => "kernel",
-        FrameKind::Native => "native",
-        FrameKind::Jit => "jit",
-        FrameKind::Java => match frame.module.as_deref() {
-            Some("interpreted") => "interpreted",
-            Some("compiled") => "compiled",
-            Some("inlined") => "inlined",
-            Some("native") => "java_native",
-            Some("stub") => "stub",
-            Some("vm") => "vm_call",
-            _ => "java",
-        },
-    }
-}
-
 /// One thread's time over the window.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ThreadRow {
     pub tid: u32,
     pub name: String,
-    /// "carrier" or "other".
-    pub role: &'static str,
+    pub role: ThreadRole,
     pub running_ns: u64,
     /// Parked with nothing to do (carriers only).
     pub idle_ns: u64,
@@ -702,7 +685,7 @@ impl Model {
 
     /// Adds what a wait on `monitor` at `time_ns` was on: the class of the monitor's object
     /// and, for a `java.lang.Class` object, the class it stands for.
-    fn note_monitor(
+    pub(crate) fn note_monitor(
         &self,
         monitor: u64,
         time_ns: u64,
@@ -767,14 +750,21 @@ impl Model {
 
     /// What an interval counts as (None: preempted).
     pub fn classify(&self, o: &OffCpu) -> Option<Use> {
+        let (carrier, major) = (self.is_carrier(o.tid), self.jdk_major());
+        // The hints read stacks; only a wait with the JVM's state of the thread uses them.
+        if !o.state.is_blocked() || o.java.is_none() {
+            return carriers::classify(o, carrier, major, StackHints::default());
+        }
         let java_stack = self.java_stack(o);
+        // (What pinned a virtual thread matters only with one mounted.)
+        let mounted = o.java.as_ref().is_some_and(|j| j.vthread.is_some());
         let hints = StackHints {
-            in_clinit: self.in_clinit(java_stack),
+            in_clinit: mounted && self.in_clinit(java_stack),
             in_vm_call: self.in_vm_call(java_stack),
-            class_init_wait: self.waits_for_class_init(o, java_stack),
+            class_init_wait: mounted && self.waits_for_class_init(o, java_stack),
             suspended_by_jvm: self.suspended_by_jvm(o),
         };
-        carriers::classify(o, self.is_carrier(o.tid), self.jdk_major(), hints)
+        carriers::classify(o, carrier, major, hints)
     }
 
     /// Whether an interval waited for another thread's class initialization: its monitor was
@@ -1206,9 +1196,9 @@ impl Model {
             tid,
             name: self.thread_name(tid),
             role: if self.is_carrier(tid) {
-                "carrier"
+                ThreadRole::Carrier
             } else {
-                "other"
+                ThreadRole::Other
             },
             ..Default::default()
         })
@@ -1241,103 +1231,6 @@ impl Model {
             .chain(user)
             .chain(java.into_iter().flatten())
             .collect()
-    }
-
-    /// Blocked time by stack, most time first.
-    pub fn blocked_stacks(&self) -> Vec<StackRow> {
-        #[derive(Default)]
-        struct Acc {
-            events: u64,
-            total_ns: u64,
-            max_ns: u64,
-            by_thread: HashMap<u32, u64>,
-            monitor_classes: std::collections::BTreeSet<String>,
-            class_monitors: std::collections::BTreeSet<String>,
-        }
-        // One row is one cause: one stack, one class of monitor, and, for a stack without
-        // Java frames (which says nothing of what the thread was doing), one thread.
-        type Key<'a> = (
-            Option<StackId>,
-            Option<StackId>,
-            Option<StackId>,
-            Option<u32>,
-            Option<&'a str>,
-        );
-        let mut by_stack: HashMap<Key, Acc> = HashMap::new();
-        let own = self.jdk_own_threads();
-        // An idle carrier is waiting for work, not blocked.
-        let blocked = |o: &&OffCpu| o.state.is_blocked() && self.classify(o) != Some(Use::Idle);
-        for o in self.off_cpu.iter().filter(blocked) {
-            let d = self.lived_ns(o);
-            if d == 0 {
-                continue;
-            }
-            let java = self.java_stack(o);
-            let has_java = java
-                .and_then(|id| self.stacks.get(&id))
-                .is_some_and(|frames| !frames.is_empty());
-            let class = o
-                .java
-                .as_ref()
-                .and_then(|j| j.pending_monitor.or(j.waiting_monitor))
-                .and_then(|m| self.monitor_class(m, o.start_ns));
-            let thread = (!has_java).then_some(o.tid);
-            let key = (o.kernel_stack, o.user_stack, java, thread, class);
-            let entry = by_stack.entry(key).or_default();
-            entry.events += 1;
-            add(&mut entry.total_ns, d);
-            entry.max_ns = entry.max_ns.max(d);
-            add(entry.by_thread.entry(o.tid).or_default(), d);
-            let java = o.java.as_ref();
-            if let Some(m) = java.and_then(|j| j.pending_monitor.or(j.waiting_monitor)) {
-                self.note_monitor(
-                    m,
-                    o.start_ns,
-                    &mut entry.monitor_classes,
-                    &mut entry.class_monitors,
-                );
-            }
-        }
-        let mut rows: Vec<StackRow> = by_stack
-            .into_iter()
-            .map(|((k, u, j, _, _), acc)| {
-                let stack = self.frames_of(k, u, j);
-                let Acc {
-                    events,
-                    total_ns,
-                    max_ns,
-                    by_thread,
-                    monitor_classes,
-                    class_monitors,
-                } = acc;
-                let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
-                threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                // The JVM's own threads waiting for work: none of the application's code
-                // under them (a finalizer or a timer running the application's task is
-                // the application's).
-                let jvm_internal = threads.iter().all(|(tid, _)| own.contains(tid))
-                    && !stack.iter().any(|f| jdk::is_application_frame(f));
-                StackRow {
-                    jvm_internal,
-                    stack: StackLabels::new(&stack, monitor_frames(&stack)),
-                    events,
-                    total_ns,
-                    max_ns,
-                    threads: threads
-                        .into_iter()
-                        .map(|(tid, _)| self.thread_name(tid))
-                        .collect(),
-                    monitor_classes,
-                    class_monitors,
-                }
-            })
-            .collect();
-        rows.sort_by(|a, b| {
-            (a.jvm_internal.cmp(&b.jvm_internal))
-                .then(b.total_ns.cmp(&a.total_ns))
-                .then(a.stack.cmp(&b.stack))
-        });
-        rows
     }
 }
 
@@ -1460,7 +1353,9 @@ mod tests {
             ],
             ..Default::default()
         };
-        let rows = model.blocked_stacks();
+        let rows = crate::analysis::Analysis::new(&model)
+            .blocked_stacks()
+            .to_vec();
         let threads: Vec<(Vec<String>, u64)> =
             rows.iter().map(|r| (r.threads.clone(), r.events)).collect();
         assert_eq!(
@@ -1605,7 +1500,7 @@ mod tests {
         };
         let released: Vec<i64> = model.lock_waits().map(|s| s.ret).collect();
         assert_eq!(released, vec![0]);
-        assert_eq!(model.locks()[0].waits, 1);
+        assert_eq!(model.locks(&model.jdk_own_threads())[0].waits, 1);
     }
 
     #[test]
@@ -1622,7 +1517,9 @@ mod tests {
         model.apply(&Event::OffCpu(entering(42, 1)));
         assert_eq!(model.monitor_class(0x10, 10_000_000), Some("Shop$Till"));
         assert_eq!(model.monitor_class(0x10, 120_000_000), Some("Shop$Basket"));
-        let stacks = model.blocked_stacks();
+        let stacks = crate::analysis::Analysis::new(&model)
+            .blocked_stacks()
+            .to_vec();
         assert_eq!(
             stacks[0].monitor_classes.iter().collect::<Vec<_>>(),
             ["Shop$Till"]
@@ -1753,7 +1650,9 @@ mod tests {
         ] {
             model.apply(&event);
         }
-        let stacks = model.blocked_stacks();
+        let stacks = crate::analysis::Analysis::new(&model)
+            .blocked_stacks()
+            .to_vec();
         assert_eq!(
             stacks[0].class_monitors.iter().collect::<Vec<_>>(),
             ["Shop$Registry"]
@@ -1953,11 +1852,11 @@ mod tests {
         // No account: it ran for what is left of its 20 ms.
         assert_eq!((r.blocked_ns, r.running_ns), (10 * MS, 10 * MS));
         assert!(
-            model.blocked_stacks().iter().all(|s| !s
-                .stack
-                .frames
+            crate::analysis::Analysis::new(&model)
+                .blocked_stacks()
+                .to_vec()
                 .iter()
-                .any(|f| f == "do_task_dead")),
+                .all(|s| !s.stack.frames.iter().any(|f| f == "do_task_dead")),
             "no blocked stack ends in the thread's death"
         );
     }

@@ -4,15 +4,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::{FrameKind, Model, add};
+use super::{FrameKind, LockKind, Model, add};
 use crate::events::{Frame, Syscall};
 
 /// A lock: a futex word of the target, or a kernel lock its threads contended on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LockRow {
     pub address: u64,
-    /// "futex" or "kernel".
-    pub kind: &'static str,
+    pub kind: LockKind,
     /// The kernel symbol of a static kernel lock.
     pub symbol: Option<String>,
     pub waits: u64,
@@ -237,7 +236,8 @@ impl Model {
 
     /// Locks by wait time, most first: futex words from long waits, then kernel locks; the
     /// JVM's own waits for work last.
-    pub fn locks(&self) -> Vec<LockRow> {
+    /// `own`: the JVM's and the JDK's own threads (`Model::jdk_own_threads`).
+    pub fn locks(&self, own: &HashSet<u32>) -> Vec<LockRow> {
         #[derive(Default)]
         struct Acc<'a> {
             waits: u64,
@@ -253,7 +253,7 @@ impl Model {
         // A word's waits for the JDK's own threads are a row of their own, apart from its
         // waits for the application's (a carrier's parker serves both).
         let own = Internal {
-            threads: self.jdk_own_threads(),
+            threads: own.clone(),
             no_java: self.waits_without_java_frames(),
         };
         let mut by_word: BTreeMap<(u64, bool), Acc> = BTreeMap::new();
@@ -308,7 +308,7 @@ impl Model {
                     .unwrap_or_default();
                 LockRow {
                     address,
-                    kind: "futex",
+                    kind: LockKind::Futex,
                     symbol: None,
                     waits: acc.waits,
                     wait_ns: acc.wait_ns,
@@ -340,7 +340,7 @@ impl Model {
             .collect();
         rows.extend(self.kernel_locks.iter().map(|k| LockRow {
             address: k.addr,
-            kind: "kernel",
+            kind: LockKind::Kernel,
             symbol: k.symbol.clone(),
             waits: k.count,
             wait_ns: k.total_ns,

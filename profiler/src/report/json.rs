@@ -4,9 +4,11 @@
 use serde_json::{Value, json};
 
 use super::Options;
+use crate::analysis::Analysis;
 use crate::model::{Model, StackLabels, blocked_total_ns, total};
 
-pub fn to_json(model: &Model, options: &Options) -> Value {
+pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
+    let model = analysis.model();
     let runtime = model.target.runtime.as_ref().map(|r| {
         json!({
             "kind": r.kind,
@@ -15,15 +17,15 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "max_pool_size": r.max_pool_size,
         })
     });
-    let rows = model.threads();
-    let own = model.jdk_own_threads();
+    let rows = analysis.threads();
+    let own = analysis.jdk_own_threads();
     let threads: Vec<Value> = rows
         .iter()
         .map(|t| {
             json!({
                 "tid": t.tid,
                 "name": t.name,
-                "role": t.role,
+                "role": t.role.as_str(),
                 // One of the JVM's or the JDK's own threads (see `Model::jdk_own_threads`).
                 "jvm_internal": own.contains(&t.tid),
                 "running_ns": t.running_ns,
@@ -37,9 +39,9 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             })
         })
         .collect();
-    let stacks: Vec<Value> = model
+    let stacks: Vec<Value> = analysis
         .blocked_stacks()
-        .into_iter()
+        .iter()
         .take(options.top)
         .map(|s| {
             with_stack(
@@ -56,11 +58,10 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             )
         })
         .collect();
-    let uses = model.uses();
-    let pinned = model.pinned_events_in(&uses);
-    let sites: Vec<Value> = model
-        .pinned_sites(&pinned)
-        .into_iter()
+    let pinned = analysis.pinned_events();
+    let sites: Vec<Value> = analysis
+        .pinned_sites()
+        .iter()
         .map(|s| {
             with_stack(
                 &s.stack,
@@ -87,7 +88,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             )
         })
         .collect();
-    let episodes = model.starvation_in(&uses);
+    let episodes = analysis.starvation();
     let starvation: Vec<Value> = episodes
         .iter()
         .map(|e| {
@@ -99,14 +100,14 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             })
         })
         .collect();
-    let locks: Vec<Value> = model
+    let locks: Vec<Value> = analysis
         .locks()
-        .into_iter()
+        .iter()
         .take(options.top)
         .map(|l| {
             json!({
                 "address": format!("{:#x}", l.address),
-                "kind": l.kind,
+                "kind": l.kind.as_str(),
                 "waits": l.waits,
                 "wait_ns": l.wait_ns,
                 "max_wait_ns": l.max_wait_ns,
@@ -122,10 +123,10 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             })
         })
         .collect();
-    let futex = model.futex_summary();
-    let syscalls: Vec<Value> = model
-        .syscall_rows()
-        .into_iter()
+    let futex = analysis.futex();
+    let syscalls: Vec<Value> = analysis
+        .syscalls()
+        .iter()
         .map(|s| {
             json!({
                 "name": s.name,
@@ -154,7 +155,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         })),
         "window": {
             "start_unix_ns": model.start_unix_ns,
-            "duration_ns": model.duration_ns(),
+            "duration_ns": analysis.duration_ns(),
             // CLOCK_MONOTONIC at the start (the clock of Java's System.nanoTime on Linux),
             // to line the window up with the target's own timestamps.
             "start_mono_ns": model.start_mono_ns,
@@ -166,7 +167,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "total_ns": total(pinned.iter().map(|e| e.duration_ns())),
             "sites": sites,
             // False when the JVM's threads could not be read: then nothing could be seen.
-            "known": model.knows_java_threads(),
+            "known": analysis.knows_java_threads(),
         },
         "starvation": {
             "total_ns": total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns))),
@@ -186,7 +187,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
         },
         "off_cpu": {
             "events": model.off_cpu.len(),
-            "blocked_ns": blocked_total_ns(&rows),
+            "blocked_ns": blocked_total_ns(rows),
             "stacks": stacks,
         },
         "capture": {
@@ -194,7 +195,7 @@ pub fn to_json(model: &Model, options: &Options) -> Value {
             "short_intervals": model.counters.short_intervals,
             "java_stacks": model.java_stacks.len(),
             "java_stack_misses": model.counters.java_stack_misses,
-            "java_stacks_cut": model.java_stacks_cut(),
+            "java_stacks_cut": analysis.java_stacks_cut(),
             "waker_stacks_skipped": model.counters.waker_stacks_skipped,
             "fp_cross_check": model.fp_check,
             "min_off_cpu_ns": model.min_off_cpu_ns,

@@ -6,11 +6,12 @@ use super::{
     Options,
     stack::{self, ShownFrame},
 };
-use crate::model::{Model, StackLabels, blocked_total_ns, total};
+use crate::analysis::Analysis;
+use crate::model::{Model, StackLabels, ThreadRole, ThreadRow, blocked_total_ns, total};
 
-pub fn to_text(model: &Model, options: &Options) -> String {
+pub fn to_text(analysis: &Analysis, options: &Options) -> String {
     let mut out = String::new();
-    let _ = write_report(&mut out, model, options);
+    let _ = write_report(&mut out, analysis, options);
     out
 }
 
@@ -51,23 +52,25 @@ pub fn container_label(model: &Model) -> Option<String> {
 }
 
 /// One line that says what was profiled and how well.
-pub fn headline(model: &Model) -> String {
+pub fn headline(analysis: &Analysis) -> String {
+    let model = analysis.model();
     let runtime = runtime_label(model).map_or(String::new(), |r| format!(", {r}"));
-    let threads = model.threads();
+    let threads = analysis.threads();
     format!(
         "pid {} ({}{runtime}): {} window, {} threads blocked {} in all, {} off-CPU intervals, {} lost events",
         model.target.pid,
         model.target.command,
-        secs(model.duration_ns()),
+        secs(analysis.duration_ns()),
         threads.len(),
-        secs(blocked_total_ns(&threads)),
+        secs(blocked_total_ns(threads)),
         model.off_cpu.len(),
         model.counters.lost(),
     )
 }
 
-fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
-    writeln!(out, "{}", headline(model))?;
+fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
+    let model = analysis.model();
+    writeln!(out, "{}", headline(analysis))?;
     if let Some(container) = container_label(model) {
         writeln!(out, "{container}")?;
     }
@@ -109,7 +112,7 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
             model.counters.stack_misses
         )?;
     }
-    let cut = model.java_stacks_cut();
+    let cut = analysis.java_stacks_cut();
     if cut > 0 {
         writeln!(
             out,
@@ -117,19 +120,19 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
         )?;
     }
 
-    write_carriers(out, model, options)?;
-    write_locks(out, model, options)?;
-    write_syscalls(out, model, options)?;
+    write_carriers(out, analysis, options)?;
+    write_locks(out, analysis, options)?;
+    write_syscalls(out, analysis, options)?;
 
-    let own = model.jdk_own_threads();
-    let mut threads = model.threads();
+    let own = analysis.jdk_own_threads();
+    let mut threads: Vec<&ThreadRow> = analysis.threads().iter().collect();
     // Carriers first, then the application's threads, then the JVM's and the JDK's own,
     // whose waits for work would lead otherwise; each most blocked or pinned first. Threads
     // seen doing nothing at all (asleep since before attach: a VM thread whose class and
     // code say nothing, or a deadlock) come after the others of their kind.
     threads.sort_by_key(|t| {
         let group = match (t.role, own.contains(&t.tid)) {
-            ("carrier", _) => 0,
+            (ThreadRole::Carrier, _) => 0,
             (_, false) => 1,
             (_, true) => 2,
         };
@@ -172,7 +175,7 @@ fn write_report(out: &mut String, model: &Model, options: &Options) -> std::fmt:
         )?;
     }
 
-    let stacks = model.blocked_stacks();
+    let stacks = analysis.blocked_stacks();
     writeln!(
         out,
         "\nTop blocked stacks (innermost frame first; the JVM's own threads waiting for work last):"
@@ -231,12 +234,16 @@ fn write_frames(
 }
 
 /// Pinning first: it is what stalls a virtual-thread service.
-fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
-    if !model.knows_java_threads() {
+fn write_carriers(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
+    let model = analysis.model();
+    if !analysis.knows_java_threads() {
         return Ok(());
     }
-    let rows = model.threads();
-    let carriers: Vec<_> = rows.iter().filter(|t| t.role == "carrier").collect();
+    let rows = analysis.threads();
+    let carriers: Vec<_> = rows
+        .iter()
+        .filter(|t| t.role == ThreadRole::Carrier)
+        .collect();
     let parallelism = model
         .target
         .runtime
@@ -269,8 +276,7 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         )?;
     }
 
-    let uses = model.uses();
-    let episodes = model.starvation_in(&uses);
+    let episodes = analysis.starvation();
     if !episodes.is_empty() {
         let starved = total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns)));
         let longest = episodes
@@ -288,8 +294,8 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         )?;
     }
 
-    let events = model.pinned_events_in(&uses);
-    let sites = model.pinned_sites(&events);
+    let events = analysis.pinned_events();
+    let sites = analysis.pinned_sites();
     let pinned = total(events.iter().map(|e| e.duration_ns()));
     writeln!(
         out,
@@ -330,7 +336,7 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
         }
         // Java frames say where; kernel and native frames only say how, so they are left
         // out when there are Java frames.
-        let java = |i: usize| !matches!(site.stack.frame_kinds[i], "kernel" | "native");
+        let java = |i: usize| !site.stack.frame_kinds[i].is_native();
         let frames = if (0..site.stack.frames.len()).any(java) {
             shown_frames(&site.stack, java)
         } else {
@@ -343,9 +349,10 @@ fn write_carriers(out: &mut String, model: &Model, options: &Options) -> std::fm
 }
 
 /// Locks by wait time: who waited, who held them, where the holder released.
-fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
-    let locks = model.locks();
-    let futex = model.futex_summary();
+fn write_locks(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
+    let model = analysis.model();
+    let locks = analysis.locks();
+    let futex = analysis.futex();
     if futex.waits > 0 {
         writeln!(
             out,
@@ -426,8 +433,9 @@ fn write_locks(out: &mut String, model: &Model, options: &Options) -> std::fmt::
 }
 
 /// System call time by call, with the files the long calls used.
-fn write_syscalls(out: &mut String, model: &Model, options: &Options) -> std::fmt::Result {
-    let rows = model.syscall_rows();
+fn write_syscalls(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
+    let model = analysis.model();
+    let rows = analysis.syscalls();
     if rows.is_empty() {
         return Ok(());
     }

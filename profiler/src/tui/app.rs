@@ -4,6 +4,8 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::{
+    analysis::Analysis,
+    model::{LockKind, ThreadRole},
     model::{
         Model, PinnedSite, ThreadRow, add,
         carriers::{Operation, PinnedEvent, Reason},
@@ -90,7 +92,9 @@ pub struct View {
 
 impl View {
     pub fn carriers(&self) -> impl Iterator<Item = &ThreadRow> {
-        self.threads.iter().filter(|t| t.role == "carrier")
+        self.threads
+            .iter()
+            .filter(|t| t.role == ThreadRole::Carrier)
     }
 
     /// Threads that did something in the window.
@@ -161,7 +165,7 @@ impl View {
 enum RowKey {
     Thread(u32),
     Site(Reason, Operation, Vec<String>),
-    Lock(&'static str, u64),
+    Lock(LockKind, u64),
     Syscall(String),
 }
 
@@ -284,9 +288,17 @@ impl App {
             model.forget_before(model.end_mono_ns.saturating_sub(window.as_nanos() as u64));
         }
         let model = &*model;
-        let uses = model.uses();
-        let pinned = model.pinned_events_in(&uses);
-        let episodes = model.starvation_in(&uses);
+        // One analysis per refresh; the view keeps its figures until the next.
+        let analysis = Analysis::new(model);
+        let starving_now = model.starving_now();
+        let crate::analysis::Parts {
+            threads,
+            pinned_events: pinned,
+            pinned_sites: sites,
+            starvation: episodes,
+            locks,
+            syscalls,
+        } = analysis.into_parts();
         // Episodes are known once they end: flag a new one for a few seconds.
         let newest = episodes.last().map(|e| e.end_ns);
         if newest.is_some() && newest > self.view.last_starvation_end_ns {
@@ -311,10 +323,10 @@ impl App {
             .map(|&tab| self.view.key(tab, self.selected[tab.index()]))
             .collect();
         self.view = View {
-            threads: model.threads(),
+            threads,
             pinned_events: pinned.len(),
             pinned_ns: total(pinned.iter().map(PinnedEvent::duration_ns)),
-            sites: model.pinned_sites(&pinned),
+            sites,
             episodes: episodes.len(),
             starved_ns: total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns))),
             longest_starvation_ns: episodes
@@ -323,14 +335,14 @@ impl App {
                 .max()
                 .unwrap_or(0),
             last_starvation_end_ns: newest,
-            starving_now: model.starving_now().and_then(|(since, carriers)| {
+            starving_now: starving_now.and_then(|(since, carriers)| {
                 let (at, _) = model.open_waits.as_ref()?;
                 // Only a recent look: a capture that stopped says nothing of now.
                 (model.end_mono_ns.saturating_sub(*at) < 3_000_000_000)
                     .then(|| (at.saturating_sub(since), carriers))
             }),
-            locks: model.locks(),
-            syscalls: model.syscall_rows(),
+            locks,
+            syscalls,
             pinned_per_second: per_second,
             first_second,
         };
@@ -451,7 +463,7 @@ mod tests {
         app.view.locks = vec![
             LockRow {
                 address: 1,
-                kind: "futex",
+                kind: LockKind::Futex,
                 symbol: None,
                 waits: 1,
                 wait_ns: 1,

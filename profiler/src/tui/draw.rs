@@ -10,7 +10,7 @@ use ratatui::{
 
 use super::app::{App, Status, Tab};
 use crate::{
-    model::{PinnedSite, StackLabels},
+    model::{FrameClass, PinnedSite, StackLabels},
     report::{runtime_label, secs},
 };
 
@@ -351,7 +351,7 @@ fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
         Row::new(vec![
             Cell::from(t.tid.to_string()),
             Cell::from(t.name.clone()),
-            Cell::from(t.role),
+            Cell::from(t.role.as_str()),
             Cell::from(secs(t.blocked_ns)),
             Cell::from(secs(t.pinned_ns)),
             Cell::from(secs(t.idle_ns)),
@@ -391,7 +391,7 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
             .first()
             .map_or(String::new(), |(_, name, n, _)| format!("{name} ({n})"));
         Row::new(vec![
-            Cell::from(l.kind),
+            Cell::from(l.kind.as_str()),
             Cell::from(
                 l.symbol
                     .clone()
@@ -487,7 +487,7 @@ fn draw_stack(frame: &mut Frame, area: Rect, title: &str, stack: Option<&StackLa
     let lines: Vec<Line> = stack.map_or_else(Vec::new, |stack| {
         // The kernel and native frames on top say how it waits, the Java ones where: folded
         // into one line, so that the Java frames fit in a small panel.
-        let native = |i: usize| matches!(stack.frame_kinds.get(i), Some(&("kernel" | "native")));
+        let native = |i: usize| stack.frame_kinds.get(i).is_some_and(|k| k.is_native());
         let on_top = (0..stack.frames.len()).take_while(|&i| native(i)).count();
         let folded = (on_top > 1 && on_top < stack.frames.len()).then(|| {
             Line::from(Span::styled(
@@ -503,12 +503,13 @@ fn draw_stack(frame: &mut Frame, area: Rect, title: &str, stack: Option<&StackLa
         folded
             .into_iter()
             .chain(stack.frames.iter().enumerate().skip(skip).map(|(i, name)| {
-                let kind = stack.frame_kinds.get(i).copied().unwrap_or("");
+                let kind = stack.frame_kinds.get(i).copied();
                 let style = match kind {
-                    "kernel" | "native" => Style::new().dim(),
-                    "jit" | "stub" | "vm_call" => Style::new(),
+                    Some(FrameClass::Kernel | FrameClass::Native) => Style::new().dim(),
+                    Some(FrameClass::Jit | FrameClass::Stub | FrameClass::VmCall) => Style::new(),
                     _ => Style::new().add_modifier(Modifier::BOLD),
                 };
+                let kind = kind.map_or("", FrameClass::as_str);
                 let mut spans = vec![Span::styled(name.clone(), style)];
                 if stack.monitor_frames.contains(&i) {
                     spans.push(Span::styled("  [holds monitor]", Style::new().red()));
@@ -559,10 +560,10 @@ pub fn site_label(site: &PinnedSite) -> String {
     let stack = &site.stack;
     // A Java method: not a stub or a call from the VM, which say how, not where.
     let is_method = |i: &usize| {
-        matches!(
-            stack.frame_kinds.get(*i).copied(),
-            Some("interpreted" | "compiled" | "inlined" | "java_native" | "java")
-        )
+        stack
+            .frame_kinds
+            .get(*i)
+            .is_some_and(|k| k.is_java_method())
     };
     let holder = stack.monitor_frames.first().copied();
     let java = (0..stack.frames.len()).find(is_method);
@@ -581,7 +582,7 @@ pub fn site_label(site: &PinnedSite) -> String {
         (None, Some(i)) => stack.frames[i].clone(),
         // A stub or a call from the VM, else no Java stack: kernel frames say nothing here.
         (None, None) => (0..stack.frames.len())
-            .find(|&i| !matches!(stack.frame_kinds.get(i), Some(&("kernel" | "native"))))
+            .find(|&i| !stack.frame_kinds.get(i).is_some_and(|k| k.is_native()))
             .map_or_else(
                 || crate::model::NO_JAVA_STACK.into(),
                 |i| stack.frames[i].clone(),
@@ -594,7 +595,7 @@ pub fn site_label(site: &PinnedSite) -> String {
 mod tests {
     use super::*;
 
-    fn site(frames: &[(&str, &'static str)], monitor_frames: Vec<usize>) -> PinnedSite {
+    fn site(frames: &[(&str, FrameClass)], monitor_frames: Vec<usize>) -> PinnedSite {
         PinnedSite {
             reason: crate::model::carriers::Reason::Monitor,
             operation: crate::model::carriers::Operation::Park,
@@ -619,10 +620,10 @@ mod tests {
     #[test]
     fn a_site_is_named_by_its_monitor_holder_then_where_it_waits() {
         let frames = [
-            ("futex_wait", "kernel"),
-            ("jdk.internal.misc.Unsafe.park", "java_native"),
-            ("java.lang.Thread.sleep", "interpreted"),
-            ("Shop.buy", "compiled"),
+            ("futex_wait", FrameClass::Kernel),
+            ("jdk.internal.misc.Unsafe.park", FrameClass::JavaNative),
+            ("java.lang.Thread.sleep", FrameClass::Interpreted),
+            ("Shop.buy", FrameClass::Compiled),
         ];
         assert_eq!(
             site_label(&site(&frames, vec![3])),
@@ -639,9 +640,9 @@ mod tests {
         // A stub says how it blocked, not where; the lock's class says on what.
         let mut entering = site(
             &[
-                ("futex_wait", "kernel"),
-                ("[monitorenter_nofpu Runtime1 stub]", "stub"),
-                ("Shop$Till.ring", "compiled"),
+                ("futex_wait", FrameClass::Kernel),
+                ("[monitorenter_nofpu Runtime1 stub]", FrameClass::Stub),
+                ("Shop$Till.ring", FrameClass::Compiled),
             ],
             Vec::new(),
         );

@@ -1,0 +1,102 @@
+//! Blocked time by stack: the report's table of where threads waited.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::events::{OffCpu, StackId};
+use crate::model::{Model, StackLabels, StackRow, add, jdk, monitor_frames};
+
+/// Blocked time by stack, most time first.
+pub fn blocked_stacks<'m>(
+    model: &'m Model,
+    intervals: impl Iterator<Item = (&'m OffCpu, u64)>,
+    own: &HashSet<u32>,
+) -> Vec<StackRow> {
+    #[derive(Default)]
+    struct Acc {
+        events: u64,
+        total_ns: u64,
+        max_ns: u64,
+        by_thread: HashMap<u32, u64>,
+        monitor_classes: std::collections::BTreeSet<String>,
+        class_monitors: std::collections::BTreeSet<String>,
+    }
+    // One row is one cause: one stack, one class of monitor, and, for a stack without
+    // Java frames (which says nothing of what the thread was doing), one thread.
+    type Key<'a> = (
+        Option<StackId>,
+        Option<StackId>,
+        Option<StackId>,
+        Option<u32>,
+        Option<&'a str>,
+    );
+    let mut by_stack: HashMap<Key, Acc> = HashMap::new();
+    for (o, d) in intervals {
+        let java = model.java_stack(o);
+        let has_java = java
+            .and_then(|id| model.stacks.get(&id))
+            .is_some_and(|frames| !frames.is_empty());
+        let class = o
+            .java
+            .as_ref()
+            .and_then(|j| j.pending_monitor.or(j.waiting_monitor))
+            .and_then(|m| model.monitor_class(m, o.start_ns));
+        let thread = (!has_java).then_some(o.tid);
+        let key = (o.kernel_stack, o.user_stack, java, thread, class);
+        let entry = by_stack.entry(key).or_default();
+        entry.events += 1;
+        add(&mut entry.total_ns, d);
+        entry.max_ns = entry.max_ns.max(d);
+        add(entry.by_thread.entry(o.tid).or_default(), d);
+        let java = o.java.as_ref();
+        if let Some(m) = java.and_then(|j| j.pending_monitor.or(j.waiting_monitor)) {
+            model.note_monitor(
+                m,
+                o.start_ns,
+                &mut entry.monitor_classes,
+                &mut entry.class_monitors,
+            );
+        }
+    }
+    let mut rows: Vec<StackRow> = by_stack
+        .into_iter()
+        .map(|((k, u, j, _, _), acc)| {
+            let stack = model.frames_of(k, u, j);
+            let Acc {
+                events,
+                total_ns,
+                max_ns,
+                by_thread,
+                monitor_classes,
+                class_monitors,
+            } = acc;
+            let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
+            threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            // The JVM's own threads waiting for work: none of the application's code
+            // under them (a finalizer or a timer running the application's task is
+            // the application's).
+            let jvm_internal = threads.iter().all(|(tid, _)| own.contains(tid))
+                && !stack.iter().any(|f| jdk::is_application_frame(f));
+            StackRow {
+                jvm_internal,
+                stack: StackLabels::new(&stack, monitor_frames(&stack)),
+                events,
+                total_ns,
+                max_ns,
+                threads: threads
+                    .into_iter()
+                    .map(|(tid, _)| model.thread_name(tid))
+                    .collect(),
+                monitor_classes,
+                class_monitors,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.jvm_internal.cmp(&b.jvm_internal))
+            .then(b.total_ns.cmp(&a.total_ns))
+            .then(a.stack.cmp(&b.stack))
+            // (Rows of one stack without Java frames differ by thread: the same order each run.)
+            .then(a.threads.cmp(&b.threads))
+    });
+    rows
+}

@@ -1,0 +1,256 @@
+//! What the views show, computed once from the model for its window: each figure has one
+//! definition here, and `report`, `flamegraph` and `tui` only read it. Each part is computed
+//! on first read and kept, so a view pays only for what it shows (a flamegraph of pinning
+//! never groups locks).
+
+mod blocked;
+
+use std::cell::OnceCell;
+use std::collections::HashSet;
+
+use crate::events::OffCpu;
+use crate::model::carriers::{Episode, PinnedEvent, Use};
+use crate::model::waits::{FutexSummary, LockRow, SyscallRow};
+use crate::model::{Model, PinnedSite, StackRow, ThreadRow};
+
+pub struct Analysis<'m> {
+    model: &'m Model,
+    uses: OnceCell<Vec<(&'m OffCpu, Use)>>,
+    threads: OnceCell<Vec<ThreadRow>>,
+    jdk_own_threads: OnceCell<HashSet<u32>>,
+    pinned_events: OnceCell<Vec<PinnedEvent>>,
+    pinned_sites: OnceCell<Vec<PinnedSite>>,
+    starvation: OnceCell<Vec<Episode>>,
+    locks: OnceCell<Vec<LockRow>>,
+    futex: OnceCell<FutexSummary>,
+    syscalls: OnceCell<Vec<SyscallRow>>,
+    blocked_stacks: OnceCell<Vec<StackRow>>,
+    java_stacks_cut: OnceCell<usize>,
+}
+
+impl<'m> Analysis<'m> {
+    pub fn new(model: &'m Model) -> Self {
+        Self {
+            model,
+            uses: OnceCell::new(),
+            threads: OnceCell::new(),
+            jdk_own_threads: OnceCell::new(),
+            pinned_events: OnceCell::new(),
+            pinned_sites: OnceCell::new(),
+            starvation: OnceCell::new(),
+            locks: OnceCell::new(),
+            futex: OnceCell::new(),
+            syscalls: OnceCell::new(),
+            blocked_stacks: OnceCell::new(),
+            java_stacks_cut: OnceCell::new(),
+        }
+    }
+
+    /// The store the figures come from (names, stacks, counters).
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+
+    /// Every off-CPU interval that was a wait, with what it counts as, by thread and time.
+    pub fn uses(&self) -> &[(&'m OffCpu, Use)] {
+        self.uses.get_or_init(|| self.model.uses())
+    }
+
+    /// Blocked time, the one definition every view shares: waits other than an idle
+    /// carrier's (waiting for work), with the part of each that lies in its thread's life
+    /// (never zero).
+    pub fn blocked_intervals(&self) -> impl Iterator<Item = (&'m OffCpu, u64)> + '_ {
+        let model = self.model;
+        self.uses()
+            .iter()
+            .filter(|(_, u)| *u != Use::Idle)
+            .map(move |&(o, _)| (o, model.lived_ns(o)))
+            .filter(|(_, d)| *d > 0)
+    }
+
+    /// Every thread's time, most blocked or pinned first.
+    pub fn threads(&self) -> &[ThreadRow] {
+        self.threads.get_or_init(|| self.model.threads())
+    }
+
+    /// The JVM's and the JDK's own threads.
+    pub fn jdk_own_threads(&self) -> &HashSet<u32> {
+        self.jdk_own_threads
+            .get_or_init(|| self.model.jdk_own_threads())
+    }
+
+    /// Every pinning, in time order.
+    pub fn pinned_events(&self) -> &[PinnedEvent] {
+        self.pinned_events
+            .get_or_init(|| self.model.pinned_events_in(self.uses()))
+    }
+
+    /// Pinned sites, most time first.
+    pub fn pinned_sites(&self) -> &[PinnedSite] {
+        self.pinned_sites
+            .get_or_init(|| self.model.pinned_sites(self.pinned_events()))
+    }
+
+    /// Spans when no carrier was free.
+    pub fn starvation(&self) -> &[Episode] {
+        self.starvation
+            .get_or_init(|| self.model.starvation_in(self.uses()))
+    }
+
+    /// Lock rows, most wait first.
+    pub fn locks(&self) -> &[LockRow] {
+        self.locks
+            .get_or_init(|| self.model.locks(self.jdk_own_threads()))
+    }
+
+    pub fn futex(&self) -> &FutexSummary {
+        self.futex.get_or_init(|| self.model.futex_summary())
+    }
+
+    /// System call time by call, most first.
+    pub fn syscalls(&self) -> &[SyscallRow] {
+        self.syscalls.get_or_init(|| self.model.syscall_rows())
+    }
+
+    /// Blocked time by stack, most first (the JVM's own waits for work last).
+    pub fn blocked_stacks(&self) -> &[StackRow] {
+        self.blocked_stacks.get_or_init(|| {
+            blocked::blocked_stacks(self.model, self.blocked_intervals(), self.jdk_own_threads())
+        })
+    }
+
+    /// Blocked intervals whose Java stack was cut where frozen frames could not be read.
+    pub fn java_stacks_cut(&self) -> usize {
+        *self
+            .java_stacks_cut
+            .get_or_init(|| self.model.java_stacks_cut())
+    }
+
+    /// Whether the recording knows the JVM's threads (carriers, mounted state).
+    pub fn knows_java_threads(&self) -> bool {
+        self.model.knows_java_threads()
+    }
+
+    pub fn duration_ns(&self) -> u64 {
+        self.model.duration_ns()
+    }
+
+    /// Moves the parts a live view keeps between refreshes out (computing them if needed).
+    pub fn into_parts(self) -> Parts {
+        self.threads();
+        self.pinned_sites();
+        self.locks();
+        self.syscalls();
+        self.starvation();
+        Parts {
+            threads: self.threads.into_inner().unwrap_or_default(),
+            pinned_events: self.pinned_events.into_inner().unwrap_or_default(),
+            pinned_sites: self.pinned_sites.into_inner().unwrap_or_default(),
+            starvation: self.starvation.into_inner().unwrap_or_default(),
+            locks: self.locks.into_inner().unwrap_or_default(),
+            syscalls: self.syscalls.into_inner().unwrap_or_default(),
+        }
+    }
+}
+
+/// What a live view keeps of one refresh's analysis.
+pub struct Parts {
+    pub threads: Vec<ThreadRow>,
+    pub pinned_events: Vec<PinnedEvent>,
+    pub pinned_sites: Vec<PinnedSite>,
+    pub starvation: Vec<Episode>,
+    pub locks: Vec<LockRow>,
+    pub syscalls: Vec<SyscallRow>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{JavaBlock, JavaThreadInfo, JavaThreadState, OffCpuState};
+    use crate::flamegraph::{self, Kind};
+    use crate::model::intake::hostile;
+
+    const MS: u64 = 1_000_000;
+
+    fn wait(tid: u32, start_ms: u64, ms: u64, vthread: Option<Option<u64>>) -> OffCpu {
+        OffCpu {
+            tid,
+            start_ns: start_ms * MS,
+            end_ns: (start_ms + ms) * MS,
+            state: OffCpuState::Sleeping,
+            kernel_stack: None,
+            user_stack: None,
+            waker_tid: None,
+            cpu: 0,
+            java: vthread.map(|vthread| JavaBlock {
+                state: JavaThreadState::Blocked,
+                vthread,
+                pending_monitor: None,
+                waiting_monitor: None,
+                held_monitors: u32::from(vthread.is_some()),
+                pin_count: 0,
+                at_safepoint: false,
+                anchor: [0; 3],
+            }),
+        }
+    }
+
+    /// A carrier that idles 10 ms and is pinned 10 ms, a thread blocked 5 ms, and a wait
+    /// that lies outside its thread's life.
+    fn model() -> Model {
+        let mut model = Model::new(&hostile::header(0));
+        model.start_mono_ns = 0;
+        model.end_mono_ns = 100 * MS;
+        let carrier = JavaThreadInfo {
+            tid: 1,
+            name: Some("carrier".into()),
+            carrier: true,
+        };
+        model.java_threads.insert(1, carrier);
+        model.off_cpu = vec![
+            wait(1, 0, 10, Some(None)),
+            wait(1, 20, 10, Some(Some(7))),
+            wait(2, 0, 5, None),
+            wait(3, 50, 5, None),
+        ];
+        model.births.insert(3, 60 * MS);
+        model
+    }
+
+    #[test]
+    fn the_off_cpu_flamegraph_weighs_the_reports_blocked_stacks() {
+        let model = model();
+        let analysis = Analysis::new(&model);
+        let uses: Vec<Use> = analysis.uses().iter().map(|(_, u)| *u).collect();
+        assert!(uses.contains(&Use::Idle), "{uses:?}");
+        let stacks = analysis.blocked_stacks();
+        let options = flamegraph::Options {
+            per_thread: false,
+            kind: Kind::OffCpu,
+        };
+        let (_, summary) = flamegraph::folded(&analysis, &options);
+        // The idle park is waiting for work, the wait before thread 3's birth is not its own.
+        assert_eq!(summary.total_ns, 15 * MS);
+        assert_eq!(summary.events, 2);
+        assert_eq!(stacks.iter().map(|s| s.total_ns).sum::<u64>(), 15 * MS);
+        assert_eq!(stacks.iter().map(|s| s.events).sum::<u64>(), 2);
+        let blocked = analysis
+            .threads()
+            .iter()
+            .map(|t| t.blocked_ns + t.pinned_ns);
+        assert_eq!(blocked.sum::<u64>(), 15 * MS);
+    }
+
+    #[test]
+    fn each_part_is_computed_once() {
+        let model = model();
+        let analysis = Analysis::new(&model);
+        assert!(std::ptr::eq(analysis.threads(), analysis.threads()));
+        assert!(std::ptr::eq(
+            analysis.pinned_events(),
+            analysis.pinned_events()
+        ));
+        assert_eq!(analysis.pinned_events().len(), 1);
+        assert_eq!(analysis.pinned_sites().len(), 1);
+    }
+}
