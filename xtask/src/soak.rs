@@ -161,12 +161,18 @@ fn soak_one(
     let file = running.file.clone();
     let said = running.stop()?;
     let summary = tracer::pinprof_summary(&said)?;
+    // The live view's screen precedes it on the same line (the terminal's output).
     let closing = said
-        .lines()
-        .rfind(|l| l.contains("pinprof: recorded "))
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+        .rfind("pinprof: recorded ")
+        .map(|at| {
+            said[at..]
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default();
     // The kernel frees programs a moment after their last holder is gone.
     let deadline = Instant::now() + Duration::from_secs(10);
     let left = loop {
