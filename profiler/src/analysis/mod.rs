@@ -166,34 +166,12 @@ pub struct Parts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{JavaBlock, JavaThreadInfo, JavaThreadState, OffCpuState};
+    use crate::events::{JavaThreadInfo, OffCpuState};
     use crate::flamegraph::{self, Kind};
     use crate::model::intake::hostile;
+    use crate::model::tests::{interval, parked};
 
     const MS: u64 = 1_000_000;
-
-    fn wait(tid: u32, start_ms: u64, ms: u64, vthread: Option<Option<u64>>) -> OffCpu {
-        OffCpu {
-            tid,
-            start_ns: start_ms * MS,
-            end_ns: (start_ms + ms) * MS,
-            state: OffCpuState::Sleeping,
-            kernel_stack: None,
-            user_stack: None,
-            waker_tid: None,
-            cpu: 0,
-            java: vthread.map(|vthread| JavaBlock {
-                state: JavaThreadState::Blocked,
-                vthread,
-                pending_monitor: None,
-                waiting_monitor: None,
-                held_monitors: u32::from(vthread.is_some()),
-                pin_count: 0,
-                at_safepoint: false,
-                anchor: [0; 3],
-            }),
-        }
-    }
 
     /// A carrier that idles 10 ms and is pinned 10 ms, a thread blocked 5 ms, and a wait
     /// that lies outside its thread's life.
@@ -208,10 +186,10 @@ mod tests {
         };
         model.java_threads.insert(1, carrier);
         model.off_cpu = vec![
-            wait(1, 0, 10, Some(None)),
-            wait(1, 20, 10, Some(Some(7))),
-            wait(2, 0, 5, None),
-            wait(3, 50, 5, None),
+            parked(1, 0, 10, None),
+            parked(1, 20, 10, Some(7)),
+            interval(2, 0, 5, OffCpuState::Sleeping),
+            interval(3, 50, 5, OffCpuState::Sleeping),
         ];
         model.births.insert(3, 60 * MS);
         model

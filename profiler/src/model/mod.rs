@@ -1235,11 +1235,11 @@ impl Model {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::events::{JavaBlock, JavaThreadState, OffCpuState};
 
-    fn interval(tid: u32, start_ms: u64, ms: u64, state: OffCpuState) -> OffCpu {
+    pub(crate) fn interval(tid: u32, start_ms: u64, ms: u64, state: OffCpuState) -> OffCpu {
         OffCpu {
             tid,
             start_ns: start_ms * 1_000_000,
@@ -1253,7 +1253,8 @@ mod tests {
         }
     }
 
-    fn parked(tid: u32, start_ms: u64, ms: u64, vthread: Option<u64>) -> OffCpu {
+    /// A Java thread's park (holding a monitor when a virtual thread is mounted).
+    pub(crate) fn parked(tid: u32, start_ms: u64, ms: u64, vthread: Option<u64>) -> OffCpu {
         OffCpu {
             java: Some(JavaBlock {
                 state: JavaThreadState::Blocked,
