@@ -283,3 +283,48 @@ fn missing_privileges_are_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// Events the kernel could not hand over are counted, and the recording says as many as
+/// pinprof's closing line. pinprof is stopped for half a second while a JVM switches some
+/// 100,000 times a second, so its 1 MiB ring buffer surely overflows; the count the closing
+/// line gives is the kernel's own (the programs count each record they could not reserve).
+#[test]
+fn lost_events_are_counted_alike_in_the_closing_line_and_the_recording() {
+    let jvm = start(25, "Handoff", &["2"]);
+    let out = scratch("handoff-lost.pinrec");
+    let child = pinprof()
+        .args(["record", "--quiet", "--pid", &jvm.pid.to_string()])
+        .args(["--duration", "3", "--ring-buffer-mib", "1", "--output"])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start pinprof record");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pinprof = child.id().to_string();
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .args([sig, &pinprof])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {sig} pinprof");
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_millis(500));
+    signal("-CONT");
+    let result = child.wait_with_output().expect("wait for pinprof record");
+    assert_ok(&result, "pinprof record");
+    let said = String::from_utf8_lossy(&result.stderr);
+    let lost: u64 = said
+        .split_once(" lost")
+        .and_then(|(before, _)| before.rsplit_once('(').map(|(_, n)| n.trim()))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no lost count in the closing line: {said}"));
+    let report = report_json(&out);
+    eprintln!("closing line: {}", said.trim());
+    assert!(lost > 0, "nothing lost while pinprof was stopped: {said}");
+    assert!(
+        said.contains("with the ring buffer full"),
+        "the cause is not said: {said}"
+    );
+    assert_eq!(report["lost_events"], lost, "the recording says otherwise");
+}

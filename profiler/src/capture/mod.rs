@@ -227,6 +227,10 @@ pub struct Capture {
     attached: Vec<&'static str>,
     /// Their runs the kernel skipped, as `stop` found them.
     skipped_at_stop: u64,
+    /// The kernel's counters as `stop` found them: what the programs count while they are
+    /// being detached (events past the end, dropped from a ring buffer no one drains then)
+    /// is not the window's.
+    counters_at_stop: Option<Vec<u64>>,
     // Keeps the programs loaded and attached; dropped last.
     ebpf: Ebpf,
 }
@@ -412,6 +416,7 @@ impl Capture {
             pid: options.pid,
             attached: Vec::new(),
             skipped_at_stop: 0,
+            counters_at_stop: None,
             ebpf,
         };
         capture.set_java_threads(&options.java_threads)?;
@@ -471,13 +476,22 @@ impl Capture {
     /// the capture ends there rather than when its exit was read.
     pub fn stop(&mut self, until: Option<u64>) -> u64 {
         let now = until.map_or(monotonic_ns(), |end| end.min(monotonic_ns()));
-        self.stopped_ns = Some(now);
         self.skipped_at_stop = self.skipped_runs();
-        for program in self.attached.drain(..) {
-            if let Some(prog) = self.ebpf.program_mut(program) {
-                let _ = Hook::unload(prog);
+        self.counters_at_stop = Some((0..counter::COUNT).map(|i| self.counter(i)).collect());
+        self.stopped_ns = Some(now);
+        // Each detach waits for the kernel's grace periods (tens of milliseconds, seconds on a
+        // loaded machine), while the programs still attached keep running: together, not one
+        // after the other.
+        let attached: HashSet<&str> = self.attached.drain(..).collect();
+        std::thread::scope(|scope| {
+            for (name, program) in self.ebpf.programs_mut() {
+                if attached.contains(name) {
+                    scope.spawn(move || {
+                        let _ = Hook::unload(program);
+                    });
+                }
             }
-        }
+        });
         now
     }
 
@@ -587,6 +601,9 @@ impl Capture {
 
     /// A kernel counter, summed over CPUs.
     fn counter(&self, index: u32) -> u64 {
+        if let Some(at_stop) = &self.counters_at_stop {
+            return at_stop.get(index as usize).copied().unwrap_or(0);
+        }
         self.counters
             .get(&index, 0)
             .map(|per_cpu| per_cpu.iter().sum())

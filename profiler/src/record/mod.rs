@@ -592,6 +592,11 @@ impl Session {
         self.handle(&raws)?;
         self.close_open_intervals(end_ns)?;
         self.close_open_syscalls(end_ns)?;
+        // The counts as the capture stopped, so the file says what the closing line says.
+        self.writer.write_event(&Event::Counters {
+            time_ns: end_ns,
+            counters: self.capture.counters(),
+        })?;
 
         progress.finish(
             self.window(end_ns),
