@@ -2,14 +2,14 @@
 //! thread's stack, pinned time, futex waits, long system calls, or lock wait time charged to
 //! the stack that released the lock.
 
-use std::io::Write;
+use std::{collections::HashMap, io::Write};
 
 use anyhow::{Context as _, Result};
 
 use crate::{
     analysis::Analysis,
-    events::{Frame, FrameKind},
-    model::add,
+    events::{Frame, FrameKind, StackId},
+    model::{FastMap, add},
 };
 
 /// The most microseconds a flamegraph adds up (some 36,000 years of thread time).
@@ -128,13 +128,80 @@ fn fold_recursion(parts: Vec<String>) -> Vec<String> {
 /// and what they add up to.
 pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) {
     let model = analysis.model();
-    let mut weights: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     let mut summary = Summary::default();
     let mut threads = std::collections::HashSet::new();
-    let mut add = |tid: u32, frames: Vec<&Frame>, ns: u64| {
+    // Events are summed by their stacks' ids first (millions of waits, thousands of
+    // stacks), then each stack is named once. Each event adds its own whole microseconds,
+    // as a line per event would.
+    type Ids = (
+        Option<u32>,
+        Option<StackId>,
+        Option<StackId>,
+        Option<StackId>,
+    );
+    let mut by_ids: FastMap<Ids, u64> = FastMap::default();
+    let mut by_frames: Vec<(u32, Vec<&Frame>, u64)> = Vec::new();
+    let mut count = |tid: u32, ns: u64| {
         summary.events += 1;
         add(&mut summary.total_ns, ns);
         threads.insert(tid);
+    };
+    let mut add_ids =
+        |tid: u32, ids: (Option<StackId>, Option<StackId>, Option<StackId>), ns: u64| {
+            count(tid, ns);
+            let thread = options.per_thread.then_some(tid);
+            add(
+                by_ids.entry((thread, ids.0, ids.1, ids.2)).or_default(),
+                ns / 1_000,
+            );
+        };
+    match options.kind {
+        Kind::OffCpu => {
+            // The report's blocked time: an idle carrier's park is waiting for work.
+            for (o, ns) in analysis.blocked_intervals() {
+                add_ids(
+                    o.tid,
+                    (o.kernel_stack, o.user_stack, model.java_stack(o)),
+                    ns,
+                );
+            }
+        }
+        Kind::Pinned => {
+            for e in analysis.pinned_events() {
+                add_ids(
+                    e.carrier,
+                    (e.kernel_stack, e.user_stack, e.java_stack),
+                    e.duration_ns(),
+                );
+            }
+        }
+        // (Long system calls and lock waits: few, one by one.)
+        Kind::Futex => {
+            for s in model.syscalls.iter().filter(|s| s.futex.is_some()) {
+                count(s.tid, s.duration_ns());
+                by_frames.push((s.tid, model.waiter_frames(s), s.duration_ns() / 1_000));
+            }
+        }
+        Kind::Syscall => {
+            for s in model.syscalls.iter().filter(|s| s.futex.is_none()) {
+                count(s.tid, s.duration_ns());
+                by_frames.push((s.tid, model.waiter_frames(s), s.duration_ns() / 1_000));
+            }
+        }
+        Kind::Locks => {
+            for s in model.lock_waits() {
+                let holder = s
+                    .futex
+                    .as_ref()
+                    .and_then(|f| f.waker.as_ref())
+                    .map_or(s.tid, |w| w.tid);
+                count(holder, s.duration_ns());
+                by_frames.push((holder, model.holder_frames(s), s.duration_ns() / 1_000));
+            }
+        }
+    }
+    let mut weights: HashMap<String, u64> = HashMap::new();
+    let mut line = |tid: u32, frames: Vec<&Frame>, us: u64| {
         let mut parts: Vec<String> = Vec::new();
         if options.per_thread {
             parts.push(model.thread_name(tid).replace(';', ":"));
@@ -153,41 +220,13 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         {
             stack.replace_range(i..=i, "\u{a0}");
         }
-        add(weights.entry(stack).or_default(), ns / 1_000);
+        add(weights.entry(stack).or_default(), us);
     };
-    match options.kind {
-        Kind::OffCpu => {
-            // The report's blocked time: an idle carrier's park is waiting for work.
-            for (o, ns) in analysis.blocked_intervals() {
-                add(o.tid, model.frames(o), ns);
-            }
-        }
-        Kind::Pinned => {
-            for e in analysis.pinned_events() {
-                let frames = model.frames_of(e.kernel_stack, e.user_stack, e.java_stack);
-                add(e.carrier, frames, e.duration_ns());
-            }
-        }
-        Kind::Futex => {
-            for s in model.syscalls.iter().filter(|s| s.futex.is_some()) {
-                add(s.tid, model.waiter_frames(s), s.duration_ns());
-            }
-        }
-        Kind::Syscall => {
-            for s in model.syscalls.iter().filter(|s| s.futex.is_none()) {
-                add(s.tid, model.waiter_frames(s), s.duration_ns());
-            }
-        }
-        Kind::Locks => {
-            for s in model.lock_waits() {
-                let holder = s
-                    .futex
-                    .as_ref()
-                    .and_then(|f| f.waker.as_ref())
-                    .map_or(s.tid, |w| w.tid);
-                add(holder, model.holder_frames(s), s.duration_ns());
-            }
-        }
+    for ((thread, kernel, user, java), us) in by_ids {
+        line(thread.unwrap_or(0), model.frames_of(kernel, user, java), us);
+    }
+    for (tid, frames, us) in by_frames {
+        line(tid, frames, us);
     }
     // The renderer adds the weights up in a u64: a recording whose times add up to more
     // (only a hostile one) is scaled down to fit, proportions kept.

@@ -1,9 +1,9 @@
 //! Blocked time by stack: the report's table of where threads waited.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crate::events::{OffCpu, StackId};
-use crate::model::{Model, StackLabels, StackRow, add, jdk, monitor_frames};
+use crate::model::{FastMap, Model, StackLabels, StackRow, add, jdk, monitor_frames};
 
 /// Blocked time by stack, most time first.
 pub fn blocked_stacks<'m>(
@@ -16,7 +16,7 @@ pub fn blocked_stacks<'m>(
         events: u64,
         total_ns: u64,
         max_ns: u64,
-        by_thread: HashMap<u32, u64>,
+        by_thread: FastMap<u32, u64>,
         monitor_classes: std::collections::BTreeSet<String>,
         class_monitors: std::collections::BTreeSet<String>,
     }
@@ -29,7 +29,7 @@ pub fn blocked_stacks<'m>(
         Option<u32>,
         Option<&'a str>,
     );
-    let mut by_stack: HashMap<Key, Acc> = HashMap::new();
+    let mut by_stack: FastMap<Key, Acc> = FastMap::default();
     for (o, d) in intervals {
         let java = model.java_stack(o);
         let has_java = java

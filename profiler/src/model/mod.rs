@@ -26,6 +26,10 @@ use crate::{
     recording::{End, Header},
 };
 
+/// A hash map for what is looked up once per interval (millions of times a report): a fast
+/// hash, still seeded per process (a hostile recording cannot choose its collisions).
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 pub struct Model {
     pub target: TargetInfo,
@@ -38,7 +42,7 @@ pub struct Model {
     /// Long system calls start here (0 when system calls were not traced).
     pub min_syscall_ns: u64,
     pub names: HashMap<u32, String>,
-    pub stacks: HashMap<StackId, Vec<Frame>>,
+    pub stacks: FastMap<StackId, Vec<Frame>>,
     pub off_cpu: Vec<OffCpu>,
     pub counters: Counters,
     pub short: HashMap<u32, ShortOffCpu>,
@@ -55,13 +59,13 @@ pub struct Model {
     /// What went wrong reading the source, said to the user with the results.
     pub warnings: Vec<String>,
     /// Every Java thread seen; a thread once seen as a carrier stays one.
-    pub java_threads: HashMap<u32, JavaThreadInfo>,
+    pub java_threads: FastMap<u32, JavaThreadInfo>,
     /// The class of each Java thread's `java.lang.Thread` object, by thread.
     pub java_thread_classes: HashMap<u32, String>,
     /// Carriers alive, from each Java thread snapshot: (time, count).
     pub carrier_counts: Vec<(u64, u32)>,
     /// Java stacks of off-CPU intervals, by (thread, interval start).
-    pub java_stacks: HashMap<(u32, u64), StackId>,
+    pub java_stacks: FastMap<(u32, u64), StackId>,
     pub fp_check: Option<crate::events::FramePointerCheck>,
     /// Java stacks by thread, by interval start, in time order (to find a wait's).
     pub java_stack_starts: HashMap<u32, BTreeMap<u64, StackId>>,
@@ -98,6 +102,36 @@ pub struct FoldedIntervals {
     pub blocked_ns: u64,
     pub pinned_ns: u64,
     pub preempted_ns: u64,
+}
+
+/// What a stack says of a wait it is the stack of, read once per stack (a recording has
+/// thousands of stacks and millions of waits).
+#[derive(Clone, Copy, Debug, Default)]
+struct StackMark {
+    /// A Java stack running a static initializer.
+    in_clinit: bool,
+    /// A Java stack blocked in a call into the VM, not in a park or a sleep.
+    in_vm_call: bool,
+    /// A kernel stack in `rt_sigsuspend`.
+    sigsuspend: bool,
+    /// A native stack in HotSpot's suspend signal handler.
+    suspend_handler: bool,
+}
+
+/// Every stack's `StackMark`.
+#[derive(Default)]
+struct StackMarks(FastMap<StackId, StackMark>);
+
+impl StackMarks {
+    fn of(model: &Model) -> Self {
+        Self(
+            model
+                .stacks
+                .keys()
+                .map(|&id| (id, model.stack_mark(id)))
+                .collect(),
+        )
+    }
 }
 
 /// A wait for another thread's initialization of a class.
@@ -612,8 +646,9 @@ impl Model {
     fn fold(&mut self, before_ns: u64, keep: impl Fn(&Model, &OffCpu, Option<Use>) -> bool) {
         let all = std::mem::take(&mut self.off_cpu);
         let mut kept = Vec::with_capacity(all.len());
+        let marks = StackMarks::of(self);
         for o in all {
-            let used = self.classify(&o);
+            let used = self.classify_with(&o, &marks);
             if o.end_ns >= before_ns || keep(self, &o, used) {
                 kept.push(o);
                 continue;
@@ -737,34 +772,71 @@ impl Model {
         self.java_stacks.get(&(o.tid, o.start_ns)).copied()
     }
 
-    /// Whether an interval's Java stack runs a static initializer.
-    fn in_clinit(&self, java_stack: Option<StackId>) -> bool {
-        java_stack
-            .and_then(|id| self.stacks.get(&id))
-            .is_some_and(|frames| {
-                frames
-                    .iter()
-                    .any(|f| f.name.as_deref().is_some_and(|n| n.ends_with(".<clinit>")))
-            })
-    }
-
     /// What an interval counts as (None: preempted).
     pub fn classify(&self, o: &OffCpu) -> Option<Use> {
+        self.classify_with(o, &StackMarks::default())
+    }
+
+    /// `classify`, with what the stacks say read once for many intervals (`StackMarks::of`);
+    /// a stack `marks` does not hold is read as it comes.
+    fn classify_with(&self, o: &OffCpu, marks: &StackMarks) -> Option<Use> {
         let (carrier, major) = (self.is_carrier(o.tid), self.jdk_major());
         // The hints read stacks; only a wait with the JVM's state of the thread uses them.
         if !o.state.is_blocked() || o.java.is_none() {
             return carriers::classify(o, carrier, major, StackHints::default());
         }
         let java_stack = self.java_stack(o);
+        let mark = |id: Option<StackId>| {
+            id.map_or_else(StackMark::default, |id| {
+                marks
+                    .0
+                    .get(&id)
+                    .copied()
+                    .unwrap_or_else(|| self.stack_mark(id))
+            })
+        };
+        let java = mark(java_stack);
         // (What pinned a virtual thread matters only with one mounted.)
         let mounted = o.java.as_ref().is_some_and(|j| j.vthread.is_some());
         let hints = StackHints {
-            in_clinit: mounted && self.in_clinit(java_stack),
-            in_vm_call: self.in_vm_call(java_stack),
+            in_clinit: mounted && java.in_clinit,
+            in_vm_call: java.in_vm_call,
             class_init_wait: mounted && self.waits_for_class_init(o, java_stack),
-            suspended_by_jvm: self.suspended_by_jvm(o),
+            suspended_by_jvm: mark(o.kernel_stack).sigsuspend || mark(o.user_stack).suspend_handler,
         };
         carriers::classify(o, carrier, major, hints)
+    }
+
+    /// What one stack says of the wait it is the stack of (see `StackMark`).
+    fn stack_mark(&self, id: StackId) -> StackMark {
+        const PARKS: [&str; 3] = [
+            "jdk.internal.misc.Unsafe.park",
+            "java.lang.Thread.sleep0",
+            "java.lang.Thread.sleepNanos0",
+        ];
+        let Some(frames) = self.stacks.get(&id) else {
+            return StackMark::default();
+        };
+        let names = || frames.iter().filter_map(|f| f.name.as_deref());
+        // The JVM's suspend: its handler waits in `rt_sigsuspend` (kernel stack) or shows as
+        // `SR_handler` (native stack), near the top.
+        let near_top = |hit: fn(&str) -> bool| {
+            frames
+                .iter()
+                .take(16)
+                .any(|f| f.name.as_deref().is_some_and(hit))
+        };
+        StackMark {
+            in_clinit: names().any(|n| n.ends_with(".<clinit>")),
+            // Blocked in a call into the VM rather than in a park: the innermost frame is
+            // named and is not one of the methods that park or sleep.
+            in_vm_call: frames
+                .first()
+                .and_then(|f| f.name.as_deref())
+                .is_some_and(|name| !PARKS.contains(&name) && name != UNKNOWN_JAVA_FRAME),
+            sigsuspend: near_top(|n| n.contains("sys_rt_sigsuspend")),
+            suspend_handler: near_top(|n| n.contains("SR_handler")),
+        }
     }
 
     /// Whether an interval waited for another thread's class initialization: its monitor was
@@ -793,47 +865,21 @@ impl Model {
                 })
     }
 
-    /// Whether an interval is the JVM suspending the thread: its kernel stack is in
-    /// `rt_sigsuspend` (HotSpot's suspend signal handler waits there), or its native stack in
-    /// that handler.
-    fn suspended_by_jvm(&self, o: &OffCpu) -> bool {
-        let named = |id: Option<StackId>, hit: fn(&str) -> bool| {
-            id.and_then(|id| self.stacks.get(&id))
-                .is_some_and(|frames| {
-                    frames
-                        .iter()
-                        .take(16)
-                        .any(|f| f.name.as_deref().is_some_and(hit))
-                })
-        };
-        named(o.kernel_stack, |n| n.contains("sys_rt_sigsuspend"))
-            || named(o.user_stack, |n| n.contains("SR_handler"))
-    }
-
-    /// Whether a Java stack blocked in a call into the VM rather than in a park: its
-    /// innermost frame is named and is not one of the methods that park or sleep.
-    fn in_vm_call(&self, java_stack: Option<StackId>) -> bool {
-        const PARKS: [&str; 3] = [
-            "jdk.internal.misc.Unsafe.park",
-            "java.lang.Thread.sleep0",
-            "java.lang.Thread.sleepNanos0",
-        ];
-        java_stack
-            .and_then(|id| self.stacks.get(&id))
-            .and_then(|frames| frames.first())
-            .and_then(|f| f.name.as_deref())
-            .is_some_and(|name| !PARKS.contains(&name) && name != UNKNOWN_JAVA_FRAME)
-    }
-
     /// Every blocked interval with what it counts as, by thread and time.
     pub fn uses(&self) -> Vec<(&OffCpu, Use)> {
-        let mut out: Vec<(&OffCpu, Use)> = self
+        let marks = StackMarks::of(self);
+        // Sorted by keys copied out (the intervals themselves are scattered in memory), the
+        // index last so that the order is the one a stable sort would give.
+        let mut keys: Vec<(u32, u64, u32, Use)> = self
             .off_cpu
             .iter()
-            .filter_map(|o| Some((o, self.classify(o)?)))
+            .zip(0u32..)
+            .filter_map(|(o, i)| Some((o.tid, o.start_ns, i, self.classify_with(o, &marks)?)))
             .collect();
-        out.sort_by_key(|(o, _)| (o.tid, o.start_ns));
-        out
+        keys.sort_unstable_by_key(|&(tid, start, i, _)| (tid, start, i));
+        keys.into_iter()
+            .map(|(_, _, i, u)| (&self.off_cpu[i as usize], u))
+            .collect()
     }
 
     /// Every pinning, in time order.
@@ -844,7 +890,11 @@ impl Model {
     /// The pinnings among `uses` (from `uses`, which a caller needing both this and
     /// `starvation_in` computes once).
     pub fn pinned_events_in(&self, uses: &[(&OffCpu, Use)]) -> Vec<PinnedEvent> {
-        let with_stacks = uses.iter().map(|&(o, u)| (o, u, self.java_stack(o)));
+        // (Only a pinning needs its Java stack.)
+        let with_stacks = uses.iter().map(|&(o, u)| {
+            let pinned = matches!(u, Use::Pinned(..));
+            (o, u, pinned.then(|| self.java_stack(o)).flatten())
+        });
         let mut events = carriers::pinned_events(with_stacks);
         events.sort_by_key(|e| (e.start_ns, e.carrier));
         events
@@ -1031,8 +1081,9 @@ impl Model {
     pub fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
         let open = self.open_intervals();
+        let marks = StackMarks::of(self);
         for o in self.off_cpu.iter().chain(&open) {
-            let used = self.classify(o);
+            let used = self.classify_with(o, &marks);
             let d = self.lived_ns(o);
             let r = self.row(&mut rows, o.tid);
             r.intervals += 1;
