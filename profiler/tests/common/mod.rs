@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses its own part of the harness
 
 pub mod counts;
+pub mod fixture;
 pub mod jfr;
 pub mod jvm;
 pub mod terminal;
