@@ -294,7 +294,7 @@ fn run(command: Command) -> Result<()> {
             say!("pinprof: wrote {}", output.display());
             Ok(())
         }
-        Command::Vmstructs { pid, filter } => dump_vmstructs(pid, &filter),
+        Command::Vmstructs { pid, filter } => print_stdout(&jvm::vmstructs::dump(pid, &filter)?),
         Command::Jvm { pid, no_attach } => {
             let stop = profiler::signals::stop_flag()?;
             print_stdout(&jvm::describe(pid, !no_attach, &stop)?)
@@ -316,29 +316,6 @@ fn print_summary(summary: &record::Summary) {
         summary.output.display(),
         summary.reason
     );
-}
-
-fn dump_vmstructs(pid: u32, filter: &str) -> Result<()> {
-    let mem = jvm::memory::Memory::open(pid)?;
-    let lib = jvm::memory::Libjvm::load(pid, jvm::vmstructs::SYMBOLS)?;
-    let vm = jvm::vmstructs::VmStructs::read(&mem, &lib)?;
-    let mut lines: Vec<String> = vm
-        .fields()
-        .filter(|((t, n), _)| t.contains(filter) || n.contains(filter))
-        .map(|((t, n), f)| {
-            format!(
-                "{t}::{n} {} static={} off={} addr={:#x}",
-                f.type_string, f.is_static, f.offset, f.address
-            )
-        })
-        .collect();
-    lines.extend(
-        vm.int_constants()
-            .filter(|(name, _)| name.contains(filter))
-            .map(|(name, value)| format!("constant {name} = {value}")),
-    );
-    lines.sort();
-    print_stdout(&(lines.join("\n") + "\n"))
 }
 
 fn load(file: &std::path::Path) -> Result<model::Model> {

@@ -246,6 +246,31 @@ impl VmStructs {
     }
 }
 
+/// The live JVM `pid`'s VMStructs fields and integer constants whose type or name contains
+/// `filter`, a line each, sorted (the hidden `vmstructs` command, for finding fields).
+pub fn dump(pid: u32, filter: &str) -> Result<String> {
+    let mem = Memory::open(pid)?;
+    let lib = Libjvm::load(pid, SYMBOLS)?;
+    let vm = VmStructs::read(&mem, &lib)?;
+    let mut lines: Vec<String> = vm
+        .fields()
+        .filter(|((t, n), _)| t.contains(filter) || n.contains(filter))
+        .map(|((t, n), f)| {
+            format!(
+                "{t}::{n} {} static={} off={} addr={:#x}",
+                f.type_string, f.is_static, f.offset, f.address
+            )
+        })
+        .collect();
+    lines.extend(
+        vm.int_constants()
+            .filter(|(name, _)| name.contains(filter))
+            .map(|(name, value)| format!("constant {name} = {value}")),
+    );
+    lines.sort();
+    Ok(lines.join("\n") + "\n")
+}
+
 #[cfg(test)]
 impl VmStructs {
     /// A description made of the given fields and type sizes.
