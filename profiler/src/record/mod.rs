@@ -4,7 +4,6 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    io::IsTerminal as _,
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -12,23 +11,27 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
+mod checkpoint;
+mod progress;
+mod seed;
 mod thread_watch;
 
+use progress::Progress;
+use seed::{open_jvm, waits_at_start};
 use thread_watch::ThreadWatch;
 
 use crate::{
-    capture::{self, Capture, Raw, WaitAtStart},
+    capture::{self, Capture, Raw},
     events::{
         Event, Frame, FrameKind, FramePointerCheck, FutexWait, FutexWaker, JavaBlock,
-        JavaThreadInfo, JavaThreadState, KernelLock, OffCpu, OffCpuState, OpenWait, Stack, Syscall,
-        SyscallSum, ThreadCpu, ThreadName,
+        JavaThreadInfo, JavaThreadState, OffCpu, OffCpuState, OpenWait, Stack, Syscall, ThreadCpu,
+        ThreadName,
     },
     fdname,
     jvm::{
         self,
         chunk::Frozen,
         hotspot::{Hotspot, JavaThread, ThreadStates},
-        memory::Memory,
         walk::Tier,
     },
     mappings::Mappings,
@@ -299,146 +302,6 @@ pub fn run_with(
         reason,
         seconds: (end_mono_ns - header.start_mono_ns) as f64 / 1e9,
     })
-}
-
-/// The target's threads asleep now, in waits the kernel programs will not see begin: their
-/// state and system call from /proc, their JVM state from the JVM's memory (the fields the
-/// kernel program reads as a thread blocks; they cannot change while it sleeps). An interval
-/// is given only where it has something to show (see `WaitAtStart`); an idle carrier's park
-/// is the scheduler waiting for work, as in the kernel program.
-fn waits_at_start(target: &Target, jvm: Option<&JvmWatch>, syscalls: bool) -> Vec<WaitAtStart> {
-    use profiler_ebpf::{
-        OffCpuStart, SyscallStart,
-        java_flags::{CARRIER, KNOWN, MOUNTED},
-        syscall_flags, sysno, task_state,
-    };
-    if jvm.is_none() && !syscalls {
-        return Vec::new(); // nothing to seed: no JVM state to show, no calls traced
-    }
-    // For futex timeouts: the caller's `struct timespec` (a null pointer reads as none).
-    let mem = syscalls.then(|| Memory::open(target.pid).ok()).flatten();
-    let mut waits = Vec::new();
-    for tid in target.tids() {
-        // Read first: a change by the time the programs are attached means it ran.
-        let Some(runs) = target.runs(tid) else {
-            continue;
-        };
-        let prev_state = match target.thread_state(tid) {
-            Some('S') => task_state::INTERRUPTIBLE,
-            Some('D') => task_state::UNINTERRUPTIBLE,
-            _ => continue,
-        };
-        let java = jvm
-            .and_then(|jvm| {
-                let thread = jvm.threads.iter().find(|t| t.tid == tid)?;
-                jvm.hotspot.java_state(thread)
-            })
-            .unwrap_or_default();
-        let shown = java.flags & KNOWN != 0 && (java.flags & CARRIER != 0 || java.anchor_sp != 0);
-        let idle_carrier = java.flags & (CARRIER | MOUNTED) == CARRIER;
-        let off_cpu = shown.then_some(OffCpuStart {
-            start_ns: 0,
-            prev_state,
-            kernel_stack_id: -1,
-            user_stack_id: -1,
-            waker_tid: 0,
-            _pad: 0,
-            java,
-        });
-        let syscall = syscalls
-            .then(|| target.thread_syscall(tid))
-            .flatten()
-            .map(|(nr, args)| {
-                let futex_wait = match nr {
-                    sysno::FUTEX => profiler_ebpf::futex_op::waits(args[1]),
-                    sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
-                    _ => false,
-                };
-                // As the kernel program reads it at entry: the caller's timespec, which stays
-                // as it was while the caller waits.
-                let timeout_ns = (nr == sysno::FUTEX && futex_wait)
-                    .then(|| {
-                        let mem = mem.as_ref()?;
-                        let (sec, nsec) = (
-                            mem.u64(args[3]).ok()?,
-                            mem.u64(args[3].wrapping_add(8)).ok()?,
-                        );
-                        Some(sec.wrapping_mul(1_000_000_000).wrapping_add(nsec))
-                    })
-                    .flatten()
-                    .unwrap_or(u64::MAX);
-                let mut flags = 0;
-                if futex_wait {
-                    flags |= syscall_flags::FUTEX_WAIT;
-                }
-                if idle_carrier {
-                    flags |= syscall_flags::IDLE;
-                }
-                SyscallStart {
-                    start_ns: 0,
-                    nr,
-                    flags,
-                    args,
-                    timeout_ns,
-                    waker: Default::default(),
-                }
-            });
-        if off_cpu.is_some() || syscall.is_some() {
-            waits.push(WaitAtStart {
-                tid,
-                runs,
-                off_cpu,
-                syscall,
-            });
-        }
-    }
-    waits
-}
-
-/// Reads the JVM's internals and, through the attach protocol, its scheduler settings. A JVM
-/// pinprof cannot read is still profiled, only without its Java view: what failed becomes a
-/// warning in the recording.
-fn open_jvm(
-    options: &Options,
-    info: &mut crate::events::TargetInfo,
-    warnings: &mut Vec<String>,
-    stop: &AtomicBool,
-) -> Option<Hotspot> {
-    let hotspot = match &info.runtime {
-        Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid, r.major()) {
-            Ok(h) => {
-                if let Some(e) = &h.walk_error {
-                    warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));
-                }
-                warnings.extend(h.limits.clone());
-                Some(h)
-            }
-            Err(e) => {
-                warnings.push(format!(
-                    "cannot read the JVM's internals ({e:#}): no carriers, mounted virtual \
-                     threads or pinning in this recording"
-                ));
-                None
-            }
-        },
-        _ => None,
-    };
-    if let Some(h) = &hotspot
-        && options.attach
-        && let Some(runtime) = &mut info.runtime
-    {
-        match jvm::scheduler_settings(options.pid, h, stop) {
-            Ok(settings) => {
-                runtime.parallelism = settings.parallelism.or(runtime.parallelism);
-                runtime.max_pool_size = settings.max_pool_size;
-            }
-            Err(e) => warnings.push(format!(
-                "cannot ask the JVM for its scheduler settings ({e:#}); parallelism is the \
-                 command line's or the CPU count"
-            )),
-        }
-    }
-    hotspot
 }
 
 struct Session {
@@ -1258,135 +1121,6 @@ impl Session {
                 .write_event(&Event::Thread(ThreadName { tid, name }))?;
         }
         Ok(())
-    }
-
-    fn cpu_snapshot(&mut self) -> Result<()> {
-        let time_ns = capture::monotonic_ns();
-        let accounts = self.target.cpu_accounts();
-        self.write_accounts(time_ns, accounts)
-    }
-
-    /// Writes the threads' scheduler accounts read at `time_ns`.
-    fn write_accounts(&mut self, time_ns: u64, accounts: Vec<ThreadCpu>) -> Result<()> {
-        if accounts.is_empty() {
-            return Ok(()); // the target is gone
-        }
-        self.writer.write_event(&Event::ThreadCpu {
-            time_ns,
-            threads: accounts,
-        })
-    }
-
-    fn checkpoint(&mut self) -> Result<()> {
-        self.cpu_snapshot()?;
-        self.open_carrier_waits()?;
-        let sums: Vec<SyscallSum> = self
-            .capture
-            .syscall_sums()
-            .into_iter()
-            .map(|(k, s)| SyscallSum {
-                tid: k.tid,
-                nr: k.nr,
-                name: syscall_name(k.nr),
-                count: s.count,
-                total_ns: s.total_ns,
-                max_ns: s.max_ns,
-            })
-            .collect();
-        if !sums.is_empty() {
-            let time_ns = capture::monotonic_ns();
-            self.writer
-                .write_event(&Event::SyscallSums { time_ns, sums })?;
-        }
-        let locks = self.capture.kernel_locks();
-        if !locks.is_empty() {
-            // Each checkpoint lists every lock again: name only the ones not seen before.
-            let new: Vec<u64> = locks
-                .iter()
-                .map(|(a, _)| *a)
-                .filter(|a| !self.lock_symbols.contains_key(a))
-                .collect();
-            if !new.is_empty() {
-                let names = self.symbolizer.kernel(&new);
-                for (addr, frame) in new.into_iter().zip(names) {
-                    self.lock_symbols.insert(addr, frame.name);
-                }
-            }
-            let locks = locks
-                .into_iter()
-                .map(|(addr, s)| KernelLock {
-                    addr,
-                    symbol: self.lock_symbols.get(&addr).cloned().flatten(),
-                    count: s.count,
-                    total_ns: s.total_ns,
-                    max_ns: s.max_ns,
-                })
-                .collect();
-            let threads = self
-                .capture
-                .kernel_lock_threads()
-                .into_iter()
-                .map(|(tid, s)| (tid, s.count, s.total_ns))
-                .collect();
-            let time_ns = capture::monotonic_ns();
-            self.writer.write_event(&Event::KernelLocks {
-                time_ns,
-                locks,
-                threads,
-            })?;
-        }
-        if let Some(check) = &self.fp_check {
-            self.writer
-                .write_event(&Event::FramePointerCheck(check.clone()))?;
-        }
-        let time_ns = capture::monotonic_ns();
-        let counters = self.capture.counters();
-        self.writer
-            .write_event(&Event::Counters { time_ns, counters })?;
-        let threads = self.capture.short_off_cpu();
-        if !threads.is_empty() {
-            self.writer
-                .write_event(&Event::ShortOffCpu { time_ns, threads })?;
-        }
-        self.writer.flush()
-    }
-}
-
-struct Progress {
-    enabled: bool,
-    tty: bool,
-}
-
-impl Progress {
-    fn new(enabled: bool) -> Self {
-        Self {
-            enabled,
-            tty: std::io::stderr().is_terminal(),
-        }
-    }
-
-    /// `window`: the recording's time so far, as the summary at the end counts it.
-    fn show(&self, window: Duration, events: u64, bytes: u64, lost: u64) {
-        if !self.enabled {
-            return;
-        }
-        let line = format!(
-            "recording: {:5.1}s, {events} events, {:.1} MiB, {lost} lost",
-            window.as_secs_f64(),
-            bytes as f64 / f64::from(1 << 20)
-        );
-        if self.tty {
-            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\r{line}   "));
-        } else if window.as_secs().is_multiple_of(5) {
-            say!("{line}");
-        }
-    }
-
-    fn finish(&self, window: Duration, events: u64, bytes: u64, lost: u64) {
-        if self.enabled && self.tty {
-            self.show(window, events, bytes, lost);
-            say!();
-        }
     }
 }
 
