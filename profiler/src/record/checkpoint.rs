@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::{Session, syscall_name};
+use super::{Session, translate::syscall_name};
 use crate::{
     capture,
     events::{Event, KernelLock, SyscallSum, ThreadCpu},

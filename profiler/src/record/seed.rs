@@ -3,7 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use super::{JvmWatch, Options};
+use super::{Options, jvm_watch::JvmWatch};
 use crate::{
     capture::WaitAtStart,
     jvm::{self, hotspot::Hotspot, memory::Memory},
