@@ -22,18 +22,18 @@ mod translate;
 use jvm_watch::{JvmWatch, known_thread};
 use progress::Progress;
 use seed::{open_jvm, waits_at_start};
+use stacks::Stacks;
 use thread_watch::ThreadWatch;
 
 use crate::{
     capture::{self, Capture},
-    events::{Event, Frame, FramePointerCheck},
+    events::{Event, FramePointerCheck},
     fdname, jvm,
     mappings::Mappings,
     recording::{End, Header, RecordingWriter, StopReason},
     safe_fs::{self, Existing},
     symbolize::Symbolizer,
     target::Target,
-    unwind::NativeUnwinder,
 };
 
 #[derive(Clone, Debug)]
@@ -227,18 +227,14 @@ pub fn run_with(
         capture,
         writer,
         known_threads: HashSet::new(),
-        known_stacks: HashSet::new(),
         monitor_classes: HashMap::new(),
         init_waits: Default::default(),
-        own_stacks: HashMap::new(),
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
-        native: NativeUnwinder::new(&mut mappings),
+        stacks: Stacks::new(&mut mappings),
         mappings,
         fds: fdname::FdNamer::new(options.pid),
-        native_stacks: HashMap::new(),
-        unwound: HashMap::new(),
         lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
@@ -307,7 +303,6 @@ struct Session {
     writer: RecordingWriter,
     symbolizer: Symbolizer,
     known_threads: HashSet<u32>,
-    known_stacks: HashSet<u32>,
     /// The class last said for each monitor, and when it was read (re-read after a while: a
     /// deflated monitor may serve another object).
     /// Per monitor: when it was named, its object's class and, for a `java.lang.Class`
@@ -315,19 +310,13 @@ struct Session {
     monitor_classes: HashMap<u64, (Instant, String, Option<String>)>,
     /// The class initializations carriers wait for.
     init_waits: crate::jvm::initwait::InitWaits,
-    /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
-    /// their ids start at `OWN_STACK_IDS`.
-    own_stacks: HashMap<Vec<Frame>, u32>,
     /// System calls shorter than this are not events (u64::MAX: not traced).
     min_syscall_ns: u64,
-    native: NativeUnwinder,
+    /// The stacks written so far and the native ones waiting for their event.
+    stacks: Stacks,
     /// The target's executable mappings and sealed copies of their files.
     mappings: Mappings,
     fds: fdname::FdNamer,
-    /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
-    native_stacks: HashMap<(u32, u64), u32>,
-    /// Stack ids of the native stacks unwound so far, by their addresses.
-    unwound: HashMap<Vec<u64>, u32>,
     /// Kernel symbols of the contended kernel locks named so far (static locks have one).
     lock_symbols: HashMap<u64, Option<String>>,
     fp_check: Option<FramePointerCheck>,

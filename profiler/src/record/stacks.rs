@@ -1,13 +1,48 @@
 //! Stacks: the kernel's named once and written before their first use, native stacks
 //! unwound by DWARF, Java stacks walked, each stack made in user space interned by its frames.
 
+use std::collections::{HashMap, HashSet};
+
 use anyhow::Result;
 
 use super::Session;
 use crate::{
     events::{Event, Frame, FrameKind, Stack},
     jvm::{chunk::Frozen, walk::Tier},
+    mappings::Mappings,
+    unwind::NativeUnwinder,
 };
+
+/// The stacks written so far, and the native stacks unwound for events still to come.
+pub(super) struct Stacks {
+    /// The kernel's stack ids written so far.
+    known: HashSet<u32>,
+    /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
+    /// their ids start at `OWN_STACK_IDS`.
+    own: HashMap<Vec<Frame>, u32>,
+    unwinder: NativeUnwinder,
+    /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
+    pending_native: HashMap<(u32, u64), u32>,
+    /// Stack ids of the native stacks unwound so far, by their addresses.
+    unwound: HashMap<Vec<u64>, u32>,
+}
+
+impl Stacks {
+    pub(super) fn new(mappings: &mut Mappings) -> Self {
+        Self {
+            known: HashSet::new(),
+            own: HashMap::new(),
+            unwinder: NativeUnwinder::new(mappings),
+            pending_native: HashMap::new(),
+            unwound: HashMap::new(),
+        }
+    }
+
+    /// The native stack unwound for the event of `tid` keyed by `key_ns`, if one was; taken.
+    pub(super) fn take_native(&mut self, tid: u32, key_ns: u64) -> Option<u32> {
+        self.pending_native.remove(&(tid, key_ns))
+    }
+}
 
 /// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above any id
 /// of the kernel's stack map.
@@ -54,7 +89,7 @@ impl Session {
         let Ok(id) = u32::try_from(id) else {
             return Ok(None);
         };
-        if self.known_stacks.insert(id) {
+        if self.stacks.known.insert(id) {
             let addrs = self.capture.stack(id).unwrap_or_default();
             let frames = if kernel {
                 self.symbolizer.kernel(&addrs)
@@ -69,11 +104,11 @@ impl Session {
 
     /// The id of a stack made in user space, writing it the first time.
     fn own_stack(&mut self, frames: Vec<Frame>) -> Result<u32> {
-        if let Some(&id) = self.own_stacks.get(&frames) {
+        if let Some(&id) = self.stacks.own.get(&frames) {
             return Ok(id);
         }
-        let id = OWN_STACK_IDS + self.own_stacks.len() as u32;
-        self.own_stacks.insert(frames.clone(), id);
+        let id = OWN_STACK_IDS + self.stacks.own.len() as u32;
+        self.stacks.own.insert(frames.clone(), id);
         self.writer
             .write_event(&Event::Stack(Stack { id, frames }))?;
         Ok(id)
@@ -82,7 +117,7 @@ impl Session {
     /// Unwinds a native stack the kernel copied and keeps it for its event.
     pub(super) fn native_stack(&mut self, copy: &profiler_ebpf::NativeStackCopy) -> Result<()> {
         let len = (copy.len as usize).min(copy.data.len());
-        let addrs = self.native.unwind(
+        let addrs = self.stacks.unwinder.unwind(
             &mut self.mappings,
             copy.ip,
             copy.sp,
@@ -93,21 +128,25 @@ impl Session {
             return Ok(());
         }
         // The same addresses name the same frames: symbolize each stack once.
-        let id = match self.unwound.get(&addrs) {
+        let id = match self.stacks.unwound.get(&addrs) {
             Some(&id) => id,
             None => {
                 let frames = self.symbolizer.user(&mut self.mappings, &addrs);
                 let id = self.own_stack(frames)?;
-                self.unwound.insert(addrs, id);
+                self.stacks.unwound.insert(addrs, id);
                 id
             }
         };
-        if self.native_stacks.len() >= MAX_PENDING_NATIVE {
+        if self.stacks.pending_native.len() >= MAX_PENDING_NATIVE {
             // Unclaimed for a minute: their events were lost or never came.
             let horizon = copy.key_ns.saturating_sub(60_000_000_000);
-            self.native_stacks.retain(|(_, key), _| *key >= horizon);
+            self.stacks
+                .pending_native
+                .retain(|(_, key), _| *key >= horizon);
         }
-        self.native_stacks.insert((copy.tid, copy.key_ns), id);
+        self.stacks
+            .pending_native
+            .insert((copy.tid, copy.key_ns), id);
         Ok(())
     }
 

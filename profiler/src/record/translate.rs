@@ -133,7 +133,7 @@ impl Session {
         let futex = if e.kind == profiler_ebpf::kind::FUTEX_WAIT {
             let waker = if e.waker.tid != 0 {
                 // The DWARF-unwound stack when there is one: it sees through libc.
-                let unwound = self.native_stacks.remove(&(e.waker.tid, e.waker.wake_ns));
+                let unwound = self.stacks.take_native(e.waker.tid, e.waker.wake_ns);
                 Some(FutexWaker {
                     tid: e.waker.tid,
                     wake_ns: e.waker.wake_ns,
@@ -166,7 +166,7 @@ impl Session {
             start_ns: e.start_ns,
             end_ns: e.end_ns,
             ret: e.ret,
-            user_stack: match self.native_stacks.remove(&(e.tid, e.start_ns)) {
+            user_stack: match self.stacks.take_native(e.tid, e.start_ns) {
                 Some(id) => Some(id),
                 None => self.stack(e.user_stack_id, false)?,
             },
