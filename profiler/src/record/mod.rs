@@ -1,6 +1,12 @@
 //! `pinprof record`: capture a live process into a recording until the duration ends, the user
 //! interrupts, or the target exits. Whatever stops it, the file is left readable and every
 //! program is detached (dropping `Capture` does that).
+//!
+//! Here: the options, the summary, the start and the drain loop with its stops. Beside it,
+//! one concern a file: `seed` (what is read before the programs attach), `jvm_watch` (the
+//! JVM while it runs), `translate` (kernel records into events), `stacks`, `checkpoint`
+//! (the once-a-second snapshots), `progress` (the line on stderr), `thread_watch` (the
+//! JVM's thread list followed from a thread of its own).
 
 use std::{
     collections::{HashMap, HashSet},
