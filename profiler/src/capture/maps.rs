@@ -1,0 +1,262 @@
+//! Reading the programs' maps: their counters and what was lost, the sums kept in the
+//! kernel, the stacks, and the waits and system calls still open.
+
+use std::os::fd::{AsFd as _, AsRawFd as _};
+
+use aya::maps::{HashMap, MapData};
+use profiler_ebpf::{SyscallKey, WaitSum, counter};
+
+use super::Capture;
+use crate::events::{Counters, ShortOffCpu};
+
+/// Why events were lost, each a different remedy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LostCauses {
+    /// The ring buffer had no room: a larger one (`--ring-buffer-mib`) keeps them.
+    pub ring_buffer_full: u64,
+    /// Waits whose end the kernel never showed the programs (it skipped a switch back in).
+    pub switch_ins_missed: u64,
+    /// Program runs the kernel skipped because another BPF program was running on that CPU.
+    pub runs_skipped: u64,
+    /// Records user space could not decode.
+    pub malformed: u64,
+}
+
+impl LostCauses {
+    pub fn total(&self) -> u64 {
+        self.ring_buffer_full + self.switch_ins_missed + self.runs_skipped + self.malformed
+    }
+
+    /// "2 with the ring buffer full, 1 switch back in not shown", the non-zero causes.
+    pub fn describe(&self) -> String {
+        [
+            (
+                self.ring_buffer_full,
+                "with the ring buffer full (--ring-buffer-mib)",
+            ),
+            (
+                self.switch_ins_missed,
+                "waits whose end the kernel did not show (a skipped switch)",
+            ),
+            (
+                self.runs_skipped,
+                "program runs the kernel skipped (another BPF program was running)",
+            ),
+            (self.malformed, "malformed records"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+}
+
+/// Every entry of a map the kernel programs keep, if it was loaded (a read that fails mid-way
+/// means the entry went away meanwhile).
+fn entries<K: aya::Pod, V: aya::Pod>(map: Option<&HashMap<MapData, K, V>>) -> Vec<(K, V)> {
+    map.map(|m| m.iter().flatten().collect())
+        .unwrap_or_default()
+}
+
+impl Capture {
+    /// The addresses of stack `id`, innermost first.
+    pub fn stack(&self, id: u32) -> Option<Vec<u64>> {
+        let trace = self.stacks.get(&id, 0).ok()?;
+        Some(trace.frames().iter().map(|f| f.ip).collect())
+    }
+
+    /// Runs of the programs the kernel skipped that cost an event: a tracepoint that fires
+    /// while another BPF program runs on the same CPU does not run its programs
+    /// (`recursion_misses`). Wake-ups and kernel lock contention are left out: those that
+    /// fire inside a BPF program are its own (a ring buffer's wake-up, a map's lock), and a
+    /// skipped one costs at most a waker's name, not an event.
+    pub(super) fn skipped_runs(&self) -> u64 {
+        if self.stopped_ns.is_some() {
+            return self.skipped_at_stop;
+        }
+        self.attached
+            .iter()
+            .filter(|name| {
+                !matches!(
+                    **name,
+                    "sched_waking" | "contention_begin" | "contention_end"
+                )
+            })
+            .filter_map(|name| {
+                let fd = self.ebpf.program(name)?.fd().ok()?;
+                let info = std::fs::read_to_string(format!(
+                    "/proc/self/fdinfo/{}",
+                    fd.as_fd().as_raw_fd()
+                ))
+                .ok()?;
+                info.lines()
+                    .find_map(|l| l.strip_prefix("recursion_misses:"))?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    /// A kernel counter, summed over CPUs.
+    pub(super) fn counter(&self, index: u32) -> u64 {
+        if let Some(at_stop) = &self.counters_at_stop {
+            return at_stop.get(index as usize).copied().unwrap_or(0);
+        }
+        self.counters
+            .get(&index, 0)
+            .map(|per_cpu| per_cpu.iter().sum())
+            .unwrap_or(0)
+    }
+
+    /// The events lost so far, by cause (their total is `Counters::lost_events`).
+    pub fn lost_causes(&self) -> LostCauses {
+        LostCauses {
+            ring_buffer_full: self.counter(counter::LOST_EVENTS),
+            switch_ins_missed: self.counter(counter::MISSED_SWITCH_INS),
+            runs_skipped: self.skipped_runs(),
+            malformed: self.malformed,
+        }
+    }
+
+    /// Kernel counters summed over CPUs, plus what user space itself could not decode.
+    pub fn counters(&self) -> Counters {
+        let read = |index: u32| self.counter(index);
+        Counters {
+            lost_events: self.lost_causes().total(),
+            stack_misses: read(counter::STACK_MISSES),
+            start_map_full: read(counter::START_MAP_FULL)
+                + self.seeds_lost[0]
+                + self.registry.lost(),
+            short_intervals: read(counter::SHORT_INTERVALS),
+            java_stack_misses: read(counter::STACK_COPY_MISSES),
+            syscall_map_full: read(counter::SYSCALL_MAP_FULL) + self.seeds_lost[1],
+            waker_stacks_skipped: read(counter::WAKER_STACKS_SKIPPED),
+        }
+    }
+
+    fn amended(&self, tid: u32, start: profiler_ebpf::OffCpuStart) -> profiler_ebpf::OffCpuStart {
+        self.registry.amended(tid, start)
+    }
+
+    /// Per-(thread, system call) sums of the calls below the threshold, cumulative.
+    pub fn syscall_sums(&self) -> Vec<(SyscallKey, WaitSum)> {
+        entries(self.syscall_sums.as_ref())
+    }
+
+    /// Kernel lock contention of the target's threads per lock address, cumulative.
+    pub fn kernel_locks(&self) -> Vec<(u64, WaitSum)> {
+        let Some(map) = &self.kernel_locks else {
+            return Vec::new();
+        };
+        map.iter()
+            .flatten()
+            .map(|(lock, per_cpu)| {
+                let sum = per_cpu.iter().fold(WaitSum::default(), |a, s| WaitSum {
+                    count: a.count + s.count,
+                    total_ns: a.total_ns + s.total_ns,
+                    max_ns: a.max_ns.max(s.max_ns),
+                });
+                (lock, sum)
+            })
+            .collect()
+    }
+
+    /// System calls in progress now: (thread, call).
+    pub fn open_syscalls(&self) -> Vec<(u32, profiler_ebpf::SyscallStart)> {
+        entries(self.in_syscall.as_ref())
+            .into_iter()
+            .filter_map(|(tid, mut call)| {
+                if self.idle_in(tid, call.start_ns) {
+                    call.flags |= profiler_ebpf::syscall_flags::IDLE;
+                }
+                call.start_ns = self.seen_from(call.start_ns)?;
+                Some((tid, call))
+            })
+            .collect()
+    }
+
+    /// The kernel's entry for the wait `tid` is in now, if it is in one.
+    fn open_start(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
+        self.starts
+            .get(&tid, 0)
+            .ok()
+            .filter(|s| s.start_ns != profiler_ebpf::WAIT_ENDED)
+    }
+
+    /// Whether `tid` is a carrier idling (nothing mounted) in a wait that began after
+    /// `since`, as amended: the kernel marks such a carrier's call at the wait's end.
+    fn idle_in(&self, tid: u32, since: u64) -> bool {
+        use profiler_ebpf::java_flags::{CARRIER, MOUNTED};
+        self.open_start(tid).is_some_and(|start| {
+            let start = self.amended(tid, start);
+            start.java.flags & (CARRIER | MOUNTED) == CARRIER
+                && start.prev_state != profiler_ebpf::task_state::RUNNING
+                && since <= start.start_ns
+        })
+    }
+
+    /// Kernel lock contention per thread of the target, cumulative.
+    pub fn kernel_lock_threads(&self) -> Vec<(u32, WaitSum)> {
+        entries(self.kernel_lock_threads.as_ref())
+    }
+
+    /// Threads that are off CPU right now, with where and since when.
+    pub fn open_intervals(&self) -> Vec<(u32, profiler_ebpf::OffCpuStart)> {
+        self.starts
+            .iter()
+            .flatten()
+            .filter(|(_, start)| start.start_ns != profiler_ebpf::WAIT_ENDED)
+            .filter_map(|(tid, start)| {
+                let mut start = self.amended(tid, start);
+                start.start_ns = self.seen_from(start.start_ns)?;
+                Some((tid, start))
+            })
+            .collect()
+    }
+
+    /// The interval `tid` is off CPU in now, if it is.
+    pub fn open_interval(&self, tid: u32) -> Option<profiler_ebpf::OffCpuStart> {
+        let mut start = self.amended(tid, self.open_start(tid)?);
+        start.start_ns = self.seen_from(start.start_ns)?;
+        Some(start)
+    }
+
+    /// Per-thread sums of the intervals below the threshold.
+    pub fn short_off_cpu(&self) -> Vec<ShortOffCpu> {
+        self.short
+            .iter()
+            .flatten()
+            .map(|(tid, s)| ShortOffCpu {
+                tid,
+                count: s.count,
+                total_ns: s.total_ns,
+                preempted_ns: s.preempted_ns,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_events_are_said_by_cause() {
+        let none = LostCauses::default();
+        assert_eq!((none.total(), none.describe()), (0, String::new()));
+        let some = LostCauses {
+            ring_buffer_full: 2,
+            switch_ins_missed: 1,
+            runs_skipped: 0,
+            malformed: 0,
+        };
+        assert_eq!(some.total(), 3);
+        assert_eq!(
+            some.describe(),
+            "2 with the ring buffer full (--ring-buffer-mib), 1 waits whose end the kernel did \
+             not show (a skipped switch)"
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! Watching the JVM while recording: its Java threads made known to the kernel programs and
+//! written, the classes of the monitors threads wait for, and the carriers' open waits.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::Session;
+use crate::{
+    capture,
+    events::{Event, JavaThreadInfo, OffCpuState, OpenWait},
+    jvm::hotspot::{Hotspot, JavaThread},
+};
+
+/// Follows the JVM's thread list, so the kernel knows every Java thread's `JavaThread`.
+pub(super) struct JvmWatch {
+    pub(super) hotspot: Hotspot,
+    /// As the thread watch read them last.
+    pub(super) threads: Vec<JavaThread>,
+}
+
+/// A Java thread as the kernel programs are told of it: a carrier, one of the JDK's own
+/// service threads (by its class), or another.
+pub(super) fn known_thread(t: &JavaThread) -> capture::KnownThread {
+    let role = if t.carrier {
+        capture::ThreadRole::Carrier
+    } else if t
+        .class
+        .as_deref()
+        .is_some_and(crate::model::jdk::is_jdk_service_class)
+    {
+        capture::ThreadRole::Service
+    } else {
+        capture::ThreadRole::Other
+    };
+    capture::KnownThread {
+        tid: t.tid,
+        addr: t.addr,
+        role,
+    }
+}
+
+impl Session {
+    /// Takes what the thread watch read of the JVM's thread list since last time (it has
+    /// told the kernel already), and writes it.
+    pub(super) fn refresh_java_threads(&mut self) -> Result<()> {
+        let Some(watch) = &self.watch else {
+            return Ok(());
+        };
+        for update in watch.updates() {
+            if let Some(why) = update.failed
+                && !self.registration_failed
+            {
+                self.registration_failed = true;
+                self.writer.write_event(&Event::Warning(format!(
+                    "some Java threads could not be made known to the kernel programs ({why}): \
+                     their waits count as blocked"
+                )))?;
+            }
+            if let Some(jvm) = &mut self.jvm {
+                jvm.threads = update.threads;
+                self.write_java_threads(update.time_ns)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the Java threads last read (their full names, which are carriers).
+    pub(super) fn write_java_threads(&mut self, time_ns: u64) -> Result<()> {
+        let Some(jvm) = self.jvm.as_ref().filter(|j| !j.threads.is_empty()) else {
+            return Ok(());
+        };
+        let threads = jvm
+            .threads
+            .iter()
+            .map(|t| JavaThreadInfo {
+                tid: t.tid,
+                name: t.name.clone(),
+                carrier: t.carrier,
+            })
+            .collect();
+        self.writer
+            .write_event(&Event::JavaThreads { time_ns, threads })?;
+        let classes: Vec<(u32, String)> = jvm
+            .threads
+            .iter()
+            .filter_map(|t| Some((t.tid, t.class.clone()?)))
+            .collect();
+        if classes.is_empty() {
+            return Ok(());
+        }
+        self.writer.write_event(&Event::JavaThreadClasses {
+            time_ns,
+            threads: classes,
+        })
+    }
+
+    /// Says which class of object `monitor` belongs to, when not said recently.
+    pub(super) fn name_monitor(&mut self, monitor: u64, time_ns: u64) -> Result<()> {
+        const FRESH: Duration = Duration::from_secs(1);
+        if self
+            .monitor_classes
+            .get(&monitor)
+            .is_some_and(|(read, _, _)| read.elapsed() < FRESH)
+        {
+            return Ok(());
+        }
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let Some(class) = jvm.hotspot.monitor_class(monitor) else {
+            return Ok(());
+        };
+        let class_object = (class == "java.lang.Class")
+            .then(|| jvm.hotspot.monitor_class_object(monitor))
+            .flatten();
+        // One entry per monitor seen; a program that inflates monitors without end would
+        // grow it for ever, so it is forgotten now and then (and re-read).
+        if self.monitor_classes.len() >= 100_000 {
+            self.monitor_classes.clear();
+        }
+        let said = self.monitor_classes.insert(
+            monitor,
+            (Instant::now(), class.clone(), class_object.clone()),
+        );
+        let changed =
+            said.is_none_or(|(_, before, object)| before != class || object != class_object);
+        if changed {
+            self.writer.write_event(&Event::MonitorClass {
+                time_ns,
+                monitor,
+                class,
+            })?;
+            if let Some(class) = class_object {
+                self.writer.write_event(&Event::MonitorClassObject {
+                    time_ns,
+                    monitor,
+                    class,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Names the class initializations that mounted virtual threads wait for now, while the
+    /// waits last (the class's init lock is gone once it is initialized): a look-up per
+    /// carrier, and a walk of the loaded classes only when one waits on an init lock.
+    pub(super) fn name_class_init_waits(&mut self) -> Result<()> {
+        use profiler_ebpf::java_flags::{KNOWN, MOUNTED};
+        let Some(jvm) = &self.jvm else {
+            return Ok(());
+        };
+        let mut waits: Vec<(u64, u64)> = Vec::new();
+        for t in jvm.threads.iter().filter(|t| t.carrier) {
+            let Some(start) = self.capture.open_interval(t.tid) else {
+                continue;
+            };
+            // A carrier that blocked before the kernel knew it for a Java thread (one just
+            // started) has its JVM state read now: it has not moved since.
+            let java = match start.java.flags & KNOWN {
+                0 => match jvm.hotspot.java_state(t) {
+                    Some(state) => state,
+                    None => continue,
+                },
+                _ => start.java,
+            };
+            if java.flags & MOUNTED == 0 {
+                continue;
+            }
+            for monitor in [java.waiting_monitor, java.pending_monitor] {
+                if monitor != 0 {
+                    waits.push((monitor, start.start_ns));
+                }
+            }
+        }
+        if waits.is_empty() {
+            return Ok(());
+        }
+        for &(monitor, start_ns) in &waits {
+            self.name_monitor(monitor, start_ns)?;
+        }
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let now_ns = capture::monotonic_ns();
+        let events = self
+            .init_waits
+            .name(&mut jvm.hotspot, &jvm.threads, &waits, now_ns);
+        for event in events {
+            self.writer.write_event(&event)?;
+        }
+        Ok(())
+    }
+
+    /// Says which carriers are in a wait that has not ended yet, so that a live view sees
+    /// starvation while it lasts (a long pinning is otherwise known only when it ends).
+    pub(super) fn open_carrier_waits(&mut self) -> Result<()> {
+        let Some(jvm) = &self.jvm else {
+            return Ok(());
+        };
+        // A look-up per carrier, not a walk of every thread's entry.
+        let carriers: Vec<u32> = jvm
+            .threads
+            .iter()
+            .filter(|t| t.carrier)
+            .map(|t| t.tid)
+            .collect();
+        if carriers.is_empty() {
+            return Ok(());
+        }
+        let waits = carriers
+            .into_iter()
+            .filter_map(|tid| Some((tid, self.capture.open_interval(tid)?)))
+            .map(|(tid, start)| OpenWait {
+                tid,
+                start_ns: start.start_ns,
+                state: OffCpuState::from_prev_state(start.prev_state),
+                java: self.java_block(&start.java),
+            })
+            .collect();
+        self.writer.write_event(&Event::OpenWaits {
+            time_ns: capture::monotonic_ns(),
+            waits,
+        })
+    }
+}

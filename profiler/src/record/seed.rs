@@ -1,0 +1,155 @@
+//! Seeding from /proc and the JVM before the programs attach: the waits already under way,
+//! and the JVM read once (its internals and its scheduler settings).
+
+use std::sync::atomic::AtomicBool;
+
+use super::{Options, jvm_watch::JvmWatch};
+use crate::{
+    capture::WaitAtStart,
+    jvm::{self, hotspot::Hotspot, memory::Memory},
+    target::Target,
+};
+
+/// The target's threads asleep now, in waits the kernel programs will not see begin: their
+/// state and system call from /proc, their JVM state from the JVM's memory (the fields the
+/// kernel program reads as a thread blocks; they cannot change while it sleeps). An interval
+/// is given only where it has something to show (see `WaitAtStart`); an idle carrier's park
+/// is the scheduler waiting for work, as in the kernel program.
+pub(super) fn waits_at_start(
+    target: &Target,
+    jvm: Option<&JvmWatch>,
+    syscalls: bool,
+) -> Vec<WaitAtStart> {
+    use profiler_ebpf::{
+        OffCpuStart, SyscallStart,
+        java_flags::{CARRIER, KNOWN, MOUNTED},
+        syscall_flags, sysno, task_state,
+    };
+    if jvm.is_none() && !syscalls {
+        return Vec::new(); // nothing to seed: no JVM state to show, no calls traced
+    }
+    // For futex timeouts: the caller's `struct timespec` (a null pointer reads as none).
+    let mem = syscalls.then(|| Memory::open(target.pid).ok()).flatten();
+    let mut waits = Vec::new();
+    for tid in target.tids() {
+        // Read first: a change by the time the programs are attached means it ran.
+        let Some(runs) = target.runs(tid) else {
+            continue;
+        };
+        let prev_state = match target.thread_state(tid) {
+            Some('S') => task_state::INTERRUPTIBLE,
+            Some('D') => task_state::UNINTERRUPTIBLE,
+            _ => continue,
+        };
+        let java = jvm
+            .and_then(|jvm| {
+                let thread = jvm.threads.iter().find(|t| t.tid == tid)?;
+                jvm.hotspot.java_state(thread)
+            })
+            .unwrap_or_default();
+        let shown = java.flags & KNOWN != 0 && (java.flags & CARRIER != 0 || java.anchor_sp != 0);
+        let idle_carrier = java.flags & (CARRIER | MOUNTED) == CARRIER;
+        let off_cpu = shown.then_some(OffCpuStart {
+            start_ns: 0,
+            prev_state,
+            kernel_stack_id: -1,
+            user_stack_id: -1,
+            waker_tid: 0,
+            _pad: 0,
+            java,
+        });
+        let syscall = syscalls
+            .then(|| target.thread_syscall(tid))
+            .flatten()
+            .map(|(nr, args)| {
+                let futex_wait = match nr {
+                    sysno::FUTEX => profiler_ebpf::futex_op::waits(args[1]),
+                    sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
+                    _ => false,
+                };
+                // As the kernel program reads it at entry: the caller's timespec, which stays
+                // as it was while the caller waits.
+                let timeout_ns = (nr == sysno::FUTEX && futex_wait)
+                    .then(|| {
+                        let mem = mem.as_ref()?;
+                        let (sec, nsec) = (
+                            mem.u64(args[3]).ok()?,
+                            mem.u64(args[3].wrapping_add(8)).ok()?,
+                        );
+                        Some(sec.wrapping_mul(1_000_000_000).wrapping_add(nsec))
+                    })
+                    .flatten()
+                    .unwrap_or(u64::MAX);
+                let mut flags = 0;
+                if futex_wait {
+                    flags |= syscall_flags::FUTEX_WAIT;
+                }
+                if idle_carrier {
+                    flags |= syscall_flags::IDLE;
+                }
+                SyscallStart {
+                    start_ns: 0,
+                    nr,
+                    flags,
+                    args,
+                    timeout_ns,
+                    waker: Default::default(),
+                }
+            });
+        if off_cpu.is_some() || syscall.is_some() {
+            waits.push(WaitAtStart {
+                tid,
+                runs,
+                off_cpu,
+                syscall,
+            });
+        }
+    }
+    waits
+}
+
+/// Reads the JVM's internals and, through the attach protocol, its scheduler settings. A JVM
+/// pinprof cannot read is still profiled, only without its Java view: what failed becomes a
+/// warning in the recording.
+pub(super) fn open_jvm(
+    options: &Options,
+    info: &mut crate::events::TargetInfo,
+    warnings: &mut Vec<String>,
+    stop: &AtomicBool,
+) -> Option<Hotspot> {
+    let hotspot = match &info.runtime {
+        Some(r) if r.kind == "hotspot" => match Hotspot::attach(options.pid, r.major()) {
+            Ok(h) => {
+                if let Some(e) = &h.walk_error {
+                    warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));
+                }
+                warnings.extend(h.limits.clone());
+                Some(h)
+            }
+            Err(e) => {
+                warnings.push(format!(
+                    "cannot read the JVM's internals ({e:#}): no carriers, mounted virtual \
+                     threads or pinning in this recording"
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
+    if let Some(h) = &hotspot
+        && options.attach
+        && let Some(runtime) = &mut info.runtime
+    {
+        match jvm::scheduler_settings(options.pid, h, stop) {
+            Ok(settings) => {
+                runtime.parallelism = settings.parallelism.or(runtime.parallelism);
+                runtime.max_pool_size = settings.max_pool_size;
+            }
+            Err(e) => warnings.push(format!(
+                "cannot ask the JVM for its scheduler settings ({e:#}); parallelism is the \
+                 command line's or the CPU count"
+            )),
+        }
+    }
+    hotspot
+}

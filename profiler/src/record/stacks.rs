@@ -1,0 +1,270 @@
+//! Stacks: the kernel's named once and written before their first use, native stacks
+//! unwound by DWARF, Java stacks walked, each stack made in user space interned by its frames.
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::Result;
+
+use super::Session;
+use crate::{
+    events::{Event, Frame, FrameKind, Stack},
+    jvm::{chunk::Frozen, walk::Tier},
+    mappings::Mappings,
+    unwind::NativeUnwinder,
+};
+
+/// The stacks written so far, and the native stacks unwound for events still to come.
+pub(super) struct Stacks {
+    /// The kernel's stack ids written so far.
+    known: HashSet<u32>,
+    /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
+    /// their ids start at `OWN_STACK_IDS`.
+    own: HashMap<Vec<Frame>, u32>,
+    unwinder: NativeUnwinder,
+    /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
+    pending_native: HashMap<(u32, u64), u32>,
+    /// Stack ids of the native stacks unwound so far, by their addresses.
+    unwound: HashMap<Vec<u64>, u32>,
+}
+
+impl Stacks {
+    pub(super) fn new(mappings: &mut Mappings) -> Self {
+        Self {
+            known: HashSet::new(),
+            own: HashMap::new(),
+            unwinder: NativeUnwinder::new(mappings),
+            pending_native: HashMap::new(),
+            unwound: HashMap::new(),
+        }
+    }
+
+    /// The native stack unwound for the event of `tid` keyed by `key_ns`, if one was; taken.
+    pub(super) fn take_native(&mut self, tid: u32, key_ns: u64) -> Option<u32> {
+        self.pending_native.remove(&(tid, key_ns))
+    }
+}
+
+/// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above any id
+/// of the kernel's stack map.
+const OWN_STACK_IDS: u32 = 1 << 31;
+
+/// Unwound native stacks kept for events still to come; more means they were never claimed.
+const MAX_PENDING_NATIVE: usize = 4096;
+
+/// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
+fn read_stack(mem: &std::fs::File, sp: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    let mut data = vec![0u8; profiler_ebpf::STACK_COPY_BYTES];
+    let mut len = data.len();
+    while len >= 512 {
+        if mem.read_exact_at(&mut data[..len], sp).is_ok() {
+            data.truncate(len);
+            return Some(data);
+        }
+        len /= 2;
+    }
+    None
+}
+
+impl Session {
+    /// Reads the JVM library's symbols now: the first stacks through it otherwise take that
+    /// time (a large symbol table) while events wait, new threads among them, whose waits
+    /// would go unknown as Java threads' until the JVM's list is read again.
+    pub(super) fn warm_up(&mut self) {
+        if self.jvm.is_none() {
+            return;
+        }
+        let libjvm = self
+            .mappings
+            .iter()
+            .find(|m| m.path.ends_with("/libjvm.so"))
+            .map(|m| m.start);
+        if let Some(addr) = libjvm {
+            let _ = self.symbolizer.user(&mut self.mappings, &[addr]);
+        }
+    }
+
+    /// Names a stack the first time its id is seen, and writes it before any event uses it.
+    pub(super) fn stack(&mut self, id: i32, kernel: bool) -> Result<Option<u32>> {
+        let Ok(id) = u32::try_from(id) else {
+            return Ok(None);
+        };
+        if self.stacks.known.insert(id) {
+            let addrs = self.capture.stack(id).unwrap_or_default();
+            let frames = if kernel {
+                self.symbolizer.kernel(&addrs)
+            } else {
+                self.symbolizer.user(&mut self.mappings, &addrs)
+            };
+            self.writer
+                .write_event(&Event::Stack(Stack { id, frames }))?;
+        }
+        Ok(Some(id))
+    }
+
+    /// The id of a stack made in user space, writing it the first time.
+    fn own_stack(&mut self, frames: Vec<Frame>) -> Result<u32> {
+        if let Some(&id) = self.stacks.own.get(&frames) {
+            return Ok(id);
+        }
+        let id = OWN_STACK_IDS + self.stacks.own.len() as u32;
+        self.stacks.own.insert(frames.clone(), id);
+        self.writer
+            .write_event(&Event::Stack(Stack { id, frames }))?;
+        Ok(id)
+    }
+
+    /// Unwinds a native stack the kernel copied and keeps it for its event.
+    pub(super) fn native_stack(&mut self, copy: &profiler_ebpf::NativeStackCopy) -> Result<()> {
+        let len = (copy.len as usize).min(copy.data.len());
+        let addrs = self.stacks.unwinder.unwind(
+            &mut self.mappings,
+            copy.ip,
+            copy.sp,
+            copy.bp,
+            &copy.data[..len],
+        );
+        if addrs.is_empty() {
+            return Ok(());
+        }
+        // The same addresses name the same frames: symbolize each stack once.
+        let id = match self.stacks.unwound.get(&addrs) {
+            Some(&id) => id,
+            None => {
+                let frames = self.symbolizer.user(&mut self.mappings, &addrs);
+                let id = self.own_stack(frames)?;
+                self.stacks.unwound.insert(addrs, id);
+                id
+            }
+        };
+        if self.stacks.pending_native.len() >= MAX_PENDING_NATIVE {
+            // Unclaimed for a minute: their events were lost or never came.
+            let horizon = copy.key_ns.saturating_sub(60_000_000_000);
+            self.stacks
+                .pending_native
+                .retain(|(_, key), _| *key >= horizon);
+        }
+        self.stacks
+            .pending_native
+            .insert((copy.tid, copy.key_ns), id);
+        Ok(())
+    }
+
+    /// Walks a Java stack the kernel copied (with its virtual thread's frozen frames, when it
+    /// copied those too) and records its frames for the interval.
+    pub(super) fn java_stack(
+        &mut self,
+        copy: &profiler_ebpf::StackCopy,
+        chunk: Option<&profiler_ebpf::ChunkCopy>,
+    ) -> Result<()> {
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let head = &copy.head;
+        let len = (head.len as usize).min(copy.data.len());
+        if len == 0 {
+            // The kernel could not read the stack (counted there as a miss).
+            return Ok(());
+        }
+        let anchor = [head.anchor_sp, head.anchor_pc, head.anchor_fp];
+        let frozen = (head.chunk != 0).then_some(Frozen {
+            vthread: head.vthread,
+            vthread_id: head.vthread_id,
+            chunk: head.chunk,
+            sp: head.chunk_sp,
+        });
+        let walked = jvm
+            .hotspot
+            .walk(head.anchor_sp, &copy.data[..len], anchor, frozen, chunk);
+        if let Some(check) = &mut self.fp_check {
+            // Unwinding: both walks must find the same compiled frames (by return address).
+            // Naming: where the perf map knows a frame, it must give the same method.
+            let ours: Vec<(u64, String)> = walked
+                .iter()
+                .filter(|f| matches!(f.tier, Tier::Compiled | Tier::Native))
+                .map(|f| (f.pc, f.name.clone()))
+                .collect();
+            let chain = jvm
+                .hotspot
+                .frame_pointer_chain(head.anchor_sp, &copy.data[..len], anchor);
+            let theirs: Vec<u64> = chain
+                .into_iter()
+                .filter(|&pc| jvm.hotspot.in_compiled_method(pc))
+                .collect();
+            let mut named = 0;
+            let mut same = ours.len() == theirs.len();
+            for (i, ((pc, name), their_pc)) in ours.iter().zip(&theirs).enumerate() {
+                // Return addresses point after their call: look up the byte before.
+                let lookup = if i == 0 { *their_pc } else { their_pc - 1 };
+                let their_name = self.symbolizer.perf_map_method(lookup);
+                named += usize::from(their_name.is_some());
+                same &= pc == their_pc && their_name.as_ref().is_none_or(|n| n == name);
+            }
+            if named > 0 {
+                check.compared += 1;
+                if same {
+                    check.agreed += 1;
+                } else if check.first_difference.is_none() {
+                    let names = |pcs: &[u64]| pcs.iter().map(|p| format!("{p:#x}")).collect();
+                    let ours_named = ours.iter().map(|(p, n)| format!("{p:#x} {n}")).collect();
+                    check.first_difference = Some((ours_named, names(&theirs)));
+                }
+            }
+        }
+        let frames: Vec<Frame> = walked
+            .into_iter()
+            .map(|f| Frame {
+                kind: FrameKind::Java,
+                addr: f.pc,
+                name: Some(f.name),
+                module: Some(f.tier.as_str().to_string()),
+                holds_monitor: f.holds_monitor,
+                line: f.line,
+            })
+            .collect();
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let id = self.own_stack(frames)?;
+        self.writer.write_event(&Event::JavaStack {
+            tid: copy.head.tid,
+            start_ns: copy.head.start_ns,
+            stack: id,
+        })
+    }
+
+    /// A copy of the stack of a Java thread still blocked as capture stops: it never left its
+    /// system call, so the kernel made none. Its stack does not move while it stays blocked;
+    /// the caller keeps the copy only if it still was afterwards.
+    pub(super) fn open_java_stack(
+        &self,
+        start: &profiler_ebpf::OffCpuStart,
+    ) -> Option<Box<profiler_ebpf::StackCopy>> {
+        let java = &start.java;
+        let carrier_idle = java.flags & profiler_ebpf::java_flags::CARRIER != 0
+            && java.flags & profiler_ebpf::java_flags::MOUNTED == 0;
+        if java.anchor_sp == 0 || carrier_idle || self.jvm.is_none() {
+            return None;
+        }
+        let data = read_stack(self.target_mem.as_ref()?, java.anchor_sp)?;
+        let mut copy = Box::new(profiler_ebpf::StackCopy {
+            head: profiler_ebpf::StackHead {
+                kind: profiler_ebpf::kind::STACK_COPY,
+                tid: 0,
+                start_ns: start.start_ns,
+                anchor_sp: java.anchor_sp,
+                anchor_pc: java.anchor_pc,
+                anchor_fp: java.anchor_fp,
+                // Read now, like the stack: the frozen frames of a thread still blocked.
+                vthread: 0,
+                vthread_id: 0,
+                chunk: 0,
+                chunk_sp: 0,
+                len: data.len() as u32,
+            },
+            data: [0; profiler_ebpf::STACK_COPY_BYTES],
+        });
+        copy.data[..data.len()].copy_from_slice(&data);
+        Some(copy)
+    }
+}

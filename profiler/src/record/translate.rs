@@ -1,0 +1,314 @@
+//! Translation of the kernel's raw records into the recording's events: intervals off CPU,
+//! system calls, thread names and lives, and what is still open as capture stops.
+
+use std::collections::HashSet;
+
+use anyhow::Result;
+
+use super::Session;
+use crate::{
+    capture::Raw,
+    events::{
+        Event, FutexWait, FutexWaker, JavaBlock, JavaThreadState, OffCpu, OffCpuState, Syscall,
+        ThreadCpu, ThreadName,
+    },
+    fdname,
+    jvm::hotspot::ThreadStates,
+};
+
+/// A system call still under way as capture stops.
+struct UnfinishedCall {
+    tid: u32,
+    nr: u32,
+    args: [u64; 4],
+    start_ns: u64,
+    /// A futex wait's timeout (None inside: none, or not known); None: not a futex wait.
+    futex_timeout_ns: Option<Option<u64>>,
+}
+
+/// The name of an x86_64 system call number.
+pub(super) fn syscall_name(nr: u32) -> String {
+    syscalls::Sysno::new(nr as usize)
+        .map(|s| s.name().to_string())
+        .unwrap_or_else(|| format!("syscall_{nr}"))
+}
+
+fn thread_state(states: &ThreadStates, raw: u32) -> JavaThreadState {
+    match raw {
+        s if s == states.in_native => JavaThreadState::InNative,
+        s if s == states.in_vm => JavaThreadState::InVm,
+        s if s == states.in_java => JavaThreadState::InJava,
+        s if s == states.blocked => JavaThreadState::Blocked,
+        s => JavaThreadState::Other(s),
+    }
+}
+
+impl Session {
+    /// Records raw kernel records; true once the target has exited.
+    pub(super) fn handle(&mut self, raws: &[Raw]) -> Result<bool> {
+        let mut exited = false;
+        // Births first: the JVM lists a new Java thread before it starts it, and what follows
+        // (naming and walking stacks) can take a while, during which the new thread blocks.
+        if let Some(watch) = &self.watch {
+            for raw in raws {
+                if let Raw::ThreadStart(life) = raw {
+                    watch.born(life.tid);
+                }
+            }
+        }
+        for raw in raws {
+            // (Cheap: the watch has read the list; this writes what it read, in order.)
+            self.refresh_java_threads()?;
+            match raw {
+                Raw::OffCpu(e) => {
+                    let event = OffCpu {
+                        tid: e.tid,
+                        start_ns: e.start_ns,
+                        end_ns: e.end_ns,
+                        state: OffCpuState::from_prev_state(e.prev_state),
+                        kernel_stack: self.stack(e.kernel_stack_id, true)?,
+                        user_stack: self.stack(e.user_stack_id, false)?,
+                        waker_tid: (e.waker_tid != 0).then_some(e.waker_tid),
+                        cpu: e.cpu,
+                        java: self.java_block(&e.java),
+                    };
+                    if let Some(java) = &event.java {
+                        for monitor in [java.pending_monitor, java.waiting_monitor]
+                            .into_iter()
+                            .flatten()
+                        {
+                            self.name_monitor(monitor, e.start_ns)?;
+                        }
+                    }
+                    self.thread(e.tid)?;
+                    self.writer.write_event(&Event::OffCpu(event))?;
+                    self.events += 1;
+                }
+                Raw::StackCopy(copy) => self.java_stack(copy, None)?,
+                Raw::StackChunkCopy(copy) => self.java_stack(&copy.stack, Some(&copy.chunk))?,
+                Raw::Syscall(e) => self.syscall(e)?,
+                Raw::NativeStack(copy) => self.native_stack(copy)?,
+                Raw::Rename(r) => {
+                    let end = r.comm.iter().position(|&b| b == 0).unwrap_or(r.comm.len());
+                    let name = String::from_utf8_lossy(&r.comm[..end]).into_owned();
+                    self.known_threads.insert(r.tid);
+                    self.writer
+                        .write_event(&Event::Thread(ThreadName { tid: r.tid, name }))?;
+                }
+                Raw::ThreadStart(life) => {
+                    self.writer.write_event(&Event::ThreadStart {
+                        tid: life.tid,
+                        time_ns: life.time_ns,
+                    })?;
+                }
+                Raw::ThreadExit(life) => {
+                    let known = life.run_ns != u64::MAX && life.wait_ns != u64::MAX;
+                    self.writer.write_event(&Event::ThreadExit {
+                        tid: life.tid,
+                        time_ns: life.time_ns,
+                        account: known.then_some(ThreadCpu {
+                            tid: life.tid,
+                            run_ns: life.run_ns,
+                            wait_ns: life.wait_ns,
+                        }),
+                    })?;
+                }
+                Raw::Exit(e) => {
+                    self.writer
+                        .write_event(&Event::TargetExit { time_ns: e.time_ns })?;
+                    self.exit_ns = Some(e.time_ns);
+                    exited = true;
+                }
+            }
+        }
+        Ok(exited)
+    }
+
+    /// Records a long system call or futex wait, naming its call, its file and its stacks.
+    fn syscall(&mut self, e: &profiler_ebpf::SyscallEvent) -> Result<()> {
+        let name = syscall_name(e.nr);
+        let fd = fdname::takes_fd(&name)
+            .then(|| self.fds.name_at(e.args[0], e.fd_inode, e.fd_mode))
+            .flatten();
+        let futex = if e.kind == profiler_ebpf::kind::FUTEX_WAIT {
+            let waker = if e.waker.tid != 0 {
+                // The DWARF-unwound stack when there is one: it sees through libc.
+                let unwound = self.stacks.take_native(e.waker.tid, e.waker.wake_ns);
+                Some(FutexWaker {
+                    tid: e.waker.tid,
+                    wake_ns: e.waker.wake_ns,
+                    user_stack: match unwound {
+                        Some(id) => Some(id),
+                        None => self.stack(e.waker.user_stack_id, false)?,
+                    },
+                    kernel_stack: self.stack(e.waker.kernel_stack_id, true)?,
+                })
+            } else {
+                None
+            };
+            if let Some(w) = &waker {
+                self.thread(w.tid)?;
+            }
+            Some(FutexWait {
+                uaddr: e.args[0],
+                op: e.args[1],
+                timeout_ns: (e.timeout_ns != u64::MAX).then_some(e.timeout_ns),
+                waker,
+            })
+        } else {
+            None
+        };
+        let event = Syscall {
+            tid: e.tid,
+            nr: e.nr,
+            name,
+            args: e.args,
+            start_ns: e.start_ns,
+            end_ns: e.end_ns,
+            ret: e.ret,
+            user_stack: match self.stacks.take_native(e.tid, e.start_ns) {
+                Some(id) => Some(id),
+                None => self.stack(e.user_stack_id, false)?,
+            },
+            fd,
+            futex,
+            unfinished: false,
+        };
+        self.write_syscall(event)
+    }
+
+    /// Writes a system call event, naming its thread the first time.
+    fn write_syscall(&mut self, event: Syscall) -> Result<()> {
+        self.thread(event.tid)?;
+        self.writer.write_event(&Event::Syscall(event))?;
+        self.events += 1;
+        Ok(())
+    }
+
+    pub(super) fn java_block(&self, raw: &profiler_ebpf::JavaState) -> Option<JavaBlock> {
+        use profiler_ebpf::java_flags;
+        let jvm = self.jvm.as_ref()?;
+        if raw.flags & java_flags::KNOWN == 0 {
+            return None;
+        }
+        let nonzero = |v: u64| (v != 0).then_some(v);
+        Some(JavaBlock {
+            state: thread_state(&jvm.hotspot.states, raw.thread_state),
+            vthread: (raw.flags & java_flags::MOUNTED != 0).then_some(raw.vthread_id),
+            pending_monitor: nonzero(raw.pending_monitor),
+            waiting_monitor: nonzero(raw.waiting_monitor),
+            held_monitors: raw.held_monitors,
+            pin_count: raw.pin_count,
+            at_safepoint: raw.flags & java_flags::SAFEPOINT != 0,
+            anchor: [raw.anchor_sp, raw.anchor_pc, raw.anchor_fp],
+        })
+    }
+
+    fn thread(&mut self, tid: u32) -> Result<()> {
+        if self.known_threads.insert(tid) {
+            let name = self
+                .target
+                .thread_name(tid)
+                .unwrap_or_else(|| format!("tid-{tid}"));
+            self.writer
+                .write_event(&Event::Thread(ThreadName { tid, name }))?;
+        }
+        Ok(())
+    }
+
+    /// System calls still in progress when capture stops (a deadlock's waits among them, and
+    /// calls under way since before attach) are recorded as unfinished, up to the window's
+    /// end, `now`.
+    pub(super) fn close_open_syscalls(&mut self, now: u64) -> Result<()> {
+        for (tid, call) in self.capture.open_syscalls() {
+            if call.flags & profiler_ebpf::syscall_flags::IDLE != 0
+                || now.saturating_sub(call.start_ns) < self.min_syscall_ns
+            {
+                continue;
+            }
+            let futex_wait = call.flags & profiler_ebpf::syscall_flags::FUTEX_WAIT != 0;
+            let timeout_ns = (call.timeout_ns != u64::MAX).then_some(call.timeout_ns);
+            let call = UnfinishedCall {
+                tid,
+                nr: call.nr,
+                args: call.args,
+                start_ns: call.start_ns,
+                futex_timeout_ns: futex_wait.then_some(timeout_ns),
+            };
+            self.write_unfinished_call(call, now)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a system call still under way at `end_ns`, named with its file.
+    fn write_unfinished_call(&mut self, call: UnfinishedCall, end_ns: u64) -> Result<()> {
+        let name = syscall_name(call.nr);
+        let fd = fdname::takes_fd(&name)
+            .then(|| self.fds.name(call.args[0]))
+            .flatten();
+        let futex = call.futex_timeout_ns.map(|timeout_ns| FutexWait {
+            uaddr: call.args[0],
+            op: call.args[1],
+            timeout_ns,
+            waker: None,
+        });
+        let event = Syscall {
+            tid: call.tid,
+            nr: call.nr,
+            name,
+            args: call.args,
+            start_ns: call.start_ns,
+            end_ns,
+            ret: 0,
+            user_stack: None,
+            fd,
+            futex,
+            unfinished: true,
+        };
+        self.write_syscall(event)
+    }
+
+    /// Intervals still open when capture stops (those since before attach among them) end
+    /// at the window's end, `now`.
+    pub(super) fn close_open_intervals(&mut self, now: u64) -> Result<()> {
+        let open = self.capture.open_intervals();
+        // Java stacks of the threads still blocked, read now; kept below only for threads
+        // still in the same wait once all are read (one more look at the map, not one each).
+        let stacks: Vec<_> = open
+            .iter()
+            .filter_map(|(tid, start)| {
+                let mut copy = self.open_java_stack(start)?;
+                copy.head.tid = *tid;
+                Some(((*tid, start.start_ns), copy))
+            })
+            .collect();
+        let still_open: HashSet<(u32, u64)> = self
+            .capture
+            .open_intervals()
+            .iter()
+            .map(|(tid, s)| (*tid, s.start_ns))
+            .collect();
+        for (tid, start) in open {
+            let event = OffCpu {
+                tid,
+                start_ns: start.start_ns,
+                end_ns: now,
+                state: OffCpuState::from_prev_state(start.prev_state),
+                kernel_stack: self.stack(start.kernel_stack_id, true)?,
+                user_stack: self.stack(start.user_stack_id, false)?,
+                waker_tid: None,
+                cpu: 0,
+                java: self.java_block(&start.java),
+            };
+            self.thread(tid)?;
+            self.writer.write_event(&Event::OffCpu(event))?;
+            self.events += 1;
+        }
+        for (key, copy) in stacks {
+            if still_open.contains(&key) {
+                self.java_stack(&copy, None)?;
+            }
+        }
+        Ok(())
+    }
+}
