@@ -17,7 +17,7 @@ pub mod threads;
 use std::cell::OnceCell;
 use std::collections::HashSet;
 
-use crate::events::OffCpu;
+use crate::events::{OffCpu, Syscall};
 use crate::model::Model;
 use blocked::StackRow;
 use classify::Use;
@@ -108,6 +108,17 @@ impl<'m> Analysis<'m> {
     pub fn starvation(&self) -> &[Episode] {
         self.starvation
             .get_or_init(|| starvation::starvation_in(self.model, self.uses()))
+    }
+
+    /// Starvation under way at the latest checkpoint: since when, and how many carriers (see
+    /// `starvation::starving_now`).
+    pub fn starving_now(&self) -> Option<(u64, u32)> {
+        starvation::starving_now(self.model)
+    }
+
+    /// Long futex waits that another thread of the target ended (see `locks::lock_waits`).
+    pub fn lock_waits(&self) -> impl Iterator<Item = &'m Syscall> + use<'m> {
+        locks::lock_waits(self.model)
     }
 
     /// Lock rows, most wait first.

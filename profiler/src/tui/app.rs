@@ -290,7 +290,7 @@ impl App {
         let model = &*model;
         // One analysis per refresh; the view keeps its figures until the next.
         let analysis = Analysis::new(model);
-        let starving_now = crate::analysis::starvation::starving_now(model);
+        let starving_now = analysis.starving_now();
         let crate::analysis::Parts {
             threads,
             pinned_events: pinned,
