@@ -189,7 +189,7 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
             }
         }
         Kind::Locks => {
-            for s in model.lock_waits() {
+            for s in analysis.lock_waits() {
                 let holder = s
                     .futex
                     .as_ref()

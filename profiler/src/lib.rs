@@ -1,7 +1,8 @@
 //! pinprof: finds what blocks and pins the carrier threads of a live JVM, from the kernel.
 //!
 //! Data flows one way: `capture` (kernel programs) -> `events` -> `recording` (file) ->
-//! `model` -> views (`report`, `flamegraph`, `tui`). Live and replay share everything after events.
+//! `model` (the store) -> `analysis` (the figures) -> views (`report`, `flamegraph`, `tui`).
+//! Live and replay share everything after events.
 //! The `pinprof` binary parses its arguments and calls into these modules.
 
 /// `eprintln!` that does not panic when standard error has gone (a closed terminal): nothing

@@ -371,7 +371,8 @@ fn gaps(recording: &std::path::Path, tid: u32) -> String {
 /// what a failure saw.
 fn longest_blocked(recording: &std::path::Path, tid: u32) -> String {
     use profiler::{
-        model::{Model, carriers::Use},
+        analysis::classify::{Use, classify},
+        model::Model,
         recording::Recording,
     };
     let recording = Recording::open(recording).unwrap();
@@ -380,7 +381,12 @@ fn longest_blocked(recording: &std::path::Path, tid: u32) -> String {
         .off_cpu
         .iter()
         .filter(|o| o.tid == tid)
-        .filter(|o| matches!(model.classify(o), Some(Use::Blocked | Use::BlockedMounted)))
+        .filter(|o| {
+            matches!(
+                classify(&model, o),
+                Some(Use::Blocked | Use::BlockedMounted)
+            )
+        })
         .collect();
     blocked.sort_by_key(|o| std::cmp::Reverse(o.end_ns - o.start_ns));
     let said: Vec<String> = blocked
@@ -408,8 +414,9 @@ fn longest_blocked(recording: &std::path::Path, tid: u32) -> String {
 /// recording first lists it among the JVM's threads, and after.
 fn blocked_around_listing(recording: &std::path::Path, tid: u32) -> (u64, u64) {
     use profiler::{
+        analysis::classify::{Use, classify},
         events::Event,
-        model::{Model, carriers::Use},
+        model::Model,
         recording::Recording,
     };
     let recording = Recording::open(recording).unwrap();
@@ -426,7 +433,10 @@ fn blocked_around_listing(recording: &std::path::Path, tid: u32) -> (u64, u64) {
     let model = Model::from_recording(&recording);
     let mut around = (0, 0);
     for o in model.off_cpu.iter().filter(|o| o.tid == tid) {
-        if matches!(model.classify(o), Some(Use::Blocked | Use::BlockedMounted)) {
+        if matches!(
+            classify(&model, o),
+            Some(Use::Blocked | Use::BlockedMounted)
+        ) {
             let side = if o.start_ns < listed {
                 &mut around.0
             } else {

@@ -2,8 +2,30 @@
 
 use std::collections::HashSet;
 
+use super::jdk;
+use super::monitors::note_monitor;
+use super::stacks::{StackLabels, monitor_frames};
 use crate::events::{OffCpu, StackId};
-use crate::model::{FastMap, Model, StackLabels, StackRow, add, jdk, monitor_frames};
+use crate::model::{FastMap, Model, add};
+
+/// Blocked time charged to one (kernel, user) stack pair.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackRow {
+    /// Kernel frames, then native, then Java.
+    pub stack: StackLabels,
+    pub events: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Threads that blocked here, by name, most time first.
+    pub threads: Vec<String>,
+    /// Classes of the objects whose monitors they entered or waited on.
+    pub monitor_classes: std::collections::BTreeSet<String>,
+    /// Of those that were `java.lang.Class` objects (`static synchronized`): their classes.
+    pub class_monitors: std::collections::BTreeSet<String>,
+    /// Every thread here is one of the JVM's or the JDK's own (see `jdk_own_threads`): they
+    /// wait for work, and are listed after the application's.
+    pub jvm_internal: bool,
+}
 
 /// Blocked time by stack, most time first.
 pub fn blocked_stacks<'m>(
@@ -49,7 +71,8 @@ pub fn blocked_stacks<'m>(
         add(entry.by_thread.entry(o.tid).or_default(), d);
         let java = o.java.as_ref();
         if let Some(m) = java.and_then(|j| j.pending_monitor.or(j.waiting_monitor)) {
-            model.note_monitor(
+            note_monitor(
+                model,
                 m,
                 o.start_ns,
                 &mut entry.monitor_classes,
@@ -99,4 +122,55 @@ pub fn blocked_stacks<'m>(
             .then(a.threads.cmp(&b.threads))
     });
     rows
+}
+
+/// Blocked intervals whose Java stack ends where a virtual thread's frozen frames could
+/// not be read (copied in part and gone from the heap): their older callers are missing.
+/// (A thread preempted, not blocked, has its stack copied without them: it shows in no
+/// stack, so it is not counted.)
+pub fn java_stacks_cut(model: &Model) -> usize {
+    model
+        .off_cpu
+        .iter()
+        .filter(|o| o.state.is_blocked())
+        .filter_map(|o| model.java_stack(o))
+        .filter(|id| {
+            model
+                .stacks
+                .get(id)
+                .and_then(|frames| frames.last())
+                .is_some_and(|f| f.name.as_deref() == Some(crate::jvm::walk::FROZEN_CALLERS))
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::Analysis;
+    use crate::events::OffCpuState;
+    use crate::model::tests::interval;
+
+    #[test]
+    fn stacks_without_java_frames_are_not_merged_across_threads() {
+        let model = Model {
+            end_mono_ns: 100_000_000,
+            off_cpu: vec![
+                interval(1, 0, 10, OffCpuState::Sleeping),
+                interval(2, 0, 20, OffCpuState::Sleeping),
+                interval(2, 30, 20, OffCpuState::Sleeping),
+            ],
+            ..Default::default()
+        };
+        let rows = Analysis::new(&model).blocked_stacks().to_vec();
+        let threads: Vec<(Vec<String>, u64)> =
+            rows.iter().map(|r| (r.threads.clone(), r.events)).collect();
+        assert_eq!(
+            threads,
+            [
+                (vec!["tid-2".to_string()], 2),
+                (vec!["tid-1".to_string()], 1)
+            ]
+        );
+    }
 }

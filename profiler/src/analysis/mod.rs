@@ -3,15 +3,28 @@
 //! on first read and kept, so a view pays only for what it shows (a flamegraph of pinning
 //! never groups locks).
 
-mod blocked;
+pub mod blocked;
+pub mod classify;
+pub mod jdk;
+pub mod kinds;
+pub mod locks;
+pub mod monitors;
+pub mod pinning;
+pub mod stacks;
+pub mod starvation;
+pub mod threads;
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
 
-use crate::events::OffCpu;
-use crate::model::carriers::{Episode, PinnedEvent, Use};
-use crate::model::waits::{FutexSummary, LockRow, SyscallRow};
-use crate::model::{Model, PinnedSite, StackRow, ThreadRow};
+use crate::events::{OffCpu, Syscall};
+use crate::model::Model;
+use blocked::StackRow;
+use classify::Use;
+use locks::{FutexSummary, LockRow, SyscallRow};
+use pinning::{PinnedEvent, PinnedSite};
+use starvation::Episode;
+use threads::ThreadRow;
 
 pub struct Analysis<'m> {
     model: &'m Model,
@@ -53,7 +66,7 @@ impl<'m> Analysis<'m> {
 
     /// Every off-CPU interval that was a wait, with what it counts as, by thread and time.
     pub fn uses(&self) -> &[(&'m OffCpu, Use)] {
-        self.uses.get_or_init(|| self.model.uses())
+        self.uses.get_or_init(|| classify::uses(self.model))
     }
 
     /// Blocked time, the one definition every view shares: waits other than an idle
@@ -70,46 +83,58 @@ impl<'m> Analysis<'m> {
 
     /// Every thread's time, most blocked or pinned first.
     pub fn threads(&self) -> &[ThreadRow] {
-        self.threads.get_or_init(|| self.model.threads())
+        self.threads.get_or_init(|| threads::threads(self.model))
     }
 
     /// The JVM's and the JDK's own threads.
     pub fn jdk_own_threads(&self) -> &HashSet<u32> {
         self.jdk_own_threads
-            .get_or_init(|| self.model.jdk_own_threads())
+            .get_or_init(|| jdk::jdk_own_threads(self.model))
     }
 
     /// Every pinning, in time order.
     pub fn pinned_events(&self) -> &[PinnedEvent] {
         self.pinned_events
-            .get_or_init(|| self.model.pinned_events_in(self.uses()))
+            .get_or_init(|| pinning::pinned_events_in(self.model, self.uses()))
     }
 
     /// Pinned sites, most time first.
     pub fn pinned_sites(&self) -> &[PinnedSite] {
         self.pinned_sites
-            .get_or_init(|| self.model.pinned_sites(self.pinned_events()))
+            .get_or_init(|| pinning::pinned_sites(self.model, self.pinned_events()))
     }
 
     /// Spans when no carrier was free.
     pub fn starvation(&self) -> &[Episode] {
         self.starvation
-            .get_or_init(|| self.model.starvation_in(self.uses()))
+            .get_or_init(|| starvation::starvation_in(self.model, self.uses()))
+    }
+
+    /// Starvation under way at the latest checkpoint: since when, and how many carriers (see
+    /// `starvation::starving_now`).
+    pub fn starving_now(&self) -> Option<(u64, u32)> {
+        starvation::starving_now(self.model)
+    }
+
+    /// Long futex waits that another thread of the target ended (see `locks::lock_waits`).
+    pub fn lock_waits(&self) -> impl Iterator<Item = &'m Syscall> + use<'m> {
+        locks::lock_waits(self.model)
     }
 
     /// Lock rows, most wait first.
     pub fn locks(&self) -> &[LockRow] {
         self.locks
-            .get_or_init(|| self.model.locks(self.jdk_own_threads()))
+            .get_or_init(|| locks::locks(self.model, self.jdk_own_threads()))
     }
 
     pub fn futex(&self) -> &FutexSummary {
-        self.futex.get_or_init(|| self.model.futex_summary())
+        self.futex.get_or_init(|| locks::futex_summary(self.model))
     }
 
     /// System call time by call, most first.
     pub fn syscalls(&self) -> &[SyscallRow] {
-        self.syscalls.get_or_init(|| self.model.syscall_rows())
+        self.syscalls
+            .get_or_init(|| locks::syscall_rows(self.model))
     }
 
     /// Blocked time by stack, most first (the JVM's own waits for work last).
@@ -123,7 +148,7 @@ impl<'m> Analysis<'m> {
     pub fn java_stacks_cut(&self) -> usize {
         *self
             .java_stacks_cut
-            .get_or_init(|| self.model.java_stacks_cut())
+            .get_or_init(|| blocked::java_stacks_cut(self.model))
     }
 
     /// Whether the recording knows the JVM's threads (carriers, mounted state).

@@ -690,7 +690,8 @@ mod tests {
             assert_eq!(model.exits[&2].1.map(|a| a.tid), Some(2));
             let (from, to) = model.life(2);
             assert_eq!(from, to);
-            let row = model.threads().into_iter().find(|t| t.tid == 2).unwrap();
+            let rows = crate::analysis::threads::threads(&model);
+            let row = rows.into_iter().find(|t| t.tid == 2).unwrap();
             let times = [
                 row.running_ns,
                 row.preempted_ns,

@@ -27,7 +27,7 @@ pub(super) fn known_thread(t: &JavaThread) -> capture::KnownThread {
     } else if t
         .class
         .as_deref()
-        .is_some_and(crate::model::jdk::is_jdk_service_class)
+        .is_some_and(crate::analysis::jdk::is_jdk_service_class)
     {
         capture::ThreadRole::Service
     } else {

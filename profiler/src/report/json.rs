@@ -5,7 +5,9 @@ use serde_json::{Value, json};
 
 use super::Options;
 use crate::analysis::Analysis;
-use crate::model::{Model, StackLabels, blocked_total_ns, total};
+use crate::analysis::stacks::StackLabels;
+use crate::analysis::threads::blocked_total_ns;
+use crate::model::{Model, total};
 
 pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
     let model = analysis.model();
@@ -26,7 +28,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 "tid": t.tid,
                 "name": t.name,
                 "role": t.role.as_str(),
-                // One of the JVM's or the JDK's own threads (see `Model::jdk_own_threads`).
+                // One of the JVM's or the JDK's own threads (see `jdk_own_threads`).
                 "jvm_internal": own.contains(&t.tid),
                 "running_ns": t.running_ns,
                 "idle_ns": t.idle_ns,
@@ -216,7 +218,9 @@ fn with_stack(stack: &StackLabels, mut object: Value) -> Value {
 }
 
 /// `[{class, initializer: {tid, name, vthread_id} or null}]`.
-fn class_inits(inits: &std::collections::BTreeSet<crate::model::InitWaitedFor>) -> Vec<Value> {
+fn class_inits(
+    inits: &std::collections::BTreeSet<crate::analysis::monitors::InitWaitedFor>,
+) -> Vec<Value> {
     inits
         .iter()
         .map(|i| {

@@ -3,7 +3,7 @@
 //! JDK's own frames between them folded into one line, recursion into one line, and the
 //! rest cut at a depth that never hides the culprit.
 
-use crate::model::jdk::{is_jdk_method, is_marker};
+use crate::analysis::jdk::{is_jdk_method, is_marker};
 
 /// One frame to show: its label, and whether it holds a monitor.
 pub struct ShownFrame<'a> {

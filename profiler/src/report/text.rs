@@ -7,7 +7,10 @@ use super::{
     stack::{self, ShownFrame},
 };
 use crate::analysis::Analysis;
-use crate::model::{Model, StackLabels, ThreadRole, ThreadRow, blocked_total_ns, total};
+use crate::analysis::kinds::ThreadRole;
+use crate::analysis::stacks::StackLabels;
+use crate::analysis::threads::{ThreadRow, blocked_total_ns};
+use crate::model::{Model, total};
 
 pub fn to_text(analysis: &Analysis, options: &Options) -> String {
     let mut out = String::new();
@@ -340,7 +343,7 @@ fn write_carriers(out: &mut String, analysis: &Analysis, options: &Options) -> s
         let frames = if (0..site.stack.frames.len()).any(java) {
             shown_frames(&site.stack, java)
         } else {
-            writeln!(out, "      {}", crate::model::NO_JAVA_STACK)?;
+            writeln!(out, "      {}", crate::analysis::stacks::NO_JAVA_STACK)?;
             shown_frames(&site.stack, |_| true)
         };
         write_frames(out, "      ", &frames, options)?;
@@ -478,13 +481,13 @@ pub fn secs(ns: u64) -> String {
     }
 }
 
-/// ", on a pkg.Lock" for waits on monitors of known class (see `model::monitors_said`).
+/// ", on a pkg.Lock" for waits on monitors of known class (see `monitors::monitors_said`).
 fn on_monitors(
     classes: &std::collections::BTreeSet<String>,
     class_objects: &std::collections::BTreeSet<String>,
-    inits: &std::collections::BTreeSet<crate::model::InitWaitedFor>,
+    inits: &std::collections::BTreeSet<crate::analysis::monitors::InitWaitedFor>,
 ) -> String {
-    crate::model::monitors_said(classes, class_objects, inits)
+    crate::analysis::monitors::monitors_said(classes, class_objects, inits)
         .map(|said| format!(", {said}"))
         .unwrap_or_default()
 }

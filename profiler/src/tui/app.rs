@@ -4,15 +4,15 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::{
-    analysis::Analysis,
-    model::{LockKind, ThreadRole},
-    model::{
-        Model, PinnedSite, ThreadRow, add,
-        carriers::{Operation, PinnedEvent, Reason},
-        total,
-        waits::LockRow,
-        waits::SyscallRow,
+    analysis::{
+        Analysis,
+        classify::{Operation, Reason},
+        kinds::{LockKind, ThreadRole},
+        locks::{LockRow, SyscallRow},
+        pinning::{PinnedEvent, PinnedSite},
+        threads::ThreadRow,
     },
+    model::{Model, add, total},
     recording::{Record, StopReason},
 };
 
@@ -290,7 +290,7 @@ impl App {
         let model = &*model;
         // One analysis per refresh; the view keeps its figures until the next.
         let analysis = Analysis::new(model);
-        let starving_now = model.starving_now();
+        let starving_now = analysis.starving_now();
         let crate::analysis::Parts {
             threads,
             pinned_events: pinned,
@@ -576,8 +576,8 @@ mod tests {
             start_ns: 2 * hour - 2_500_000_000,
             end_ns: u64::MAX,
             blocked_ns: 0,
-            reason: crate::model::carriers::Reason::Monitor,
-            operation: crate::model::carriers::Operation::Park,
+            reason: crate::analysis::classify::Reason::Monitor,
+            operation: crate::analysis::classify::Operation::Park,
             kernel_stack: None,
             user_stack: None,
             java_stack: None,
@@ -608,8 +608,8 @@ mod tests {
             start_ns: start,
             end_ns: end,
             blocked_ns: end - start,
-            reason: crate::model::carriers::Reason::Monitor,
-            operation: crate::model::carriers::Operation::Park,
+            reason: crate::analysis::classify::Reason::Monitor,
+            operation: crate::analysis::classify::Operation::Park,
             kernel_stack: None,
             user_stack: None,
             java_stack: None,

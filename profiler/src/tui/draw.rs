@@ -10,7 +10,7 @@ use ratatui::{
 
 use super::app::{App, Status, Tab};
 use crate::{
-    model::{FrameClass, PinnedSite, StackLabels},
+    analysis::{kinds::FrameClass, pinning::PinnedSite, stacks::StackLabels},
     report::{runtime_label, secs},
 };
 
@@ -337,7 +337,11 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
     );
     let site = view.sites.get(app.selected());
     let said = site.and_then(|s| {
-        crate::model::monitors_said(&s.monitor_classes, &s.class_monitors, &s.class_inits)
+        crate::analysis::monitors::monitors_said(
+            &s.monitor_classes,
+            &s.class_monitors,
+            &s.class_inits,
+        )
     });
     let title = match said {
         Some(said) => format!(" Stack (innermost first) · {said} "),
@@ -567,7 +571,7 @@ pub fn site_label(site: &PinnedSite) -> String {
     };
     let holder = stack.monitor_frames.first().copied();
     let java = (0..stack.frames.len()).find(is_method);
-    let lock = crate::model::monitors_said(
+    let lock = crate::analysis::monitors::monitors_said(
         &site.monitor_classes,
         &site.class_monitors,
         &site.class_inits,
@@ -584,7 +588,7 @@ pub fn site_label(site: &PinnedSite) -> String {
         (None, None) => (0..stack.frames.len())
             .find(|&i| !stack.frame_kinds.get(i).is_some_and(|k| k.is_native()))
             .map_or_else(
-                || crate::model::NO_JAVA_STACK.into(),
+                || crate::analysis::stacks::NO_JAVA_STACK.into(),
                 |i| stack.frames[i].clone(),
             ),
     };
@@ -597,8 +601,8 @@ mod tests {
 
     fn site(frames: &[(&str, FrameClass)], monitor_frames: Vec<usize>) -> PinnedSite {
         PinnedSite {
-            reason: crate::model::carriers::Reason::Monitor,
-            operation: crate::model::carriers::Operation::Park,
+            reason: crate::analysis::classify::Reason::Monitor,
+            operation: crate::analysis::classify::Operation::Park,
             stack: StackLabels {
                 frames: frames.iter().map(|(f, _)| f.to_string()).collect(),
                 frame_kinds: frames.iter().map(|(_, k)| *k).collect(),
@@ -635,7 +639,7 @@ mod tests {
         );
         assert_eq!(
             site_label(&site(&frames[..1], Vec::new())),
-            crate::model::NO_JAVA_STACK
+            crate::analysis::stacks::NO_JAVA_STACK
         );
         // A stub says how it blocked, not where; the lock's class says on what.
         let mut entering = site(

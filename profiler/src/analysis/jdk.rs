@@ -4,8 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::Model;
 use crate::events::{Frame, FrameKind};
+use crate::model::Model;
 
 /// Packages of the JDK's own code.
 const JDK_PACKAGES: [&str; 5] = ["java.", "javax.", "jdk.", "sun.", "com.sun."];
@@ -69,93 +69,91 @@ fn is_service_entry(method: &str) -> bool {
     is_jdk_method(method) && !method.starts_with("java.util.concurrent.")
 }
 
-impl Model {
-    /// The threads of a HotSpot target that are the JVM's or the JDK's own, not the
-    /// application's (carriers never are):
-    /// - Java threads of a JDK service class (see `is_jdk_service_class`);
-    /// - Java threads that run no Java code (compiler threads, the service thread, the
-    ///   signal dispatcher): every wait seen had no Java frame under it (an empty anchor);
-    /// - Java threads, in recordings that do not say their class, whose entry method is a
-    ///   JDK service loop (`sun.nio.ch.Poller.pollerLoop`, `jdk.internal.ref.CleanerImpl.run`);
-    /// - threads that are not Java threads at all (the VM thread, GC workers): there when the
-    ///   window opened or alive for seconds after their birth, yet never in the JVM's thread
-    ///   list, never seen with a Java state.
-    pub fn jdk_own_threads(&self) -> HashSet<u32> {
-        // A thread born in the window is looked for in the JVM's list for a second (the
-        // recorder's watch of births): one alive longer and never listed is no Java thread.
-        const UNLISTED_AFTER_NS: u64 = 2_000_000_000;
-        let mut out = HashSet::new();
-        if !self.knows_java_threads() {
-            return out;
-        }
-        // Per thread: (waits with a Java state, of which with an empty anchor).
-        let mut anchors: HashMap<u32, (u64, u64)> = HashMap::new();
-        for o in &self.off_cpu {
-            if let Some(j) = &o.java {
-                let a = anchors.entry(o.tid).or_default();
-                a.0 += 1;
-                a.1 += u64::from(j.anchor[0] == 0);
-            }
-        }
-        let tids: HashSet<u32> = self
-            .names
-            .keys()
-            .chain(self.java_threads.keys())
-            .chain(self.cpu_first.keys())
-            .chain(self.off_cpu.iter().map(|o| &o.tid))
-            .copied()
-            .collect();
-        for tid in tids {
-            if self.is_carrier(tid) {
-                continue;
-            }
-            let runs_no_java = || {
-                !self.java_stack_starts.contains_key(&tid)
-                    && anchors
-                        .get(&tid)
-                        .is_some_and(|(n, empty)| *n > 0 && n == empty)
-            };
-            let own = match (
-                self.java_threads.contains_key(&tid),
-                self.java_thread_classes.get(&tid),
-            ) {
-                (true, Some(class)) => is_jdk_service_class(class) || runs_no_java(),
-                (true, None) => runs_no_java() || self.runs_service_loop(tid),
-                // Not in the JVM's list, though there when the window opened, or born in it
-                // and alive long after the recorder looked for it in the list (a GC worker
-                // started on demand); a short-lived thread of the application's can come and
-                // go between two reads of the list.
-                (false, _) => {
-                    let there_at_start = self
-                        .cpu_first
-                        .get(&tid)
-                        .is_some_and(|(t, _)| Some(*t) == self.cpu_start_ns);
-                    let born_unlisted = self.births.get(&tid).is_some_and(|&born| {
-                        self.life(tid).1.saturating_sub(born) >= UNLISTED_AFTER_NS
-                    });
-                    !anchors.contains_key(&tid) && (there_at_start || born_unlisted)
-                }
-            };
-            if own {
-                out.insert(tid);
-            }
-        }
-        out
+/// The threads of a HotSpot target that are the JVM's or the JDK's own, not the
+/// application's (carriers never are):
+/// - Java threads of a JDK service class (see `is_jdk_service_class`);
+/// - Java threads that run no Java code (compiler threads, the service thread, the
+///   signal dispatcher): every wait seen had no Java frame under it (an empty anchor);
+/// - Java threads, in recordings that do not say their class, whose entry method is a
+///   JDK service loop (`sun.nio.ch.Poller.pollerLoop`, `jdk.internal.ref.CleanerImpl.run`);
+/// - threads that are not Java threads at all (the VM thread, GC workers): there when the
+///   window opened or alive for seconds after their birth, yet never in the JVM's thread
+///   list, never seen with a Java state.
+pub fn jdk_own_threads(model: &Model) -> HashSet<u32> {
+    // A thread born in the window is looked for in the JVM's list for a second (the
+    // recorder's watch of births): one alive longer and never listed is no Java thread.
+    const UNLISTED_AFTER_NS: u64 = 2_000_000_000;
+    let mut out = HashSet::new();
+    if !model.knows_java_threads() {
+        return out;
     }
-
-    /// Whether every Java stack of a thread that reaches its first frame shows a JDK service
-    /// loop as its entry method (and one at least does).
-    fn runs_service_loop(&self, tid: u32) -> bool {
-        let Some(starts) = self.java_stack_starts.get(&tid) else {
-            return false;
+    // Per thread: (waits with a Java state, of which with an empty anchor).
+    let mut anchors: HashMap<u32, (u64, u64)> = HashMap::new();
+    for o in &model.off_cpu {
+        if let Some(j) = &o.java {
+            let a = anchors.entry(o.tid).or_default();
+            a.0 += 1;
+            a.1 += u64::from(j.anchor[0] == 0);
+        }
+    }
+    let tids: HashSet<u32> = model
+        .names
+        .keys()
+        .chain(model.java_threads.keys())
+        .chain(model.cpu_first.keys())
+        .chain(model.off_cpu.iter().map(|o| &o.tid))
+        .copied()
+        .collect();
+    for tid in tids {
+        if model.is_carrier(tid) {
+            continue;
+        }
+        let runs_no_java = || {
+            !model.java_stack_starts.contains_key(&tid)
+                && anchors
+                    .get(&tid)
+                    .is_some_and(|(n, empty)| *n > 0 && n == empty)
         };
-        let entries: Vec<&str> = starts
-            .values()
-            .filter_map(|id| self.stacks.get(id))
-            .filter_map(|frames| entry_method(frames))
-            .collect();
-        !entries.is_empty() && entries.iter().all(|m| is_service_entry(m))
+        let own = match (
+            model.java_threads.contains_key(&tid),
+            model.java_thread_classes.get(&tid),
+        ) {
+            (true, Some(class)) => is_jdk_service_class(class) || runs_no_java(),
+            (true, None) => runs_no_java() || runs_service_loop(model, tid),
+            // Not in the JVM's list, though there when the window opened, or born in it
+            // and alive long after the recorder looked for it in the list (a GC worker
+            // started on demand); a short-lived thread of the application's can come and
+            // go between two reads of the list.
+            (false, _) => {
+                let there_at_start = model
+                    .cpu_first
+                    .get(&tid)
+                    .is_some_and(|(t, _)| Some(*t) == model.cpu_start_ns);
+                let born_unlisted = model.births.get(&tid).is_some_and(|&born| {
+                    model.life(tid).1.saturating_sub(born) >= UNLISTED_AFTER_NS
+                });
+                !anchors.contains_key(&tid) && (there_at_start || born_unlisted)
+            }
+        };
+        if own {
+            out.insert(tid);
+        }
     }
+    out
+}
+
+/// Whether every Java stack of a thread that reaches its first frame shows a JDK service
+/// loop as its entry method (and one at least does).
+fn runs_service_loop(model: &Model, tid: u32) -> bool {
+    let Some(starts) = model.java_stack_starts.get(&tid) else {
+        return false;
+    };
+    let entries: Vec<&str> = starts
+        .values()
+        .filter_map(|id| model.stacks.get(id))
+        .filter_map(|frames| entry_method(frames))
+        .collect();
+    !entries.is_empty() && entries.iter().all(|m| is_service_entry(m))
 }
 
 #[cfg(test)]

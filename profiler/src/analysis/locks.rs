@@ -1,0 +1,428 @@
+//! Locks and system calls: long futex waits grouped by the word they wait on, with the
+//! threads that released them and where (the holders' release stacks), kernel lock
+//! contention, and system call time by call and by file.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::kinds::LockKind;
+use crate::events::{Frame, FrameKind, Syscall};
+use crate::model::{Model, add};
+
+/// A lock: a futex word of the target, or a kernel lock its threads contended on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LockRow {
+    pub address: u64,
+    pub kind: LockKind,
+    /// The kernel symbol of a static kernel lock.
+    pub symbol: Option<String>,
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub max_wait_ns: u64,
+    /// Threads that waited, by name.
+    pub waiters: BTreeSet<String>,
+    /// Threads that released waiters: (tid, name, waits released, wait time released), most
+    /// first.
+    pub holders: Vec<(u32, String, u64, u64)>,
+    /// The top holder's stack as it released (native, then Java frames), innermost first.
+    pub holder_frames: Vec<String>,
+    /// A waiter's stack: the longest wait's with a Java stack, else the longest wait's.
+    pub waiter_frames: Vec<String>,
+    /// Waits of the JVM's or the JDK's own threads for work (see `jdk::jdk_own_threads`),
+    /// or waits those threads ended (a socket poller waking a reader): no lock of the
+    /// application's.
+    pub jvm_internal: bool,
+}
+
+impl LockRow {
+    /// A lock whose release ended a wait of `threshold_ns` or more; the JVM's own threads
+    /// waiting for work hold nothing up.
+    pub fn long_held(&self, threshold_ns: u64) -> bool {
+        !self.jvm_internal && self.max_wait_ns >= threshold_ns
+    }
+}
+
+/// What makes a lock wait the JDK's own (see `jdk_internal_wait`).
+struct Internal {
+    threads: HashSet<u32>,
+    no_java: HashMap<u32, BTreeSet<u64>>,
+}
+
+/// Time spent in one system call, long calls and short ones together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyscallRow {
+    pub name: String,
+    pub events: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Calls at least as long as the recording's threshold, recorded one by one.
+    pub long_events: u64,
+    /// Long calls by the file they used: (name, calls, time), most time first.
+    pub files: Vec<(String, u64, u64)>,
+}
+
+/// Long futex waits in all, by how they ended and by operation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FutexSummary {
+    pub waits: u64,
+    pub total_ns: u64,
+    /// Ended by another thread of the target (lock waits).
+    pub released: u64,
+    /// Ended by their timeout (`-ETIMEDOUT`).
+    pub timed_out: u64,
+    /// Ended by a signal (`-EINTR`).
+    pub interrupted: u64,
+    /// Still waiting when the recording stopped (a deadlock's waits are here).
+    pub unfinished: u64,
+    /// (operation, waits), most first.
+    pub by_op: Vec<(&'static str, u64)>,
+}
+
+/// The name of a `futex(2)` operation (the command, without the private/clock flags).
+fn futex_op_name(nr: u32, op: u64) -> &'static str {
+    use profiler_ebpf::{futex_op, sysno};
+    match nr {
+        sysno::FUTEX_WAITV => return "waitv",
+        sysno::FUTEX_WAIT => return "wait",
+        _ => {}
+    }
+    match op & futex_op::CMD_MASK {
+        futex_op::WAIT => "wait",
+        futex_op::WAIT_BITSET => "wait_bitset",
+        futex_op::LOCK_PI => "lock_pi",
+        futex_op::LOCK_PI2 => "lock_pi2",
+        futex_op::WAIT_REQUEUE_PI => "wait_requeue_pi",
+        _ => "other",
+    }
+}
+
+/// Every long futex wait, summed.
+pub fn futex_summary(model: &Model) -> FutexSummary {
+    const ETIMEDOUT: i64 = 110;
+    const EINTR: i64 = 4;
+    let mut out = FutexSummary::default();
+    let mut ops: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for s in &model.syscalls {
+        let Some(f) = &s.futex else {
+            continue;
+        };
+        out.waits += 1;
+        add(&mut out.total_ns, s.duration_ns());
+        match s.ret {
+            _ if s.unfinished => out.unfinished += 1,
+            r if r == -ETIMEDOUT => out.timed_out += 1,
+            r if r == -EINTR => out.interrupted += 1,
+            _ => {}
+        }
+        *ops.entry(futex_op_name(s.nr, f.op)).or_default() += 1;
+    }
+    out.released = lock_waits(model).count() as u64;
+    out.by_op = ops.into_iter().collect();
+    out.by_op.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    out
+}
+
+/// Long futex waits that another thread of the target ended: lock waits. (Waits that
+/// timed out, or that a signal or another process ended, are not waits for a holder.
+/// A timeout's wake-up runs in whatever thread its timer interrupted, which may be a
+/// thread of the target inside a futex call of its own: the result tells them apart.)
+pub fn lock_waits(model: &Model) -> impl Iterator<Item = &Syscall> {
+    model.syscalls.iter().filter(|s| {
+        s.ret >= 0
+            && s.futex
+                .as_ref()
+                .and_then(|f| f.waker.as_ref())
+                .is_some_and(|w| w.tid != s.tid)
+    })
+}
+
+/// The starts of the off-CPU intervals, by thread, in which a Java thread had no Java
+/// frame on its stack (an empty anchor): it was starting, ending, or the JVM's own.
+fn waits_without_java_frames(model: &Model) -> HashMap<u32, BTreeSet<u64>> {
+    let mut out: HashMap<u32, BTreeSet<u64>> = HashMap::new();
+    for o in &model.off_cpu {
+        if o.java.as_ref().is_some_and(|j| j.anchor[0] == 0) {
+            out.entry(o.tid).or_default().insert(o.start_ns);
+        }
+    }
+    out
+}
+
+/// A wait in the JVM's own code alone: no Java frame, and every native frame in libjvm
+/// or the C library (a thread starting before the JVM lists it, a safepoint): the JVM's
+/// machinery, whichever thread waits. Code of the application's own (JNI) is elsewhere.
+fn in_the_jvm_alone(model: &Model, s: &Syscall) -> bool {
+    if model.jdk_major().is_none() {
+        return false;
+    }
+    let java = model
+        .java_stack_within(s.tid, s.start_ns, s.end_ns)
+        .and_then(|id| model.stacks.get(&id))
+        .is_some_and(|frames| !frames.is_empty());
+    let file = |f: &Frame| {
+        let module = f.module.as_deref().unwrap_or("");
+        module.rsplit('/').next().unwrap_or(module).to_string()
+    };
+    let jvm = |f: &Frame| file(f).starts_with("libjvm.so");
+    let jvm_or_libc = |f: &Frame| {
+        ["libjvm.so", "libc.so", "libpthread.so"]
+            .iter()
+            .any(|lib| file(f).starts_with(lib))
+    };
+    // (A stack cut short in the C library says nothing: the JVM's own code must show.)
+    !java
+        && s.user_stack
+            .and_then(|id| model.stacks.get(&id))
+            .is_some_and(|frames| frames.iter().any(jvm) && frames.iter().all(jvm_or_libc))
+}
+
+/// A lock wait that is the JDK's business, not the application's: a wait of one of the
+/// JDK's own threads with no application frame under it (a finalizer or a cleaner may
+/// run the application's code, and wait for its locks), a wait one of them ended (a
+/// socket poller waking a reader is no lock's release), a wait of a Java thread with no
+/// Java frame under it (a new thread waiting for its start), or a wait in the JVM's own
+/// code alone.
+fn jdk_internal_wait(model: &Model, s: &Syscall, own: &Internal) -> bool {
+    // One of the JDK's threads ended the wait: no lock's release, unless it was running
+    // the application's code then (a timer's or a cleaner's task releasing its lock).
+    let waker = s.futex.as_ref().and_then(|f| f.waker.as_ref());
+    if waker.is_some_and(|w| own.threads.contains(&w.tid))
+        && !model
+            .holder_frames(s)
+            .iter()
+            .any(|f| super::jdk::is_application_frame(f))
+    {
+        return true;
+    }
+    if in_the_jvm_alone(model, s) {
+        return true;
+    }
+    if own
+        .no_java
+        .get(&s.tid)
+        .is_some_and(|starts| starts.range(s.start_ns..=s.end_ns).next().is_some())
+    {
+        return true;
+    }
+    own.threads.contains(&s.tid)
+        && !model
+            .java_stack_within(s.tid, s.start_ns, s.end_ns)
+            .and_then(|id| model.stacks.get(&id))
+            .is_some_and(|frames| frames.iter().any(super::jdk::is_application_frame))
+}
+
+/// Locks by wait time, most first: futex words from long waits, then kernel locks; the
+/// JVM's own waits for work last.
+/// `own`: the JVM's and the JDK's own threads (`jdk::jdk_own_threads`).
+pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
+    #[derive(Default)]
+    struct Acc<'a> {
+        waits: u64,
+        wait_ns: u64,
+        longest: Option<&'a Syscall>,
+        /// Every wait, for the waiter's stack.
+        all: Vec<&'a Syscall>,
+        waiters: BTreeSet<String>,
+        holders: HashMap<u32, (u64, u64)>,
+        /// The waits each holder released, for its stack.
+        releases: HashMap<u32, Vec<&'a Syscall>>,
+    }
+    // A word's waits for the JDK's own threads are a row of their own, apart from its
+    // waits for the application's (a carrier's parker serves both).
+    let own = Internal {
+        threads: own.clone(),
+        no_java: waits_without_java_frames(model),
+    };
+    let mut by_word: BTreeMap<(u64, bool), Acc> = BTreeMap::new();
+    for s in lock_waits(model) {
+        let futex = s.futex.as_ref().expect("futex wait");
+        let internal = jdk_internal_wait(model, s, &own);
+        let acc = by_word.entry((futex.uaddr, internal)).or_default();
+        let d = s.duration_ns();
+        acc.waits += 1;
+        add(&mut acc.wait_ns, d);
+        if acc.longest.is_none_or(|l| l.duration_ns() < d) {
+            acc.longest = Some(s);
+        }
+        acc.all.push(s);
+        acc.waiters.insert(model.thread_name(s.tid));
+        if let Some(w) = &futex.waker {
+            let h = acc.holders.entry(w.tid).or_default();
+            h.0 += 1;
+            add(&mut h.1, d);
+            acc.releases.entry(w.tid).or_default().push(s);
+        }
+    }
+    let labels = |frames: Vec<&Frame>| frames.iter().map(|f| f.label()).collect::<Vec<_>>();
+    let hotspot = model.jdk_major().is_some();
+    let mut rows: Vec<LockRow> = by_word
+        .into_iter()
+        .map(|((address, internal), acc)| {
+            let mut holders: Vec<(u32, u64, u64)> = acc
+                .holders
+                .iter()
+                .map(|(t, (n, ns))| (*t, *n, *ns))
+                .collect();
+            holders.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+            // The top holder's release stack: from its longest release whose stacks were
+            // captured (the kernel captures them within a budget), one with its Java
+            // frames first (they say where; a copy missed leaves the native ones alone).
+            let holder_frames = holders
+                .first()
+                .and_then(|(t, _, _)| acc.releases.get(t))
+                .map(|releases| {
+                    let mut releases = releases.clone();
+                    releases.sort_by_key(|s| std::cmp::Reverse(s.duration_ns()));
+                    let stacks = releases.iter().map(|s| model.holder_frames(s));
+                    let with_java = stacks
+                        .clone()
+                        .find(|frames| frames.iter().any(|f| f.kind == FrameKind::Java));
+                    with_java
+                        .or_else(|| stacks.clone().find(|frames| !frames.is_empty()))
+                        .map(labels)
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default();
+            LockRow {
+                address,
+                kind: LockKind::Futex,
+                symbol: None,
+                waits: acc.waits,
+                wait_ns: acc.wait_ns,
+                max_wait_ns: acc.longest.map_or(0, |s| s.duration_ns()),
+                holders: holders
+                    .into_iter()
+                    .map(|(t, n, ns)| (t, model.thread_name(t), n, ns))
+                    .collect(),
+                holder_frames,
+                // A wait only counts as off CPU (and gets its Java stack walked) for
+                // the part it slept: on a busy machine the longest wait may have spent
+                // most of itself waiting for a CPU after its wake-up.
+                waiter_frames: {
+                    let java = |f: &Vec<&Frame>| f.iter().any(|f| f.kind == FrameKind::Java);
+                    let mut waits = if hotspot { acc.all.clone() } else { Vec::new() };
+                    waits.sort_by_key(|s| std::cmp::Reverse(s.duration_ns()));
+                    waits
+                        .iter()
+                        .map(|s| model.waiter_frames(s))
+                        .find(java)
+                        .or_else(|| acc.longest.map(|s| model.waiter_frames(s)))
+                        .map(labels)
+                        .unwrap_or_default()
+                },
+                jvm_internal: internal,
+                waiters: acc.waiters,
+            }
+        })
+        .collect();
+    rows.extend(model.kernel_locks.iter().map(|k| LockRow {
+        address: k.addr,
+        kind: LockKind::Kernel,
+        symbol: k.symbol.clone(),
+        waits: k.count,
+        wait_ns: k.total_ns,
+        max_wait_ns: k.max_ns,
+        waiters: BTreeSet::new(),
+        holders: Vec::new(),
+        holder_frames: Vec::new(),
+        waiter_frames: Vec::new(),
+        jvm_internal: false,
+    }));
+    // The application's locks first: the JVM's threads waiting for work would lead
+    // otherwise (a JIT compiler idles on its queue for seconds).
+    rows.sort_by(|a, b| {
+        (a.jvm_internal.cmp(&b.jvm_internal))
+            .then(b.wait_ns.cmp(&a.wait_ns))
+            .then(a.address.cmp(&b.address))
+    });
+    rows
+}
+
+/// System call time by call, most first: long calls (events) and short ones (sums).
+pub fn syscall_rows(model: &Model) -> Vec<SyscallRow> {
+    let mut rows: BTreeMap<&str, SyscallRow> = BTreeMap::new();
+    let mut files: HashMap<(&str, &str), (u64, u64)> = HashMap::new();
+    for s in &model.syscalls {
+        let r = rows.entry(&s.name).or_insert_with(|| empty_row(&s.name));
+        let d = s.duration_ns();
+        r.events += 1;
+        r.long_events += 1;
+        add(&mut r.total_ns, d);
+        r.max_ns = r.max_ns.max(d);
+        if let Some(fd) = &s.fd {
+            let f = files.entry((&s.name, fd)).or_default();
+            f.0 += 1;
+            add(&mut f.1, d);
+        }
+    }
+    for sum in model.syscall_sums.values() {
+        let r = rows
+            .entry(&sum.name)
+            .or_insert_with(|| empty_row(&sum.name));
+        add(&mut r.events, sum.count);
+        add(&mut r.total_ns, sum.total_ns);
+        r.max_ns = r.max_ns.max(sum.max_ns);
+    }
+    for ((name, file), (n, ns)) in files {
+        if let Some(r) = rows.get_mut(name) {
+            r.files.push((file.to_string(), n, ns));
+        }
+    }
+    let mut rows: Vec<SyscallRow> = rows.into_values().collect();
+    for r in &mut rows {
+        r.files.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    }
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    rows
+}
+
+fn empty_row(name: &str) -> SyscallRow {
+    SyscallRow {
+        name: name.to_string(),
+        events: 0,
+        total_ns: 0,
+        max_ns: 0,
+        long_events: 0,
+        files: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::jdk::jdk_own_threads;
+
+    #[test]
+    fn a_timed_out_futex_wait_is_no_lock_wait_whoever_ran_its_wake_up() {
+        let wait = |ret: i64| crate::events::Syscall {
+            tid: 1,
+            nr: 202,
+            name: "futex".into(),
+            args: [0x1000, 0, 0, 0],
+            start_ns: 0,
+            end_ns: 5_000_000,
+            ret,
+            user_stack: None,
+            fd: None,
+            futex: Some(crate::events::FutexWait {
+                uaddr: 0x1000,
+                op: 0,
+                timeout_ns: Some(5_000_000),
+                // The timer interrupted thread 2 inside a futex call of its own.
+                waker: Some(crate::events::FutexWaker {
+                    tid: 2,
+                    wake_ns: 5_000_000,
+                    user_stack: None,
+                    kernel_stack: None,
+                }),
+            }),
+            unfinished: false,
+        };
+        let model = Model {
+            syscalls: vec![wait(-110), wait(0)],
+            ..Default::default()
+        };
+        let released: Vec<i64> = lock_waits(&model).map(|s| s.ret).collect();
+        assert_eq!(released, vec![0]);
+        assert_eq!(locks(&model, &jdk_own_threads(&model))[0].waits, 1);
+    }
+}
