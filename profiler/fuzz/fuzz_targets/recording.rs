@@ -5,22 +5,23 @@
 
 use clap::ValueEnum as _;
 use libfuzzer_sys::fuzz_target;
-use profiler::{flamegraph, model::Model, recording::Recording, report};
+use profiler::{analysis::Analysis, flamegraph, model::Model, recording::Recording, report};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(recording) = Recording::parse(data) else {
         return;
     };
     let model = Model::from_recording(&recording);
+    let analysis = Analysis::new(&model);
     let options = report::Options::default();
-    let _ = report::to_text(&model, &options);
-    let _ = rendered(&report::to_json(&model, &options));
+    let _ = report::to_text(&analysis, &options);
+    let _ = rendered(&report::to_json(&analysis, &options));
     for &kind in flamegraph::Kind::value_variants() {
         let options = flamegraph::Options {
             per_thread: data.len() % 2 == 0,
             kind,
         };
-        let _ = flamegraph::write_svg(&model, &options, std::io::sink());
+        let _ = flamegraph::write_svg(&analysis, &options, std::io::sink());
     }
 });
 
