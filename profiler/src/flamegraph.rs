@@ -161,7 +161,7 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
             for (o, ns) in analysis.blocked_intervals() {
                 add_ids(
                     o.tid,
-                    (o.kernel_stack, o.user_stack, model.java_stack(o)),
+                    (o.kernel_stack(), o.user_stack(), model.java_stack(o)),
                     ns,
                 );
             }

@@ -403,7 +403,7 @@ fn longest_blocked(recording: &std::path::Path, tid: u32) -> String {
                 "{:.1} ms {:?} {:?} {frames:?}",
                 (o.end_ns - o.start_ns) as f64 / 1e6,
                 o.state,
-                o.java
+                o.java()
             )
         })
         .collect();

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use super::jdk;
 use super::monitors::note_monitor;
 use super::stacks::{StackLabels, monitor_frames};
-use crate::events::{OffCpu, StackId};
-use crate::model::{FastMap, Model, add};
+use crate::events::StackId;
+use crate::model::{FastMap, Model, Wait, add};
 
 /// Blocked time charged to one (kernel, user) stack pair.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,7 +30,7 @@ pub struct StackRow {
 /// Blocked time by stack, most time first.
 pub fn blocked_stacks<'m>(
     model: &'m Model,
-    intervals: impl Iterator<Item = (&'m OffCpu, u64)>,
+    intervals: impl Iterator<Item = (&'m Wait, u64)>,
     own: &HashSet<u32>,
 ) -> Vec<StackRow> {
     #[derive(Default)]
@@ -57,20 +57,15 @@ pub fn blocked_stacks<'m>(
         let has_java = java
             .and_then(|id| model.stacks.get(&id))
             .is_some_and(|frames| !frames.is_empty());
-        let class = o
-            .java
-            .as_ref()
-            .and_then(|j| j.pending_monitor.or(j.waiting_monitor))
-            .and_then(|m| model.monitor_class(m, o.start_ns));
+        let class = o.monitor().and_then(|m| model.monitor_class(m, o.start_ns));
         let thread = (!has_java).then_some(o.tid);
-        let key = (o.kernel_stack, o.user_stack, java, thread, class);
+        let key = (o.kernel_stack(), o.user_stack(), java, thread, class);
         let entry = by_stack.entry(key).or_default();
         entry.events += 1;
         add(&mut entry.total_ns, d);
         entry.max_ns = entry.max_ns.max(d);
         add(entry.by_thread.entry(o.tid).or_default(), d);
-        let java = o.java.as_ref();
-        if let Some(m) = java.and_then(|j| j.pending_monitor.or(j.waiting_monitor)) {
+        if let Some(m) = o.monitor() {
             note_monitor(
                 model,
                 m,
@@ -156,9 +151,9 @@ mod tests {
         let model = Model {
             end_mono_ns: 100_000_000,
             off_cpu: vec![
-                interval(1, 0, 10, OffCpuState::Sleeping),
-                interval(2, 0, 20, OffCpuState::Sleeping),
-                interval(2, 30, 20, OffCpuState::Sleeping),
+                Wait::from(interval(1, 0, 10, OffCpuState::Sleeping)),
+                Wait::from(interval(2, 0, 20, OffCpuState::Sleeping)),
+                Wait::from(interval(2, 30, 20, OffCpuState::Sleeping)),
             ],
             ..Default::default()
         };

@@ -5,8 +5,8 @@
 //! The kernel read each blocking Java thread's state at the moment it went off CPU (see
 //! `events::JavaBlock`); this module only interprets it, so a recording replays the same.
 
-use crate::events::{JavaBlock, JavaThreadState, OffCpu, StackId, UNKNOWN_JAVA_FRAME};
-use crate::model::{FastMap, Model};
+use crate::events::{JavaThreadState, StackId, UNKNOWN_JAVA_FRAME};
+use crate::model::{FastMap, JavaAt, Model, Wait};
 
 /// Why a mounted virtual thread could not unmount (the JVM's `freeze` failure, seen from outside).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,7 +59,7 @@ impl Operation {
     }
 
     /// `in_vm_call`: the Java stack ends in a call into the VM rather than in a park.
-    fn of(java: &JavaBlock, in_vm_call: bool) -> Self {
+    fn of(java: &JavaAt, in_vm_call: bool) -> Self {
         if java.pending_monitor.is_some() {
             Self::MonitorEnter
         } else if java.waiting_monitor.is_some() {
@@ -108,11 +108,11 @@ pub enum Use {
 
 /// Interprets an interval. `major` is the JDK's feature release: from 24 on, `synchronized`
 /// no longer pins (JEP 491). `hints`: what its Java stack adds, where it has one.
-pub fn interpret(o: &OffCpu, carrier: bool, major: Option<u32>, hints: StackHints) -> Option<Use> {
+pub fn interpret(o: &Wait, carrier: bool, major: Option<u32>, hints: StackHints) -> Option<Use> {
     if !o.state.is_blocked() {
         return None;
     }
-    let Some(java) = &o.java else {
+    let Some(java) = o.java() else {
         return Some(Use::Blocked);
     };
     if hints.suspended_by_jvm {
@@ -122,7 +122,7 @@ pub fn interpret(o: &OffCpu, carrier: bool, major: Option<u32>, hints: StackHint
             Use::Blocked
         });
     }
-    let operation = Operation::of(java, hints.in_vm_call);
+    let operation = Operation::of(&java, hints.in_vm_call);
     if java.vthread.is_none() {
         return Some(if carrier && operation == Operation::Park {
             Use::Idle
@@ -198,16 +198,16 @@ impl StackMarks {
 }
 
 /// What an interval counts as (None: preempted).
-pub fn classify(model: &Model, o: &OffCpu) -> Option<Use> {
+pub fn classify(model: &Model, o: &Wait) -> Option<Use> {
     classify_with(model, o, &StackMarks::default())
 }
 
 /// `classify`, with what the stacks say read once for many intervals (`StackMarks::of`);
 /// a stack `marks` does not hold is read as it comes.
-pub(crate) fn classify_with(model: &Model, o: &OffCpu, marks: &StackMarks) -> Option<Use> {
+pub(crate) fn classify_with(model: &Model, o: &Wait, marks: &StackMarks) -> Option<Use> {
     let (carrier, major) = (model.is_carrier(o.tid), model.jdk_major());
     // The hints read stacks; only a wait with the JVM's state of the thread uses them.
-    if !o.state.is_blocked() || o.java.is_none() {
+    if !o.state.is_blocked() || !o.has_java() {
         return interpret(o, carrier, major, StackHints::default());
     }
     let java_stack = model.java_stack(o);
@@ -222,12 +222,12 @@ pub(crate) fn classify_with(model: &Model, o: &OffCpu, marks: &StackMarks) -> Op
     };
     let java = mark(java_stack);
     // (What pinned a virtual thread matters only with one mounted.)
-    let mounted = o.java.as_ref().is_some_and(|j| j.vthread.is_some());
+    let mounted = o.mounted();
     let hints = StackHints {
         in_clinit: mounted && java.in_clinit,
         in_vm_call: java.in_vm_call,
         class_init_wait: mounted && waits_for_class_init(model, o, java_stack),
-        suspended_by_jvm: mark(o.kernel_stack).sigsuspend || mark(o.user_stack).suspend_handler,
+        suspended_by_jvm: mark(o.kernel_stack()).sigsuspend || mark(o.user_stack()).suspend_handler,
     };
     interpret(o, carrier, major, hints)
 }
@@ -268,8 +268,8 @@ fn stack_mark(model: &Model, id: StackId) -> StackMark {
 /// read as a class's init lock during the wait or, when the wait was too short to be seen
 /// so, it waited on an `int[]` (HotSpot's init locks, JDK 21 and 25) in a call into the
 /// VM rather than in `Object.wait`.
-fn waits_for_class_init(model: &Model, o: &OffCpu, java_stack: Option<StackId>) -> bool {
-    let Some(java) = &o.java else {
+fn waits_for_class_init(model: &Model, o: &Wait, java_stack: Option<StackId>) -> bool {
+    let Some(java) = o.java() else {
         return false;
     };
     if let Some(m) = java.pending_monitor.or(java.waiting_monitor)
@@ -291,7 +291,7 @@ fn waits_for_class_init(model: &Model, o: &OffCpu, java_stack: Option<StackId>) 
 }
 
 /// Every blocked interval with what it counts as, by thread and time.
-pub fn uses(model: &Model) -> Vec<(&OffCpu, Use)> {
+pub fn uses(model: &Model) -> Vec<(&Wait, Use)> {
     let marks = StackMarks::of(model);
     // Sorted by keys copied out (the intervals themselves are scattered in memory), the
     // index last so that the order is the one a stable sort would give.
@@ -311,7 +311,7 @@ pub fn uses(model: &Model) -> Vec<(&OffCpu, Use)> {
 pub(crate) mod tests {
     use super::*;
     use crate::analysis::Analysis;
-    use crate::events::{Event, Frame, FrameKind, OffCpuState};
+    use crate::events::{Event, Frame, FrameKind, JavaBlock, OffCpu, OffCpuState};
     use crate::model::tests::{init_lock_wait, java_frame, make_carrier, parked};
 
     pub(crate) fn interval(tid: u32, start: u64, end: u64, java: Option<JavaBlock>) -> OffCpu {
@@ -345,11 +345,11 @@ pub(crate) mod tests {
     fn carrier_parks_are_idle_or_pinned_by_what_is_mounted() {
         let idle = interval(1, 0, 10, Some(block(JavaThreadState::Blocked, None)));
         assert_eq!(
-            interpret(&idle, true, Some(21), StackHints::default()),
+            interpret(&Wait::from(&idle), true, Some(21), StackHints::default()),
             Some(Use::Idle)
         );
         assert_eq!(
-            interpret(&idle, false, Some(21), StackHints::default()),
+            interpret(&Wait::from(&idle), false, Some(21), StackHints::default()),
             Some(Use::Blocked)
         );
 
@@ -357,12 +357,12 @@ pub(crate) mod tests {
         held.held_monitors = 1;
         let pinned = interval(1, 0, 10, Some(held.clone()));
         assert_eq!(
-            interpret(&pinned, true, Some(21), StackHints::default()),
+            interpret(&Wait::from(&pinned), true, Some(21), StackHints::default()),
             Some(Use::Pinned(Reason::Monitor, Operation::Park))
         );
         // JEP 491: on 24+ a held monitor is not why it pinned.
         assert_eq!(
-            interpret(&pinned, true, Some(25), StackHints::default()),
+            interpret(&Wait::from(&pinned), true, Some(25), StackHints::default()),
             Some(Use::Pinned(Reason::Native, Operation::Park))
         );
         let mut init_wait = block(JavaThreadState::Blocked, Some(42));
@@ -370,7 +370,7 @@ pub(crate) mod tests {
         init_wait.pin_count = 1;
         assert_eq!(
             interpret(
-                &interval(1, 0, 10, Some(init_wait)),
+                &Wait::from(&interval(1, 0, 10, Some(init_wait))),
                 true,
                 Some(25),
                 StackHints::default()
@@ -387,7 +387,7 @@ pub(crate) mod tests {
         };
         assert_eq!(
             interpret(
-                &interval(1, 0, 10, Some(vm_wait)),
+                &Wait::from(&interval(1, 0, 10, Some(vm_wait))),
                 true,
                 Some(21),
                 class_init
@@ -397,7 +397,7 @@ pub(crate) mod tests {
         held.pin_count = 1;
         assert_eq!(
             interpret(
-                &interval(1, 0, 10, Some(held)),
+                &Wait::from(&interval(1, 0, 10, Some(held))),
                 true,
                 Some(25),
                 StackHints::default()
@@ -409,7 +409,7 @@ pub(crate) mod tests {
         entering.pending_monitor = Some(0x1000);
         assert_eq!(
             interpret(
-                &interval(1, 0, 10, Some(entering)),
+                &Wait::from(&interval(1, 0, 10, Some(entering))),
                 true,
                 Some(21),
                 StackHints::default()
@@ -418,19 +418,24 @@ pub(crate) mod tests {
         );
         let native = interval(1, 0, 10, Some(block(JavaThreadState::InNative, Some(7))));
         assert_eq!(
-            interpret(&native, true, Some(21), StackHints::default()),
+            interpret(&Wait::from(&native), true, Some(21), StackHints::default()),
             Some(Use::Pinned(Reason::Native, Operation::Syscall))
         );
         let fault = interval(1, 0, 10, Some(block(JavaThreadState::InJava, Some(7))));
         assert_eq!(
-            interpret(&fault, true, Some(21), StackHints::default()),
+            interpret(&Wait::from(&fault), true, Some(21), StackHints::default()),
             Some(Use::BlockedMounted)
         );
         let mut stopped = block(JavaThreadState::Blocked, Some(7));
         stopped.at_safepoint = true;
         let safepoint = interval(1, 0, 10, Some(stopped));
         assert_eq!(
-            interpret(&safepoint, true, Some(21), StackHints::default()),
+            interpret(
+                &Wait::from(&safepoint),
+                true,
+                Some(21),
+                StackHints::default()
+            ),
             Some(Use::BlockedMounted)
         );
     }
@@ -457,7 +462,9 @@ pub(crate) mod tests {
             };
             model.stacks.insert(id, vec![frame]);
             model.java_stacks.insert((1, start_ms * 1_000_000), id);
-            model.off_cpu.push(parked(1, start_ms, 5, Some(7)));
+            model
+                .off_cpu
+                .push(Wait::from(parked(1, start_ms, 5, Some(7))));
         }
         let uses: Vec<_> = model.off_cpu.iter().map(|o| classify(&model, o)).collect();
         let park = Some(Use::Pinned(Reason::Monitor, Operation::Park));
@@ -526,14 +533,17 @@ pub(crate) mod tests {
             java.held_monitors = 0;
         }
         let in_native = Some(Use::Pinned(Reason::Native, Operation::Syscall));
-        assert_eq!(classify(&model, &native), in_native);
+        assert_eq!(classify(&model, &Wait::from(&native)), in_native);
         for (kernel, user) in [(Some(1), None), (None, Some(2))] {
             let suspended = OffCpu {
                 kernel_stack: kernel,
                 user_stack: user,
                 ..native.clone()
             };
-            assert_eq!(classify(&model, &suspended), Some(Use::BlockedMounted));
+            assert_eq!(
+                classify(&model, &Wait::from(&suspended)),
+                Some(Use::BlockedMounted)
+            );
         }
     }
 }

@@ -90,10 +90,10 @@ pub fn jdk_own_threads(model: &Model) -> HashSet<u32> {
     // Per thread: (waits with a Java state, of which with an empty anchor).
     let mut anchors: HashMap<u32, (u64, u64)> = HashMap::new();
     for o in &model.off_cpu {
-        if let Some(j) = &o.java {
+        if let Some(j) = o.java() {
             let a = anchors.entry(o.tid).or_default();
             a.0 += 1;
-            a.1 += u64::from(j.anchor[0] == 0);
+            a.1 += u64::from(!j.java_frames);
         }
     }
     let tids: HashSet<u32> = model

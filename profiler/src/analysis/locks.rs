@@ -140,7 +140,7 @@ pub fn lock_waits(model: &Model) -> impl Iterator<Item = &Syscall> {
 fn waits_without_java_frames(model: &Model) -> HashMap<u32, BTreeSet<u64>> {
     let mut out: HashMap<u32, BTreeSet<u64>> = HashMap::new();
     for o in &model.off_cpu {
-        if o.java.as_ref().is_some_and(|j| j.anchor[0] == 0) {
+        if o.java().is_some_and(|j| !j.java_frames) {
             out.entry(o.tid).or_default().insert(o.start_ns);
         }
     }

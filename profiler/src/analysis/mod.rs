@@ -17,8 +17,8 @@ pub mod threads;
 use std::cell::OnceCell;
 use std::collections::HashSet;
 
-use crate::events::{OffCpu, Syscall};
-use crate::model::Model;
+use crate::events::Syscall;
+use crate::model::{Model, Wait};
 use blocked::StackRow;
 use classify::Use;
 use locks::{FutexSummary, LockRow, SyscallRow};
@@ -28,7 +28,7 @@ use threads::ThreadRow;
 
 pub struct Analysis<'m> {
     model: &'m Model,
-    uses: OnceCell<Vec<(&'m OffCpu, Use)>>,
+    uses: OnceCell<Vec<(&'m Wait, Use)>>,
     threads: OnceCell<Vec<ThreadRow>>,
     jdk_own_threads: OnceCell<HashSet<u32>>,
     pinned_events: OnceCell<Vec<PinnedEvent>>,
@@ -65,14 +65,14 @@ impl<'m> Analysis<'m> {
     }
 
     /// Every off-CPU interval that was a wait, with what it counts as, by thread and time.
-    pub fn uses(&self) -> &[(&'m OffCpu, Use)] {
+    pub fn uses(&self) -> &[(&'m Wait, Use)] {
         self.uses.get_or_init(|| classify::uses(self.model))
     }
 
     /// Blocked time, the one definition every view shares: waits other than an idle
     /// carrier's (waiting for work), with the part of each that lies in its thread's life
     /// (never zero).
-    pub fn blocked_intervals(&self) -> impl Iterator<Item = (&'m OffCpu, u64)> + '_ {
+    pub fn blocked_intervals(&self) -> impl Iterator<Item = (&'m Wait, u64)> + '_ {
         let model = self.model;
         self.uses()
             .iter()
@@ -211,10 +211,10 @@ mod tests {
         };
         model.java_threads.insert(1, carrier);
         model.off_cpu = vec![
-            parked(1, 0, 10, None),
-            parked(1, 20, 10, Some(7)),
-            interval(2, 0, 5, OffCpuState::Sleeping),
-            interval(3, 50, 5, OffCpuState::Sleeping),
+            Wait::from(parked(1, 0, 10, None)),
+            Wait::from(parked(1, 20, 10, Some(7))),
+            Wait::from(interval(2, 0, 5, OffCpuState::Sleeping)),
+            Wait::from(interval(3, 50, 5, OffCpuState::Sleeping)),
         ];
         model.births.insert(3, 60 * MS);
         model

@@ -8,8 +8,8 @@ use super::locks::lock_waits;
 use super::monitors::{InitWaitedFor, init_waited_for, note_monitor};
 use super::stacks::{StackLabels, monitor_frames};
 use crate::analysis::jdk;
-use crate::events::{Frame, FrameKind, OffCpu, StackId};
-use crate::model::{Model, add};
+use crate::events::{Frame, FrameKind, StackId};
+use crate::model::{Model, Wait, add};
 
 /// One pinning: a mounted virtual thread blocked its carrier. A contended monitor entry that
 /// blocked several times before it got the monitor is one event.
@@ -37,7 +37,7 @@ impl PinnedEvent {
 
 /// Pinned events from intervals in time order, one thread's after another's.
 pub fn pinned_events<'a>(
-    intervals: impl Iterator<Item = (&'a OffCpu, Use, Option<StackId>)>,
+    intervals: impl Iterator<Item = (&'a Wait, Use, Option<StackId>)>,
 ) -> Vec<PinnedEvent> {
     let mut out: Vec<PinnedEvent> = Vec::new();
     // Index of each carrier's last event, to merge the retries of one monitor entry.
@@ -48,7 +48,7 @@ pub fn pinned_events<'a>(
             last.remove(&o.tid);
             continue;
         };
-        let java = o.java.as_ref();
+        let java = o.java();
         let vthread = java.and_then(|j| j.vthread).unwrap_or(0);
         let monitor = java.and_then(|j| j.pending_monitor.or(j.waiting_monitor));
         if operation == Operation::MonitorEnter
@@ -70,8 +70,8 @@ pub fn pinned_events<'a>(
             blocked_ns: o.duration_ns(),
             reason,
             operation,
-            kernel_stack: o.kernel_stack,
-            user_stack: o.user_stack,
+            kernel_stack: o.kernel_stack(),
+            user_stack: o.user_stack(),
             java_stack,
             monitor,
         });
@@ -81,7 +81,7 @@ pub fn pinned_events<'a>(
 
 /// The pinnings among `uses` (from `uses`, which a caller needing both this and
 /// `starvation_in` computes once).
-pub fn pinned_events_in(model: &Model, uses: &[(&OffCpu, Use)]) -> Vec<PinnedEvent> {
+pub fn pinned_events_in(model: &Model, uses: &[(&Wait, Use)]) -> Vec<PinnedEvent> {
     // (Only a pinning needs its Java stack.)
     let with_stacks = uses.iter().map(|&(o, u)| {
         let pinned = matches!(u, Use::Pinned(..));
@@ -308,8 +308,9 @@ mod tests {
         let b = at(1, 12, 20, Some(entering.clone()));
         let idle = at(1, 30, 40, Some(block(JavaThreadState::Blocked, None)));
         let c = at(1, 50, 60, Some(entering));
-        let u = |o: &OffCpu| interpret(o, true, Some(21), StackHints::default()).unwrap();
-        let events = pinned_events([&a, &b, &idle, &c].into_iter().map(|o| (o, u(o), None)));
+        let u = |o: &Wait| interpret(o, true, Some(21), StackHints::default()).unwrap();
+        let waits = [a, b, idle, c].map(Wait::from);
+        let events = pinned_events(waits.iter().map(|o| (o, u(o), None)));
         assert_eq!(events.len(), 2);
         assert_eq!((events[0].start_ns, events[0].end_ns), (0, 20));
         assert_eq!(events[0].blocked_ns, 18);

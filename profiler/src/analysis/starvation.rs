@@ -3,8 +3,7 @@
 
 use super::classify::{Use, classify};
 use super::threads::open_intervals;
-use crate::events::OffCpu;
-use crate::model::Model;
+use crate::model::{Model, Wait};
 
 /// A span during which every carrier was pinned or blocked with a virtual thread mounted:
 /// no carrier was left to run the other virtual threads.
@@ -75,7 +74,7 @@ pub const EPISODE_GAP_NS: u64 = 1_000_000;
 
 /// Spans when no carrier was free: every one pinned or blocked with a virtual thread.
 /// Computed from `uses` (see `pinned_events_in`).
-pub fn starvation_in(model: &Model, uses: &[(&OffCpu, Use)]) -> Vec<Episode> {
+pub fn starvation_in(model: &Model, uses: &[(&Wait, Use)]) -> Vec<Episode> {
     let spans = uses
         .iter()
         .filter(|(o, u)| {

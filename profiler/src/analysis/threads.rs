@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::classify::{StackMarks, Use, classify_with};
 use super::kinds::ThreadRole;
-use crate::events::OffCpu;
-use crate::model::{Model, add, total};
+use crate::model::{Model, Wait, add, total};
 
 /// One thread's time over the window.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -184,7 +183,7 @@ fn row<'a>(model: &Model, rows: &'a mut BTreeMap<u32, ThreadRow>, tid: u32) -> &
 
 /// The carriers' waits still under way at the latest checkpoint, as intervals up to it;
 /// those whose interval has come in since (they ended) are left out.
-pub(crate) fn open_intervals(model: &Model) -> Vec<OffCpu> {
+pub(crate) fn open_intervals(model: &Model) -> Vec<Wait> {
     let Some((time_ns, waits)) = &model.open_waits else {
         return Vec::new();
     };
@@ -207,16 +206,18 @@ pub(crate) fn open_intervals(model: &Model) -> Vec<OffCpu> {
     waits
         .iter()
         .filter(|w| !ended.contains(&(w.tid, w.start_ns)))
-        .map(|w| OffCpu {
-            tid: w.tid,
-            start_ns: w.start_ns,
-            end_ns: *time_ns,
-            state: w.state,
-            kernel_stack: None,
-            user_stack: None,
-            waker_tid: None,
-            cpu: 0,
-            java: w.java.clone(),
+        .map(|w| {
+            Wait::from(crate::events::OffCpu {
+                tid: w.tid,
+                start_ns: w.start_ns,
+                end_ns: *time_ns,
+                state: w.state,
+                kernel_stack: None,
+                user_stack: None,
+                waker_tid: None,
+                cpu: 0,
+                java: w.java.clone(),
+            })
         })
         .collect()
 }
@@ -225,7 +226,7 @@ pub(crate) fn open_intervals(model: &Model) -> Vec<OffCpu> {
 mod tests {
     use super::*;
     use crate::analysis::Analysis;
-    use crate::events::{Event, Frame, FrameKind, OffCpuState, ThreadCpu};
+    use crate::events::{Event, Frame, FrameKind, OffCpu, OffCpuState, ThreadCpu};
     use crate::model::tests::{interval, make_carrier, parked};
 
     const MS: u64 = 1_000_000;

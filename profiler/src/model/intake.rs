@@ -752,7 +752,7 @@ mod tests {
             start_ns: start,
             stack: 7,
         });
-        assert_eq!(model.off_cpu, [o]);
+        assert_eq!(model.off_cpu, [super::super::Wait::from(&o)]);
         assert_eq!(model.java_stack_within(1, start, start + 10), Some(7));
         assert!(model.warnings.is_empty());
     }

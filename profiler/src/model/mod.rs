@@ -5,13 +5,16 @@
 
 pub mod intake;
 mod load;
+pub mod wait;
+
+pub use wait::{JavaAt, Wait};
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{
     analysis::classify::{StackMarks, Use, classify_with},
     events::{
-        Counters, Event, Frame, JavaThreadInfo, OffCpu, ShortOffCpu, StackId, Syscall, TargetInfo,
+        Counters, Event, Frame, JavaThreadInfo, ShortOffCpu, StackId, Syscall, TargetInfo,
         ThreadCpu,
     },
     recording::{End, Header},
@@ -34,7 +37,7 @@ pub struct Model {
     pub min_syscall_ns: u64,
     pub names: HashMap<u32, String>,
     pub stacks: FastMap<StackId, Vec<Frame>>,
-    pub off_cpu: Vec<OffCpu>,
+    pub off_cpu: Vec<Wait>,
     pub counters: Counters,
     pub short: HashMap<u32, ShortOffCpu>,
     pub target_exit_ns: Option<u64>,
@@ -182,6 +185,7 @@ impl Model {
                 self.stacks.insert(s.id, s.frames);
             }
             Event::OffCpu(o) => {
+                let o = Wait::from(o);
                 self.end_mono_ns = self.end_mono_ns.max(o.end_ns);
                 if self.is_death(&o) {
                     // A recording made before threads' ends were sent: the wait the thread
@@ -348,7 +352,7 @@ impl Model {
     /// Moves the intervals that ended before `before_ns` and that `keep` does not want into
     /// the per-thread sums. (What an interval counts as is the analysis's to say: the sums are
     /// what `analysis::threads` would count of the intervals.)
-    fn fold(&mut self, before_ns: u64, keep: impl Fn(&Model, &OffCpu, Option<Use>) -> bool) {
+    fn fold(&mut self, before_ns: u64, keep: impl Fn(&Model, &Wait, Option<Use>) -> bool) {
         let all = std::mem::take(&mut self.off_cpu);
         let mut kept = Vec::with_capacity(all.len());
         let marks = StackMarks::of(self);
@@ -426,7 +430,7 @@ impl Model {
     }
 
     /// The Java stack walked for an interval, if one was.
-    pub fn java_stack(&self, o: &OffCpu) -> Option<StackId> {
+    pub fn java_stack(&self, o: &Wait) -> Option<StackId> {
         self.java_stacks.get(&(o.tid, o.start_ns)).copied()
     }
 
@@ -456,15 +460,15 @@ impl Model {
     }
 
     /// The part of an interval that lies within its thread's life.
-    pub fn lived_ns(&self, o: &OffCpu) -> u64 {
+    pub fn lived_ns(&self, o: &Wait) -> u64 {
         let (from, to) = self.life(o.tid);
         o.end_ns.min(to).saturating_sub(o.start_ns.max(from))
     }
 
     /// Whether an interval is the one a thread died in (a recording from before threads'
     /// ends were sent): the kernel switched it out in `do_task_dead`.
-    fn is_death(&self, o: &OffCpu) -> bool {
-        o.kernel_stack
+    fn is_death(&self, o: &Wait) -> bool {
+        o.kernel_stack()
             .and_then(|id| self.stacks.get(&id))
             .is_some_and(|frames| {
                 frames
@@ -475,8 +479,8 @@ impl Model {
     }
 
     /// The frames of an interval, innermost first: kernel, native, then Java.
-    pub fn frames(&self, o: &OffCpu) -> Vec<&Frame> {
-        self.frames_of(o.kernel_stack, o.user_stack, self.java_stack(o))
+    pub fn frames(&self, o: &Wait) -> Vec<&Frame> {
+        self.frames_of(o.kernel_stack(), o.user_stack(), self.java_stack(o))
     }
 
     pub fn frames_of(
@@ -532,7 +536,7 @@ impl Model {
 pub(crate) mod tests {
     use super::*;
     use crate::analysis::{Analysis, classify, starvation, threads};
-    use crate::events::{FrameKind, JavaBlock, JavaThreadState, OffCpuState};
+    use crate::events::{FrameKind, JavaBlock, JavaThreadState, OffCpu, OffCpuState};
 
     pub(crate) fn interval(tid: u32, start_ms: u64, ms: u64, state: OffCpuState) -> OffCpu {
         OffCpu {
@@ -626,16 +630,16 @@ pub(crate) mod tests {
         };
         make_carrier(&mut model, 1);
         model.off_cpu = vec![
-            parked(1, 0, 5, None),      // idle
-            parked(1, 10, 20, Some(7)), // pinned (a monitor held on JDK 21)
-            interval(1, 40, 1, OffCpuState::Preempted),
+            Wait::from(parked(1, 0, 5, None)),      // idle
+            Wait::from(parked(1, 10, 20, Some(7))), // pinned (a monitor held on JDK 21)
+            Wait::from(interval(1, 40, 1, OffCpuState::Preempted)),
             // Two entries of the same monitor, apart: an idle park between them ends the first.
-            entering(42, 1),
-            parked(1, 43, 1, None),
-            entering(44, 1),
-            interval(2, 0, 30, OffCpuState::Sleeping), // another thread, blocked
-            interval(2, 50, 2, OffCpuState::Preempted),
-            interval(2, 90, 5, OffCpuState::Sleeping), // not settled yet
+            Wait::from(entering(42, 1)),
+            Wait::from(parked(1, 43, 1, None)),
+            Wait::from(entering(44, 1)),
+            Wait::from(interval(2, 0, 30, OffCpuState::Sleeping)), // another thread, blocked
+            Wait::from(interval(2, 50, 2, OffCpuState::Preempted)),
+            Wait::from(interval(2, 90, 5, OffCpuState::Sleeping)), // not settled yet
         ];
         let (threads, pinned, starvation) = (
             threads::threads(&model),
@@ -707,9 +711,9 @@ pub(crate) mod tests {
         };
         make_carrier(&mut model, 1);
         model.off_cpu = vec![
-            parked(1, 0, 20, Some(7)),  // pinned, old
-            parked(1, 25, 5, None),     // idle, old
-            parked(1, 70, 20, Some(7)), // pinned, recent
+            Wait::from(parked(1, 0, 20, Some(7))),  // pinned, old
+            Wait::from(parked(1, 25, 5, None)),     // idle, old
+            Wait::from(parked(1, 70, 20, Some(7))), // pinned, recent
         ];
         let threads = threads::threads(&model);
         model.forget_before(50_000_000);
@@ -732,9 +736,9 @@ pub(crate) mod tests {
         };
         make_carrier(&mut model, 1);
         model.off_cpu = vec![
-            parked(1, 10, 20, Some(7)),                // old
-            parked(1, 70, 20, Some(7)),                // recent
-            interval(2, 5, 90, OffCpuState::Sleeping), // one long wait into the window
+            Wait::from(parked(1, 10, 20, Some(7))),                // old
+            Wait::from(parked(1, 70, 20, Some(7))),                // recent
+            Wait::from(interval(2, 5, 90, OffCpuState::Sleeping)), // one long wait into the window
         ];
         for (key, id) in [((1, 10), 1), ((1, 70), 2), ((2, 5), 3)] {
             let key = (key.0, key.1 * 1_000_000);
