@@ -51,20 +51,30 @@ pub fn blocked_stacks<'m>(
         Option<u32>,
         Option<&'a str>,
     );
-    let mut by_stack: FastMap<Key, Acc> = FastMap::default();
+    // First by stack, thread and class, one look-up per interval (millions of them); then
+    // the threads of a stack with Java frames are put together, a look-up per group.
+    #[derive(Default)]
+    struct ByThread {
+        events: u64,
+        total_ns: u64,
+        max_ns: u64,
+        monitor_classes: std::collections::BTreeSet<String>,
+        class_monitors: std::collections::BTreeSet<String>,
+    }
+    let mut by_thread: FastMap<Key, ByThread> = FastMap::default();
     for (o, d) in intervals {
-        let java = model.java_stack(o);
-        let has_java = java
-            .and_then(|id| model.stacks.get(&id))
-            .is_some_and(|frames| !frames.is_empty());
         let class = o.monitor().and_then(|m| model.monitor_class(m, o.start_ns));
-        let thread = (!has_java).then_some(o.tid);
-        let key = (o.kernel_stack(), o.user_stack(), java, thread, class);
-        let entry = by_stack.entry(key).or_default();
+        let key = (
+            o.kernel_stack(),
+            o.user_stack(),
+            model.java_stack(o),
+            Some(o.tid),
+            class,
+        );
+        let entry = by_thread.entry(key).or_default();
         entry.events += 1;
         add(&mut entry.total_ns, d);
         entry.max_ns = entry.max_ns.max(d);
-        add(entry.by_thread.entry(o.tid).or_default(), d);
         if let Some(m) = o.monitor() {
             note_monitor(
                 model,
@@ -74,6 +84,22 @@ pub fn blocked_stacks<'m>(
                 &mut entry.class_monitors,
             );
         }
+    }
+    let mut by_stack: FastMap<Key, Acc> = FastMap::default();
+    for ((k, u, java, tid, class), t) in by_thread {
+        let has_java = java
+            .and_then(|id| model.stacks.get(&id))
+            .is_some_and(|frames| !frames.is_empty());
+        let thread = if has_java { None } else { tid };
+        let entry = by_stack.entry((k, u, java, thread, class)).or_default();
+        add(&mut entry.events, t.events);
+        add(&mut entry.total_ns, t.total_ns);
+        entry.max_ns = entry.max_ns.max(t.max_ns);
+        if let Some(tid) = tid {
+            add(entry.by_thread.entry(tid).or_default(), t.total_ns);
+        }
+        entry.monitor_classes.extend(t.monitor_classes);
+        entry.class_monitors.extend(t.class_monitors);
     }
     let mut rows: Vec<StackRow> = by_stack
         .into_iter()

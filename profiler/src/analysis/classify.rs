@@ -290,16 +290,31 @@ fn waits_for_class_init(model: &Model, o: &Wait, java_stack: Option<StackId>) ->
             })
 }
 
+/// What each of the model's intervals counts as, in the model's order (None: preempted).
+pub fn classify_all(model: &Model) -> Vec<Option<Use>> {
+    let marks = StackMarks::of(model);
+    model
+        .off_cpu
+        .iter()
+        .map(|o| classify_with(model, o, &marks))
+        .collect()
+}
+
 /// Every blocked interval with what it counts as, by thread and time.
 pub fn uses(model: &Model) -> Vec<(&Wait, Use)> {
-    let marks = StackMarks::of(model);
+    uses_of(model, &classify_all(model))
+}
+
+/// `uses`, from `classify_all`'s answers.
+pub fn uses_of<'m>(model: &'m Model, classes: &[Option<Use>]) -> Vec<(&'m Wait, Use)> {
     // Sorted by keys copied out (the intervals themselves are scattered in memory), the
     // index last so that the order is the one a stable sort would give.
     let mut keys: Vec<(u32, u64, u32, Use)> = model
         .off_cpu
         .iter()
+        .zip(classes)
         .zip(0u32..)
-        .filter_map(|(o, i)| Some((o.tid, o.start_ns, i, classify_with(model, o, &marks)?)))
+        .filter_map(|((o, used), i)| Some((o.tid, o.start_ns, i, (*used)?)))
         .collect();
     keys.sort_unstable_by_key(|&(tid, start, i, _)| (tid, start, i));
     keys.into_iter()

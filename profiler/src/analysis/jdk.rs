@@ -2,10 +2,10 @@
 //! the way of the application's frames) and its own threads (whose waits for work are no
 //! lock of the application's). Threads are known by what they are, not by their names.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crate::events::{Frame, FrameKind};
-use crate::model::Model;
+use crate::model::{FastMap, Model};
 
 /// Packages of the JDK's own code.
 const JDK_PACKAGES: [&str; 5] = ["java.", "javax.", "jdk.", "sun.", "com.sun."];
@@ -88,7 +88,7 @@ pub fn jdk_own_threads(model: &Model) -> HashSet<u32> {
         return out;
     }
     // Per thread: (waits with a Java state, of which with an empty anchor).
-    let mut anchors: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut anchors: FastMap<u32, (u64, u64)> = FastMap::default();
     for o in &model.off_cpu {
         if let Some(j) = o.java() {
             let a = anchors.entry(o.tid).or_default();
@@ -96,7 +96,7 @@ pub fn jdk_own_threads(model: &Model) -> HashSet<u32> {
             a.1 += u64::from(!j.java_frames);
         }
     }
-    let tids: HashSet<u32> = model
+    let tids: std::collections::HashSet<u32, foldhash::fast::RandomState> = model
         .names
         .keys()
         .chain(model.java_threads.keys())

@@ -28,6 +28,7 @@ use threads::ThreadRow;
 
 pub struct Analysis<'m> {
     model: &'m Model,
+    classes: OnceCell<Vec<Option<Use>>>,
     uses: OnceCell<Vec<(&'m Wait, Use)>>,
     threads: OnceCell<Vec<ThreadRow>>,
     jdk_own_threads: OnceCell<HashSet<u32>>,
@@ -45,6 +46,7 @@ impl<'m> Analysis<'m> {
     pub fn new(model: &'m Model) -> Self {
         Self {
             model,
+            classes: OnceCell::new(),
             uses: OnceCell::new(),
             threads: OnceCell::new(),
             jdk_own_threads: OnceCell::new(),
@@ -64,9 +66,17 @@ impl<'m> Analysis<'m> {
         self.model
     }
 
+    /// What each of the model's intervals counts as, in the model's order (None: preempted):
+    /// classified once for every figure.
+    fn classes(&self) -> &[Option<Use>] {
+        self.classes
+            .get_or_init(|| classify::classify_all(self.model))
+    }
+
     /// Every off-CPU interval that was a wait, with what it counts as, by thread and time.
     pub fn uses(&self) -> &[(&'m Wait, Use)] {
-        self.uses.get_or_init(|| classify::uses(self.model))
+        self.uses
+            .get_or_init(|| classify::uses_of(self.model, self.classes()))
     }
 
     /// Blocked time, the one definition every view shares: waits other than an idle
@@ -83,7 +93,8 @@ impl<'m> Analysis<'m> {
 
     /// Every thread's time, most blocked or pinned first.
     pub fn threads(&self) -> &[ThreadRow] {
-        self.threads.get_or_init(|| threads::threads(self.model))
+        self.threads
+            .get_or_init(|| threads::threads_of(self.model, self.classes()))
     }
 
     /// The JVM's and the JDK's own threads.

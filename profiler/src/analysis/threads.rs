@@ -38,11 +38,21 @@ pub fn blocked_total_ns(threads: &[ThreadRow]) -> u64 {
 /// what it is (pinned, idle, blocked) as far as it has gone: a live view would otherwise
 /// know it only as unexplained time off CPU until it ends.
 pub fn threads(model: &Model) -> Vec<ThreadRow> {
+    threads_of(model, &super::classify::classify_all(model))
+}
+
+/// `threads`, from `classify_all`'s answers for the model's intervals.
+pub fn threads_of(model: &Model, classes: &[Option<Use>]) -> Vec<ThreadRow> {
     let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
     let open = open_intervals(model);
-    let marks = StackMarks::of(model);
-    for o in model.off_cpu.iter().chain(&open) {
-        let used = classify_with(model, o, &marks);
+    let marks = if open.is_empty() {
+        StackMarks::default()
+    } else {
+        StackMarks::of(model)
+    };
+    let closed = model.off_cpu.iter().zip(classes.iter().copied());
+    let still_open = open.iter().map(|o| (o, classify_with(model, o, &marks)));
+    for (o, used) in closed.chain(still_open) {
         let d = model.lived_ns(o);
         let r = row(model, &mut rows, o.tid);
         r.intervals += 1;

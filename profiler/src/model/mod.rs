@@ -47,9 +47,9 @@ pub struct Model {
     /// Time of the first snapshot: threads in it were there when the window opened.
     pub cpu_start_ns: Option<u64>,
     /// Threads born during the window: when.
-    pub births: HashMap<u32, u64>,
+    pub births: FastMap<u32, u64>,
     /// Threads that ended during the window: when, and their whole life's account then.
-    pub exits: HashMap<u32, (u64, Option<ThreadCpu>)>,
+    pub exits: FastMap<u32, (u64, Option<ThreadCpu>)>,
     /// What went wrong reading the source, said to the user with the results.
     pub warnings: Vec<String>,
     /// Every Java thread seen; a thread once seen as a carrier stays one.
