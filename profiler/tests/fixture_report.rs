@@ -32,7 +32,7 @@ fn binary_report(path: &std::path::Path) -> Value {
     serde_json::from_slice(&out.stdout).expect("the report is JSON")
 }
 
-fn carrier<'a>(report: &'a Value, tid: u64) -> &'a Value {
+fn carrier(report: &Value, tid: u64) -> &Value {
     report["threads"]
         .as_array()
         .unwrap()
