@@ -1,7 +1,8 @@
 //! An off-CPU interval as the model keeps it: the recording's `OffCpu` event packed into 80
 //! bytes instead of 152, since a recording holds millions of them and a report keeps them all.
-//! Absent ids are a reserved value instead of an `Option`'s tag, and the Java frame anchor,
-//! which the model only asks "was there a Java frame", is that one bit.
+//! Absent ids are a reserved value instead of an `Option`'s tag (a monitor address of 0, which
+//! pinprof never records, reads as none), and the Java frame anchor, which the model only asks
+//! "was there a Java frame", is that one bit.
 
 use std::num::NonZeroU64;
 
@@ -23,11 +24,12 @@ pub struct Wait {
     java: Option<PackedJava>,
 }
 
-/// `JavaBlock`, packed: ids that are never 0 as `NonZeroU64`, the state's tag apart from the
-/// value of `Other`.
+/// `JavaBlock`, packed: monitors (never 0) as `NonZeroU64`, the state's tag apart from the
+/// value of `Other`. A mounted virtual thread's id may be 0 (the kernel could not read it,
+/// as with ZGC's colored pointers), so whether one was mounted is a flag of its own.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct PackedJava {
-    vthread: Option<NonZeroU64>,
+    vthread: u64,
     pending_monitor: Option<NonZeroU64>,
     waiting_monitor: Option<NonZeroU64>,
     held_monitors: u32,
@@ -36,6 +38,7 @@ struct PackedJava {
     state: StateTag,
     at_safepoint: bool,
     java_frames: bool,
+    mounted: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -83,7 +86,7 @@ impl From<&JavaBlock> for PackedJava {
         };
         let nz = |v: Option<u64>| v.and_then(NonZeroU64::new);
         Self {
-            vthread: nz(j.vthread),
+            vthread: j.vthread.unwrap_or(0),
             pending_monitor: nz(j.pending_monitor),
             waiting_monitor: nz(j.waiting_monitor),
             held_monitors: j.held_monitors,
@@ -92,6 +95,7 @@ impl From<&JavaBlock> for PackedJava {
             state,
             at_safepoint: j.at_safepoint,
             java_frames: j.anchor[0] != 0,
+            mounted: j.vthread.is_some(),
         }
     }
 }
@@ -153,7 +157,7 @@ impl Wait {
         };
         Some(JavaAt {
             state,
-            vthread: j.vthread.map(NonZeroU64::get),
+            vthread: j.mounted.then_some(j.vthread),
             pending_monitor: j.pending_monitor.map(NonZeroU64::get),
             waiting_monitor: j.waiting_monitor.map(NonZeroU64::get),
             held_monitors: j.held_monitors,
@@ -171,7 +175,7 @@ impl Wait {
 
     /// A virtual thread was mounted on it.
     pub fn mounted(&self) -> bool {
-        self.java.is_some_and(|j| j.vthread.is_some())
+        self.java.is_some_and(|j| j.mounted)
     }
 }
 
@@ -234,6 +238,21 @@ mod tests {
             assert_eq!((j.held_monitors, j.pin_count), (2, 1));
             assert!(j.at_safepoint && j.java_frames);
         }
+        // Mounted, its id unread: still mounted.
+        let unread = JavaBlock {
+            state: JavaThreadState::Blocked,
+            vthread: Some(0),
+            pending_monitor: None,
+            waiting_monitor: None,
+            held_monitors: 1,
+            pin_count: 0,
+            at_safepoint: false,
+            anchor: [0; 3],
+        };
+        let w = Wait::from(event(Some(unread)));
+        assert!(w.mounted());
+        assert_eq!(w.java().unwrap().vthread, Some(0));
+        assert!(!w.java().unwrap().java_frames);
         let bare = Wait::from(event(None));
         assert!(!bare.has_java() && bare.java().is_none() && !bare.mounted());
     }
