@@ -159,17 +159,7 @@ fn runs_service_loop(model: &Model, tid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn java(name: &str) -> Frame {
-        Frame {
-            kind: FrameKind::Java,
-            addr: 0,
-            name: Some(name.into()),
-            module: Some("interpreted".into()),
-            holds_monitor: false,
-            line: None,
-        }
-    }
+    use crate::model::tests::java_frame as java;
 
     #[test]
     fn service_threads_are_told_by_their_class() {
