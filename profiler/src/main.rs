@@ -190,6 +190,13 @@ enum Format {
 }
 
 fn main() -> ExitCode {
+    // Errors are shown as their messages, never with a backtrace, and many are routine (a
+    // read of the target that raced its threads): with RUST_BACKTRACE set, anyhow would
+    // take a backtrace for each (milliseconds apiece in the static binary). Panics keep theirs.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: the first thing main does, before any thread is started.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

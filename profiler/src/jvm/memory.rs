@@ -14,6 +14,34 @@ pub struct Memory {
     file: File,
 }
 
+/// A read of the target's memory that failed. Routine (reads race the target's threads, and
+/// most callers only ask whether a value is there), so it is cheap to make: no message is
+/// built and no backtrace taken until it is shown or turned into an `anyhow::Error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// The bytes at `addr` are not mapped in the target (or it is gone).
+    Unreadable { addr: u64, len: usize },
+    /// No NUL within `max` bytes of a string at `addr`.
+    TooLong { addr: u64, max: usize },
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::Unreadable { addr: 0, .. } => write!(f, "null pointer"),
+            Self::Unreadable { addr, len } => write!(f, "cannot read {len} bytes at {addr:#x}"),
+            Self::TooLong { addr, max } => {
+                write!(f, "string at {addr:#x} longer than {max} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// What a read of the target returns.
+pub type Read<T> = std::result::Result<T, ReadError>;
+
 impl Memory {
     pub fn open(pid: u32) -> Result<Self> {
         let file = File::open(format!("/proc/{pid}/mem")).with_context(|| {
@@ -25,28 +53,30 @@ impl Memory {
         Ok(Self { file })
     }
 
-    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Read<()> {
+        let unreadable = ReadError::Unreadable {
+            addr,
+            len: buf.len(),
+        };
         if addr == 0 {
-            bail!("null pointer");
+            return Err(unreadable);
         }
-        self.file
-            .read_exact_at(buf, addr)
-            .with_context(|| format!("cannot read {} bytes at {addr:#x}", buf.len()))
+        self.file.read_exact_at(buf, addr).map_err(|_| unreadable)
     }
 
-    pub fn u64(&self, addr: u64) -> Result<u64> {
+    pub fn u64(&self, addr: u64) -> Read<u64> {
         let mut b = [0; 8];
         self.read(addr, &mut b)?;
         Ok(u64::from_ne_bytes(b))
     }
 
-    pub fn u32(&self, addr: u64) -> Result<u32> {
+    pub fn u32(&self, addr: u64) -> Read<u32> {
         let mut b = [0; 4];
         self.read(addr, &mut b)?;
         Ok(u32::from_ne_bytes(b))
     }
 
-    pub fn u16(&self, addr: u64) -> Result<u16> {
+    pub fn u16(&self, addr: u64) -> Read<u16> {
         let mut b = [0; 2];
         self.read(addr, &mut b)?;
         Ok(u16::from_ne_bytes(b))
@@ -62,7 +92,7 @@ impl Memory {
     }
 
     /// A NUL-terminated string of at most `max` bytes.
-    pub fn c_string(&self, addr: u64, max: usize) -> Result<String> {
+    pub fn c_string(&self, addr: u64, max: usize) -> Read<String> {
         let mut out = Vec::new();
         let mut chunk = [0u8; 64];
         while out.len() < max {
@@ -85,7 +115,7 @@ impl Memory {
                 None => out.extend_from_slice(&chunk),
             }
         }
-        bail!("string at {addr:#x} longer than {max} bytes")
+        Err(ReadError::TooLong { addr, max })
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result, bail};
 
-use super::memory::{Libjvm, Memory};
+use super::memory::{Libjvm, Memory, Read, ReadError};
 
 /// The symbols this module reads; `Libjvm::load` must be asked for them.
 pub const SYMBOLS: &[&str] = &[
@@ -72,7 +72,7 @@ impl VmStructs {
         let mut out = Self::read_with(mem, &|name| jvm.symbol(name), jvmci)?;
         // Same entry type; the array itself, not a pointer. Its names add to the main table's.
         if let Ok(table) = jvm.symbol(JVMCI_INTS) {
-            let sym = |name: &str| -> Result<u64> { mem.u64(jvm.symbol(name)?) };
+            let sym = |name: &str| -> Result<u64> { Ok(mem.u64(jvm.symbol(name)?)?) };
             let _ = out.read_constants(mem, &sym, "Int", 4, Some(table));
         }
         Ok(out)
@@ -86,7 +86,7 @@ impl VmStructs {
         jvmci: Option<u64>,
     ) -> Result<Self> {
         let mut out = Self::default();
-        let sym = |name: &str| -> Result<u64> { mem.u64(symbol(name)?) };
+        let sym = |name: &str| -> Result<u64> { Ok(mem.u64(symbol(name)?)?) };
 
         let stride = sym("gHotSpotVMStructEntryArrayStride")?;
         let layout = [
@@ -331,28 +331,28 @@ fn fits(offset: u64, width: u64, stride: u64) -> bool {
 
 /// What the readers of the target need of its memory: `Memory`, or bytes in a test.
 pub trait Target {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()>;
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Read<()>;
 
-    fn u64(&self, addr: u64) -> Result<u64> {
+    fn u64(&self, addr: u64) -> Read<u64> {
         let mut b = [0; 8];
         self.read(addr, &mut b)?;
         Ok(u64::from_ne_bytes(b))
     }
 
-    fn u32(&self, addr: u64) -> Result<u32> {
+    fn u32(&self, addr: u64) -> Read<u32> {
         let mut b = [0; 4];
         self.read(addr, &mut b)?;
         Ok(u32::from_ne_bytes(b))
     }
 
-    fn u16(&self, addr: u64) -> Result<u16> {
+    fn u16(&self, addr: u64) -> Read<u16> {
         let mut b = [0; 2];
         self.read(addr, &mut b)?;
         Ok(u16::from_ne_bytes(b))
     }
 
     /// A NUL-terminated string of at most `max` bytes.
-    fn c_string(&self, addr: u64, max: usize) -> Result<String> {
+    fn c_string(&self, addr: u64, max: usize) -> Read<String> {
         let mut out = Vec::new();
         while out.len() < max {
             let mut one = [0u8];
@@ -362,7 +362,7 @@ pub trait Target {
             }
             out.push(one[0]);
         }
-        bail!("string at {addr:#x} longer than {max} bytes")
+        Err(ReadError::TooLong { addr, max })
     }
 
     /// The text of a HotSpot `Symbol` (a u2 length, then the bytes).
@@ -375,11 +375,11 @@ pub trait Target {
 }
 
 impl Target for Memory {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Read<()> {
         Memory::read(self, addr, buf)
     }
 
-    fn c_string(&self, addr: u64, max: usize) -> Result<String> {
+    fn c_string(&self, addr: u64, max: usize) -> Read<String> {
         Memory::c_string(self, addr, max)
     }
 
@@ -392,8 +392,6 @@ impl Target for Memory {
 #[cfg(test)]
 pub(super) mod fake {
     use std::collections::HashMap;
-
-    use anyhow::{Context, Result};
 
     #[derive(Default)]
     pub struct FakeMemory {
@@ -424,13 +422,14 @@ pub(super) mod fake {
     }
 
     impl super::Target for FakeMemory {
-        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> super::Read<()> {
+            let unreadable = super::ReadError::Unreadable {
+                addr,
+                len: buf.len(),
+            };
             for (i, b) in buf.iter_mut().enumerate() {
                 let at = addr.wrapping_add(i as u64);
-                *b = *self
-                    .bytes
-                    .get(&at)
-                    .with_context(|| format!("{at:#x} unmapped"))?;
+                *b = *self.bytes.get(&at).ok_or(unreadable)?;
             }
             Ok(())
         }
