@@ -53,6 +53,8 @@ pub struct JavaThreadRegistry {
     starts: HashMap<MapData, u32, OffCpuStart>,
     amendments: HashMap<MapData, u32, WaitAmendment>,
     pid: u32,
+    /// What this handle last knew `JAVA_THREADS` to hold (None: read it from the kernel).
+    written: Option<std::collections::HashMap<u32, u64>>,
     /// Amendments the kernel's map had no room for, shared by every handle.
     lost: Arc<AtomicU64>,
 }
@@ -68,6 +70,7 @@ impl JavaThreadRegistry {
                 starts: HashMap::try_from(starts)?,
                 amendments: HashMap::try_from(amendments)?,
                 pid,
+                written: None,
                 lost: Arc::clone(&lost),
             })
         };
@@ -81,20 +84,39 @@ impl JavaThreadRegistry {
     pub fn set(&mut self, threads: &[KnownThread]) -> Result<()> {
         let keep: std::collections::HashMap<u32, u64> =
             threads.iter().map(|t| (t.tid, t.entry())).collect();
-        let now: std::collections::HashMap<u32, u64> = self.java_threads.iter().flatten().collect();
+        // What the map holds: read from the kernel once per handle (the other handle may have
+        // written it), then kept here, since walking a BPF hash map costs a system call a key.
+        let mut now = match self.written.take() {
+            Some(written) => written,
+            None => self.java_threads.iter().flatten().collect(),
+        };
         // Only what changed is written: the list changes at every thread's start and end.
-        for tid in now.keys().filter(|tid| !keep.contains_key(tid)) {
-            let _ = self.java_threads.remove(tid);
+        let gone: Vec<u32> = now
+            .keys()
+            .filter(|tid| !keep.contains_key(tid))
+            .copied()
+            .collect();
+        for tid in gone {
+            let _ = self.java_threads.remove(&tid);
+            now.remove(&tid);
         }
-        for (&tid, &entry) in keep
-            .iter()
-            .filter(|(tid, entry)| now.get(tid) != Some(entry))
-        {
-            self.java_threads
-                .insert(tid, entry, 0)
-                .with_context(|| format!("cannot register Java thread {tid}"))?;
+        let mut result = Ok(());
+        for (&tid, &entry) in &keep {
+            if now.get(&tid) == Some(&entry) {
+                continue;
+            }
+            match self.java_threads.insert(tid, entry, 0) {
+                Ok(()) => {
+                    now.insert(tid, entry);
+                }
+                Err(e) => {
+                    result = Err(e).with_context(|| format!("cannot register Java thread {tid}"));
+                    break;
+                }
+            }
         }
-        Ok(())
+        self.written = Some(now);
+        result
     }
 
     /// A thread that became known as a Java thread while off CPU blocked before the kernel

@@ -151,6 +151,20 @@ pub struct Hotspot {
     attach_disabled: Option<bool>,
     /// The JVM's thread ids (its own PID namespace's) to /proc's and the kernel's.
     tids: crate::namespaces::ThreadIds,
+    /// The thread list as `java_threads` read it last.
+    listed: ListedThreads,
+}
+
+/// How long a Java thread's name is trusted before it is read again.
+const NAMES_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The thread list as last read: its array, and each thread read from it (by `JavaThread`
+/// address: its OS id as the JVM gave it, and what was read of it).
+#[derive(Default)]
+struct ListedThreads {
+    addrs: Vec<u64>,
+    known: HashMap<u64, (u32, JavaThread)>,
+    names_read: Option<std::time::Instant>,
 }
 
 impl Hotspot {
@@ -381,6 +395,7 @@ impl Hotspot {
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
             tids: crate::namespaces::ThreadIds::new(pid),
+            listed: ListedThreads::default(),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             monitor_object: vm.offset("ObjectMonitor", "_object").ok(),
@@ -519,6 +534,12 @@ impl Hotspot {
     }
 
     /// Every Java thread alive now.
+    ///
+    /// Read often (every millisecond while a thread just born is awaited), so only what may
+    /// have changed is read again: the list's array in one read; a thread's OS id only when
+    /// the array changed or the thread had none yet (a thread writes it as it starts); its
+    /// name and class only when its address or OS id are new, or at the latest every
+    /// `NAMES_REFRESH` (a thread may rename itself).
     pub fn java_threads(&mut self) -> Result<Vec<JavaThread>> {
         let (_, length, threads) = self.thread_list_head()?;
         if length > MAX_THREADS {
@@ -529,37 +550,66 @@ impl Hotspot {
             .offset("JavaThread", "_osthread")
             .or_else(|_| self.vm.offset("Thread", "_osthread"))?;
         let thread_id = self.vm.offset("OSThread", "_thread_id")?;
+        // (length <= MAX_THREADS: the array is a few pages at most.)
+        let mut array = vec![0u8; 8 * length as usize];
+        self.mem.read(threads, &mut array)?;
+        let addrs: Vec<u64> = array
+            .chunks_exact(8)
+            .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+            .collect();
+        let mut listed = std::mem::take(&mut self.listed);
+        let same_array = listed.addrs == addrs;
+        if listed
+            .names_read
+            .is_none_or(|t| t.elapsed() >= NAMES_REFRESH)
+        {
+            listed.known.clear();
+            listed.names_read = Some(std::time::Instant::now());
+        }
         self.tids.new_round();
-        // Grown as threads are read: the length alone does not size an allocation.
-        let mut out = Vec::with_capacity(length.min(1024) as usize);
-        for i in 0..u64::from(length) {
-            // (i < MAX_THREADS: 8 * i does not overflow.)
-            let Ok(addr) = self.mem.u64(threads.wrapping_add(8 * i)) else {
+        let mut out = Vec::with_capacity(addrs.len());
+        let mut known = HashMap::with_capacity(addrs.len());
+        for &addr in &addrs {
+            let cached = listed.known.remove(&addr);
+            if same_array && let Some(cached) = cached {
+                out.push(cached.1.clone());
+                known.insert(addr, cached);
                 continue;
-            };
+            }
             let Ok(os) = self.mem.u64(addr.wrapping_add(osthread)) else {
                 continue;
             };
             let Ok(own_tid) = self.mem.u32(os.wrapping_add(thread_id)) else {
                 continue;
             };
+            if let Some(cached) = cached.filter(|(own, _)| *own == own_tid) {
+                out.push(cached.1.clone());
+                known.insert(addr, cached);
+                continue;
+            }
             // In a container the JVM numbers its threads as its PID namespace does; a thread
-            // that cannot be matched with one of /proc (it just ended) is left out.
-            let Some(tid) = self.tids.to_proc(own_tid) else {
+            // that cannot be matched with one of /proc (it just ended, or has not started)
+            // is left out, and read again next time.
+            let Some(tid) = self.tids.to_proc(own_tid).filter(|_| own_tid != 0) else {
                 continue;
             };
             let thread_obj = self.deref_handle(addr.wrapping_add(self.layout.thread_obj.into()));
             let class = thread_obj.and_then(|oop| self.class_name(oop));
             let carrier = class.as_deref() == Some(CARRIER_CLASS);
             let name = thread_obj.and_then(|oop| self.thread_name(oop));
-            out.push(JavaThread {
+            let thread = JavaThread {
                 tid,
                 addr,
                 name,
                 carrier,
                 class: class.as_deref().map(source_type_name),
-            });
+            };
+            out.push(thread.clone());
+            known.insert(addr, (own_tid, thread));
         }
+        listed.addrs = addrs;
+        listed.known = known;
+        self.listed = listed;
         Ok(out)
     }
 
