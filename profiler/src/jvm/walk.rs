@@ -360,9 +360,14 @@ impl Walker {
                     stack.word(sender_sp.wrapping_sub(16)),
                 )
             } else {
+                let caller_of = frames.last().map(|f| (f.name.clone(), f.tier));
                 frames.push(JavaFrame::other(pc, UNKNOWN_JAVA_FRAME, Tier::Unknown));
                 self.debug(format_args!(
-                    "pc {pc:#x} (sp {sp:#x}) is neither in the interpreter nor in a code blob"
+                    "pc {pc:#x} (sp {sp:#x}, fp {fp:#x}, the caller of {caller_of:?}; anchor \
+                     {anchor:x?}, stack copy {:#x}..{:#x}) is neither in the interpreter nor \
+                     in a code blob",
+                    stack.base,
+                    stack.end()
                 ));
                 break;
             };
@@ -679,12 +684,17 @@ impl Walker {
             return None;
         }
         // Code is freed and its space reused (recompilation, unloading): a cached blob is
-        // trusted only while it still holds the same method.
+        // trusted only while it still holds the same method with the same frame size (a
+        // method recompiled at another tier may land where its old code was).
         if let Some(known) = self.blobs.get(&start) {
             let method_now = known
                 .method
                 .and_then(|_| mem.u64(start.wrapping_add(self.layout.nmethod_method)).ok());
-            if known.method == method_now {
+            let words_now = mem
+                .u32(start.wrapping_add(self.layout.blob_frame_size))
+                .ok()
+                .map(|w| (w as i32).max(0) as u64);
+            if known.method == method_now && words_now == Some(known.frame_words) {
                 return Some(known.clone());
             }
         }
