@@ -604,8 +604,12 @@ impl Hotspot {
                 carrier,
                 class: class.as_deref().map(source_type_name),
             };
-            out.push(thread.clone());
-            known.insert(addr, (own_tid, thread));
+            // A thread whose object could not be read yet is read again next time: whether
+            // it is a carrier depends on it.
+            if thread.class.is_some() {
+                known.insert(addr, (own_tid, thread.clone()));
+            }
+            out.push(thread);
         }
         listed.addrs = addrs;
         listed.known = known;
