@@ -187,7 +187,7 @@ pub fn pinned_sites(model: &Model, events: &[PinnedEvent]) -> Vec<PinnedSite> {
                 if e.reason == Reason::ClassInit
                     && let Some(wait) = model.class_init_wait(m, e.start_ns, e.end_ns)
                 {
-                    site.class_inits.insert(init_waited_for(model, wait));
+                    add_init(&mut site.class_inits, init_waited_for(model, wait));
                 }
             }
             site.virtual_threads.insert(e.vthread);
@@ -287,6 +287,26 @@ fn site_place(stack: &[&Frame], labels: &StackLabels) -> Vec<String> {
         .take_while(|(i, _)| culprit.is_none_or(|c| *i <= c))
         .map(|(_, name)| name.to_string())
         .collect()
+}
+
+/// Adds a class initialization waited for. The virtual thread running an initializer is read
+/// live and can be missed in a read that races its mount: the initializer without it is the
+/// same one (a virtual thread in `<clinit>` stays mounted), so the one that names it stands.
+fn add_init(inits: &mut std::collections::BTreeSet<InitWaitedFor>, init: InitWaitedFor) {
+    let same = |a: &InitWaitedFor, b: &InitWaitedFor| {
+        a.class == b.class
+            && match (&a.initializer, &b.initializer) {
+                (Some(x), Some(y)) => x.tid == y.tid,
+                _ => false,
+            }
+    };
+    let named = |i: &InitWaitedFor| i.initializer.as_ref().is_some_and(|t| t.vthread.is_some());
+    if named(&init) {
+        inits.retain(|known| !same(known, &init) || named(known));
+    } else if inits.iter().any(|known| same(known, &init) && named(known)) {
+        return;
+    }
+    inits.insert(init);
 }
 
 #[cfg(test)]
@@ -415,5 +435,32 @@ mod tests {
         );
         let other = sites.iter().find(|s| s.reason == Reason::Monitor).unwrap();
         assert!(other.class_inits.is_empty());
+    }
+
+    #[test]
+    fn an_initializer_read_without_its_virtual_thread_is_the_one_read_with_it() {
+        use super::{InitWaitedFor, add_init};
+        use crate::analysis::monitors::InitializerThread;
+        let init = |tid, vthread| InitWaitedFor {
+            class: "Shop$Fmt".into(),
+            initializer: Some(InitializerThread {
+                tid,
+                name: format!("worker-{tid}"),
+                vthread,
+            }),
+        };
+        let mut inits = Default::default();
+        add_init(&mut inits, init(2, None));
+        add_init(&mut inits, init(2, Some(9)));
+        add_init(&mut inits, init(2, None));
+        add_init(&mut inits, init(3, None));
+        let said: Vec<String> = inits.iter().map(|i| i.to_string()).collect();
+        assert_eq!(
+            said,
+            [
+                "Shop$Fmt by worker-2 (virtual thread #9)",
+                "Shop$Fmt by worker-3"
+            ]
+        );
     }
 }
