@@ -6,7 +6,7 @@ use super::jdk;
 use super::monitors::note_monitor;
 use super::stacks::{StackLabels, monitor_frames};
 use crate::events::StackId;
-use crate::model::{FastMap, Model, Wait, add};
+use crate::model::{FastMap, FastSet, Model, Wait, add};
 
 /// Blocked time charged to one (kernel, user) stack pair.
 #[derive(Clone, Debug, PartialEq)]
@@ -152,7 +152,7 @@ pub fn blocked_stacks<'m>(
 pub fn java_stacks_cut(model: &Model) -> usize {
     // The few stacks that were cut first: most recordings have none, and then no interval
     // needs looking at.
-    let cut: std::collections::HashSet<StackId, foldhash::fast::RandomState> = model
+    let cut: FastSet<StackId> = model
         .stacks
         .iter()
         .filter(|(_, frames)| {

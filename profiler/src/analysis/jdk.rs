@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use crate::events::{Frame, FrameKind};
-use crate::model::{FastMap, Model};
+use crate::model::{FastMap, FastSet, Model};
 
 /// Packages of the JDK's own code.
 const JDK_PACKAGES: [&str; 5] = ["java.", "javax.", "jdk.", "sun.", "com.sun."];
@@ -96,7 +96,7 @@ pub fn jdk_own_threads(model: &Model) -> HashSet<u32> {
             a.1 += u64::from(!j.java_frames);
         }
     }
-    let tids: std::collections::HashSet<u32, foldhash::fast::RandomState> = model
+    let tids: FastSet<u32> = model
         .names
         .keys()
         .chain(model.java_threads.keys())

@@ -23,6 +23,8 @@ use crate::{
 /// A hash map for what is looked up once per interval (millions of times a report): a fast
 /// hash, still seeded per process (a hostile recording cannot choose its collisions).
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// The set kept as `FastMap` is.
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 #[derive(Debug, Default)]
 pub struct Model {

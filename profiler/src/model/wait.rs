@@ -50,7 +50,9 @@ enum StateTag {
     Other,
 }
 
-/// What the thread was doing in the JVM as it blocked, as `Wait::java` gives it.
+/// What the thread was doing in the JVM as it blocked, as `Wait::java` gives it: the
+/// kernel's `events::JavaBlock` without its frame anchor, of which the store keeps only
+/// whether it was set (`java_frames`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JavaAt {
     pub state: JavaThreadState,
