@@ -550,13 +550,22 @@ impl Hotspot {
             .offset("JavaThread", "_osthread")
             .or_else(|_| self.vm.offset("Thread", "_osthread"))?;
         let thread_id = self.vm.offset("OSThread", "_thread_id")?;
-        // (length <= MAX_THREADS: the array is a few pages at most.)
-        let mut array = vec![0u8; 8 * length as usize];
-        self.mem.read(threads, &mut array)?;
-        let addrs: Vec<u64> = array
-            .chunks_exact(8)
-            .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
-            .collect();
+        // The array a page at a time: the length alone (the target's word) does not size an
+        // allocation; what is read does.
+        const PAGE: u32 = 512;
+        let mut addrs: Vec<u64> = Vec::new();
+        let mut page = [0u8; 8 * PAGE as usize];
+        for first in (0..length).step_by(PAGE as usize) {
+            let n = (length - first).min(PAGE) as usize;
+            // (first < MAX_THREADS: 8 * first does not overflow.)
+            let at = threads.wrapping_add(8 * u64::from(first));
+            self.mem.read(at, &mut page[..8 * n])?;
+            addrs.extend(
+                page[..8 * n]
+                    .chunks_exact(8)
+                    .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes"))),
+            );
+        }
         let mut listed = std::mem::take(&mut self.listed);
         let same_array = listed.addrs == addrs;
         if listed
