@@ -326,17 +326,25 @@ fn a_pinning_from_before_attach_that_ends_is_whole() {
     let report = report_json(&out);
     let start = ns(&report["window"]["start_mono_ns"]);
     let sites = report["pinned"]["sites"].as_array().unwrap();
-    assert_eq!(report["pinned"]["events"], 1, "{sites:?}");
-    assert_eq!(sites[0]["reason"], "monitor");
-    assert_eq!(sites[0]["operation"], "park");
+    // Once released, the virtual thread may pin again for microseconds in the JVM's own
+    // locks (a JIT compile request, seen in CI at 20 us): those are other events, kept
+    // under a millisecond in all; the planted wait is the monitor site, in one event.
+    let (planted, others): (Vec<&Value>, Vec<&Value>) =
+        sites.iter().partition(|s| s["reason"] == "monitor");
+    assert_eq!(planted.len(), 1, "{sites:?}");
+    let site = planted[0];
+    assert_eq!(site["events"], 1, "{sites:?}");
+    assert_eq!(site["operation"], "park");
+    let other_ns: f64 = others.iter().map(|s| ns(&s["total_ns"])).sum();
+    assert!(other_ns < 1e6, "other pinnings: {others:?}");
     // The end is the carrier's switch back in; the workload reads its clock just after.
     assert_within(
         "pinned from attach to release",
-        ns(&sites[0]["total_ns"]),
+        ns(&site["total_ns"]),
         released - start,
         0.02,
     );
-    let frames = strings(&sites[0]["frames"]);
+    let frames = strings(&site["frames"]);
     let wait = frames
         .iter()
         .position(|f| *f == "java.util.concurrent.CountDownLatch.await");
