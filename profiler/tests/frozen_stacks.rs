@@ -124,10 +124,6 @@ fn check(major: u32, mode: &str) {
     );
     let truth = jfr.stop();
     let lost = report_json(&path)["lost_events"].as_u64().unwrap();
-    assert_eq!(
-        lost, 0,
-        "JDK {major}: events lost; the comparison would be unfair"
-    );
     let (ours, window) = walked(&path);
     // JFR records longer than pinprof: its events inside pinprof's window count.
     let truth: Vec<_> = truth
@@ -135,6 +131,14 @@ fn check(major: u32, mode: &str) {
         .filter(|e| window.contains(&e.start_unix_ns))
         .collect();
     let in_window = truth.len();
+    // The ring buffer has room to spare, but the kernel can still skip a switch-in or a
+    // program's run (CI lost 1 of some 3,000): a few losses are counted and shown, and the
+    // matching below stands on proportions they cannot tip. More would make it unfair.
+    eprintln!("JDK {major}: {lost} events lost");
+    assert!(
+        lost as f64 <= 0.01 * in_window as f64,
+        "JDK {major}: {lost} events lost of JFR's {in_window}; the comparison would be unfair"
+    );
     let (mut matched, mut equal, mut deep) = (0, 0, 0);
     let mut first_difference = None;
     for event in truth.iter().filter(|e| !e.truncated) {
