@@ -1,0 +1,349 @@
+//! Off-CPU time, the profile itself: `sched_switch` times each wait, `sched_waking` its waker.
+
+use aya_ebpf::{
+    bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+use profiler_ebpf::{
+    OffCpuEvent, OffCpuStart, ShortOffCpu, WAIT_ENDED, Waker, counter, java_flags, kind,
+    syscall_flags, sysno, task_state,
+};
+
+use super::{
+    ids::{current_ids, forget_ns_tid, own_id, seen_running},
+    java_stacks::{request_java_stack, request_waker_java_stack},
+    java_state::java_state,
+    maps::{
+        AMENDMENTS, EVENTS, IN_SYSCALL, JAVA_THREADS, KSTACKS, LAST_WAKER_CAPTURE, SHORT_OFF_CPU,
+        STARTS, count,
+    },
+    settings::{
+        MIN_JAVA_STACK_NS, MIN_OFF_CPU_NS, MIN_PREEMPTED_NS, MIN_SYSCALL_NS,
+        SWITCH_NEXT_PID_OFFSET, SWITCH_PREV_STATE_OFFSET, TARGET_TGID, WAKEUP_PID_OFFSET, setting,
+    },
+    stacks::{NOT_CAPTURED, copy_native_stack, kernel_stack, stack_id},
+    threads::thread_life,
+};
+
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let target = setting(&TARGET_TGID);
+    let (tgid, tid) = current_ids();
+
+    // The current task is still `prev`: its stacks are the ones that go off CPU.
+    if tgid == target && tid != 0 {
+        seen_running(tid, now);
+        // The low byte is the state; TASK_REPORT_MAX (0x100) marks a preemption in the kernel.
+        let prev_state = unsafe { ctx.read_at::<i64>(setting(&SWITCH_PREV_STATE_OFFSET) as usize) }
+            .unwrap_or(0) as u64
+            & 0xff;
+        if prev_state & task_state::DEAD != 0 {
+            // Its last switch (do_task_dead): its life ends here, and no wait begins.
+            let _ = STARTS.remove(tid);
+            let _ = AMENDMENTS.remove(tid);
+            let _ = KSTACKS.remove(tid);
+            forget_ns_tid();
+            thread_life(kind::THREAD_EXIT, tid, now, true);
+        } else {
+            switch_out(&ctx, tid, now, prev_state);
+        }
+    }
+    switch_in(&ctx, now)
+}
+
+/// A thread of the target goes off CPU: where, and what its Java thread was doing, kept until
+/// it runs again.
+#[inline(always)]
+fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
+    let java = java_state(tid);
+    // A carrier with nothing mounted is going idle: its stack is always the scheduler's
+    // own wait, and on JDK 24+ these are most switches, so skip the two stack walks.
+    let idle_carrier = java.flags & java_flags::CARRIER != 0
+        && java.flags & java_flags::MOUNTED == 0
+        && prev_state != task_state::RUNNING;
+    if idle_carrier && let Some(call) = IN_SYSCALL.get_ptr_mut(tid) {
+        // Its futex wait is the scheduler's idling, not a lock.
+        unsafe { (*call).flags |= syscall_flags::IDLE };
+    }
+    // A preempted thread waits for a CPU, not on anything: its stacks would say where it
+    // happened to be, and nothing reads them (about half of all switches of a busy target).
+    let preempted = prev_state == task_state::RUNNING;
+    // A JDK service thread waits for work (JDK 25's timer for virtual threads' sleeps parks
+    // thousands of times a second): no native stacks; its long waits get Java stacks.
+    let service = java.flags & java_flags::SERVICE != 0;
+    let (kernel_stack_id, user_stack_id) = if idle_carrier || preempted || service {
+        (NOT_CAPTURED, NOT_CAPTURED)
+    } else {
+        (
+            kernel_stack(ctx, tid),
+            stack_id(ctx, BPF_F_USER_STACK as u64),
+        )
+    };
+    let start = OffCpuStart {
+        start_ns: now,
+        prev_state,
+        kernel_stack_id,
+        user_stack_id,
+        waker_tid: 0,
+        _pad: 0,
+        java,
+    };
+    // An entry still there is a wait whose end the program never saw (its switch back in
+    // was skipped, as the kernel does while another BPF program runs on that CPU): lost,
+    // and said so. (A seed, which starts at 0, may be one its thread ended before attach.)
+    match STARTS.get_ptr_mut(tid) {
+        Some(open) => unsafe {
+            if (*open).start_ns == WAIT_ENDED {
+                // Its last wait ended: the entry is reused.
+            } else if (*open).prev_state == task_state::RUNNING {
+                // A wait for a CPU: its time is in the thread's scheduler account all the same.
+                count(counter::MISSED_PREEMPTIONS);
+            } else if (*open).start_ns != 0 {
+                count(counter::MISSED_SWITCH_INS);
+            }
+            *open = start;
+        },
+        None => {
+            if STARTS.insert(tid, start, 0).is_err() {
+                count(counter::START_MAP_FULL);
+            }
+        }
+    }
+}
+
+/// A thread goes on CPU: if it is the target's, its off-CPU interval ends.
+#[inline(always)]
+fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
+    let Ok(next) = (unsafe { ctx.read_at::<i32>(setting(&SWITCH_NEXT_PID_OFFSET) as usize) })
+    else {
+        return 0;
+    };
+    let Some(next) = own_id(next as u32) else {
+        return 0;
+    };
+    if next == 0 {
+        return 0;
+    }
+    end_wait(next, now);
+    0
+}
+
+/// The off-CPU interval of the target's thread `tid` ends now, if it is in one.
+#[inline(always)]
+pub(crate) fn end_wait(next: u32, now: u64) {
+    // Only the target's threads are ever stamped, so a hit means `next` is ours. Worked on in
+    // the map, not copied: this also runs inside `sys_exit`, whose stack is nearly full.
+    let Some(start) = STARTS.get_ptr_mut(next) else {
+        return;
+    };
+    let start = unsafe { &mut *start };
+    if start.start_ns == WAIT_ENDED {
+        return;
+    }
+    amend(next, start);
+    let duration = now.saturating_sub(start.start_ns);
+    request_java_stack(next, start, duration);
+
+    // A wait for a CPU, or a JDK service thread's short wait for work, is summed unless long.
+    let min =
+        if start.prev_state == task_state::RUNNING || start.java.flags & java_flags::SERVICE != 0 {
+            setting(&MIN_PREEMPTED_NS)
+        } else {
+            setting(&MIN_OFF_CPU_NS)
+        };
+    if duration < min {
+        add_short(next, duration, start.prev_state);
+    } else {
+        match EVENTS.reserve::<OffCpuEvent>(0) {
+            Some(mut slot) => {
+                let event = slot.as_mut_ptr();
+                unsafe {
+                    (*event).kind = kind::OFF_CPU;
+                    (*event).tid = next;
+                    (*event).start_ns = start.start_ns;
+                    (*event).end_ns = now;
+                    (*event).prev_state = start.prev_state;
+                    (*event).kernel_stack_id = start.kernel_stack_id;
+                    (*event).user_stack_id = start.user_stack_id;
+                    (*event).waker_tid = start.waker_tid;
+                    (*event).cpu = bpf_get_smp_processor_id();
+                    (*event).java = start.java;
+                }
+                // No wake-up per record: user space drains on a timer, so a busy target
+                // does not cost a context switch of pinprof's per event.
+                slot.submit(BPF_RB_NO_WAKEUP as u64);
+            }
+            None => count(counter::LOST_EVENTS),
+        }
+    }
+    start.start_ns = WAIT_ENDED;
+}
+
+/// The wait `start` of `tid` with the Java state user space read for it, if it read one for
+/// this very wait. Done here, at the wait's end, because an update of `STARTS` from user space
+/// could land on the thread's next wait instead (it may run and block again meanwhile).
+#[inline(always)]
+fn amend(tid: u32, start: &mut OffCpuStart) {
+    // Only a wait begun unknown is amended (a stale amendment goes with its thread's exit).
+    if start.java.flags & java_flags::KNOWN != 0 {
+        return;
+    }
+    let Some(amendment) = AMENDMENTS.get_ptr(tid) else {
+        return;
+    };
+    let amendment = unsafe { &*amendment };
+    if amendment.start_ns == start.start_ns {
+        start.java = amendment.java;
+        let idle_carrier = start.java.flags & (java_flags::CARRIER | java_flags::MOUNTED)
+            == java_flags::CARRIER
+            && start.prev_state != task_state::RUNNING;
+        if idle_carrier
+            && let Some(call) = IN_SYSCALL.get_ptr_mut(tid)
+            && unsafe { (*call).start_ns } <= start.start_ns
+        {
+            // As at a known carrier's switch-out: its futex wait is the scheduler's idling.
+            unsafe { (*call).flags |= syscall_flags::IDLE };
+        }
+    }
+    let _ = AMENDMENTS.remove(tid);
+}
+
+/// The current thread is running, so any wait of its still open is one whose switch back in
+/// the kernel skipped (it does, now and then, without saying so): it ends now, microseconds
+/// after it really did, as the thread leaves the system call it waited in, instead of being
+/// lost with the next switch-out.
+#[inline(always)]
+pub(crate) fn end_missed_wait(tid: u32) {
+    if STARTS.get_ptr(tid).is_some_and(|s| {
+        let start = unsafe { (*s).start_ns };
+        start != 0 && start != WAIT_ENDED
+    }) {
+        end_wait(tid, unsafe { bpf_ktime_get_ns() });
+    }
+}
+
+#[inline(always)]
+fn add_short(tid: u32, duration: u64, prev_state: u64) {
+    count(counter::SHORT_INTERVALS);
+    let preempted = if prev_state == task_state::RUNNING {
+        duration
+    } else {
+        0
+    };
+    match SHORT_OFF_CPU.get_ptr_mut(tid) {
+        Some(sum) => unsafe {
+            (*sum).count += 1;
+            (*sum).total_ns += duration;
+            (*sum).preempted_ns += preempted;
+        },
+        None => {
+            let first = ShortOffCpu {
+                count: 1,
+                total_ns: duration,
+                preempted_ns: preempted,
+            };
+            if SHORT_OFF_CPU.insert(tid, first, 0).is_err() {
+                count(counter::LOST_EVENTS);
+            }
+        }
+    }
+}
+
+#[tracepoint]
+pub fn sched_waking(ctx: TracePointContext) -> u32 {
+    // Runs in the waker's context: the current thread is the one that made `pid` runnable.
+    let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&WAKEUP_PID_OFFSET) as usize) }) else {
+        return 0;
+    };
+    let Some(pid) = own_id(pid as u32) else {
+        return 0;
+    };
+    let (waker_tgid, waker_tid) = current_ids();
+    if let Some(start) = STARTS.get_ptr_mut(pid) {
+        unsafe { (*start).waker_tid = waker_tid };
+    }
+    // A thread of the target waking from a long futex wait: remember who released it, and
+    // where (the releasing code), and ask for the waker's Java stack too.
+    let Some(call) = IN_SYSCALL.get_ptr_mut(pid) else {
+        return 0;
+    };
+    let flags = unsafe { (*call).flags };
+    // Not a futex wait, already woken, or an idle carrier's park (the scheduler handing it
+    // work is not a lock release).
+    if flags & syscall_flags::FUTEX_WAIT == 0
+        || flags & (syscall_flags::WOKEN | syscall_flags::IDLE) != 0
+    {
+        return 0;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now.saturating_sub(unsafe { (*call).start_ns }) < setting(&MIN_SYSCALL_NS) {
+        return 0;
+    }
+    // Only a thread inside a futex call releases a futex waiter. Anything else is a timer
+    // interrupt (the wait timed out: the current task is whatever it interrupted) or a signal.
+    let ours = waker_tgid == setting(&TARGET_TGID)
+        && waker_tgid != 0
+        && IN_SYSCALL.get_ptr(waker_tid).is_some_and(|c| {
+            matches!(
+                unsafe { (*c).nr },
+                sysno::FUTEX | sysno::FUTEX_WAKE | sysno::FUTEX_REQUEUE
+            )
+        });
+    if !ours {
+        return 0;
+    }
+    // The releasing code's stacks cost a few stack walks and copies in the waker's own time:
+    // at most one such capture per CPU per CAPTURE_GAP_NS (a busy scheduler wakes threads
+    // thousands of times a second); the wake itself is always recorded.
+    let capture = capture_budget(now);
+    let (user_stack_id, kernel_stack_id) = if capture {
+        (stack_id(&ctx, BPF_F_USER_STACK as u64), stack_id(&ctx, 0))
+    } else {
+        (NOT_CAPTURED, NOT_CAPTURED)
+    };
+    unsafe {
+        (*call).flags |= syscall_flags::WOKEN;
+        (*call).waker = Waker {
+            tid: waker_tid,
+            user_stack_id,
+            kernel_stack_id,
+            _pad: 0,
+            wake_ns: now,
+        };
+    }
+    if !capture {
+        count(counter::WAKER_STACKS_SKIPPED);
+        return 0;
+    }
+    // A Java waker's Java stack says where it released; other threads need their native stack
+    // unwound (the kernel's frame-pointer walk stops in libc).
+    if unsafe { JAVA_THREADS.get(&waker_tid) }.is_some() {
+        if setting(&MIN_JAVA_STACK_NS) != 0 {
+            request_waker_java_stack(waker_tid, now);
+        }
+    } else {
+        copy_native_stack(waker_tid, now);
+    }
+    0
+}
+
+/// Waker stacks are captured at most once per this many ns on each CPU.
+const CAPTURE_GAP_NS: u64 = 1_000_000;
+
+/// Whether this CPU may capture a waker's stacks now (and if so, takes the turn).
+#[inline(always)]
+fn capture_budget(now: u64) -> bool {
+    let Some(last) = LAST_WAKER_CAPTURE.get_ptr_mut(0) else {
+        return false;
+    };
+    unsafe {
+        if now.saturating_sub(*last) < CAPTURE_GAP_NS {
+            return false;
+        }
+        *last = now;
+    }
+    true
+}
