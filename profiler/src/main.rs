@@ -122,8 +122,8 @@ struct CaptureArgs {
     /// kernel instead of recorded one by one with their stacks.
     #[arg(long, default_value_t = 0)]
     min_off_cpu_us: u64,
-    /// Java stacks are walked for blocks at least this long (microseconds); 0 turns the
-    /// Java stack walk off.
+    /// Java stacks are walked for blocks at least this long (microseconds), and for every
+    /// pinned block however short; 0 turns the Java stack walk off.
     #[arg(long, default_value_t = 1000)]
     java_stack_min_us: u64,
     /// Ring buffer size in MiB (a power of two); raise it if events are lost.

@@ -138,6 +138,52 @@ fn jdk21_pinned_parks_match_jfr() {
     assert!(!text.contains("threads blocked"), "an off-CPU subtitle");
 }
 
+/// Pinned waits well under `--java-stack-min-us` (1 ms) are walked all the same: on a workload
+/// whose pinned waits are mostly under 1 ms (by JFR's own durations), at least 95% of pinned
+/// events, by count, name the `synchronized` method that holds the monitor, and the pinned
+/// parks number JFR's (threshold 0) within 10%.
+#[test]
+fn jdk21_short_pinned_waits_name_their_method() {
+    let jvm = start_vt(21, 4, "Pinning", &["quick"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let (report, truth) = record_with_jfr(21, jvm.pid, "quick21", 3.0, "quick21.pinrec");
+    let short = truth.iter().filter(|e| e.duration_ns < 1_000_000).count();
+    assert!(
+        short as f64 >= 0.9 * truth.len() as f64,
+        "the workload's pinned waits are mostly short: {short} of JFR's {} under 1 ms",
+        truth.len()
+    );
+    let (mut events, mut named) = (0, 0);
+    for site in report["pinned"]["sites"].as_array().unwrap() {
+        let n = site["events"].as_u64().unwrap();
+        events += n;
+        let frames = site["frames"].as_array().unwrap();
+        if ["Pinning$Brief.append", "Pinning$Channel.call"]
+            .iter()
+            .any(|m| frames.contains(&Value::from(*m)))
+        {
+            named += n;
+        }
+    }
+    eprintln!("JDK 21 quick: {named} of {events} pinned events name their synchronized method");
+    assert!(
+        named as f64 >= 0.95 * events as f64,
+        "{named} of {events} pinned events name their synchronized method"
+    );
+    let (parks, _) = pinned(&report, |_, op| op == "park");
+    assert_within(
+        "JDK 21 short pinned parks, count",
+        parks as f64,
+        truth.len() as f64,
+        0.10,
+    );
+    let lost = report["lost_events"].as_u64().unwrap();
+    assert!(
+        lost as f64 <= 0.01 * events as f64,
+        "{lost} events lost of {events}"
+    );
+}
+
 #[test]
 fn jdk21_contended_monitor_entries_are_counted() {
     let mut jvm = start_vt(21, 4, "Pinning", &["contend"]);

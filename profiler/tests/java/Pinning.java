@@ -15,6 +15,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * <li>{@code sleep}: 2 virtual threads sleep 10 ms inside {@code synchronized} (pins on 21);</li>
  * <li>{@code socket}: 2 virtual threads read a socket inside {@code synchronized}; the server
  *     answers after 15 ms (pins on 21);</li>
+ * <li>{@code quick}: pinned waits well under a millisecond (pins on 21): a virtual thread sleeps
+ *     0.3 ms inside {@code synchronized}, another reads a socket inside {@code synchronized}
+ *     whose server answers after 0.2 ms; each spins 0.5 ms between waits ({@code quick N}
+ *     counts both);</li>
  * <li>{@code contend}: a virtual thread holds a monitor 40 ms at a time while 2 others try to
  *     enter it; each contended entry is counted ({@code contended N});</li>
  * <li>{@code clinit}: 4 virtual threads need a class whose static initializer sleeps 20 times
@@ -33,11 +37,19 @@ public final class Pinning {
     static final AtomicLong READS = new AtomicLong();
     static final AtomicLong CONTENDED = new AtomicLong();
     static final AtomicLong INITS = new AtomicLong();
+    static final AtomicLong QUICK = new AtomicLong();
 
     static final class Ledger {
         synchronized void append() throws InterruptedException {
             Thread.sleep(10);
             SLEEPS.incrementAndGet();
+        }
+    }
+
+    static final class Brief {
+        synchronized void append() throws InterruptedException {
+            Thread.sleep(0, 300_000);
+            QUICK.incrementAndGet();
         }
     }
 
@@ -80,7 +92,7 @@ public final class Pinning {
         }
         if (modes.contains("socket")) {
             ServerSocket server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-            Thread acceptor = new Thread(() -> serve(server), "slow-server");
+            Thread acceptor = new Thread(() -> serve(server, 15_000_000), "slow-server");
             acceptor.setDaemon(true);
             acceptor.start();
             for (int i = 0; i < 2; i++) {
@@ -92,6 +104,27 @@ public final class Pinning {
                     }
                 });
             }
+        }
+        if (modes.contains("quick")) {
+            Brief brief = new Brief();
+            vts.submit(() -> {
+                while (true) {
+                    brief.append();
+                    Vt.spin(500_000);
+                }
+            });
+            ServerSocket server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+            Thread acceptor = new Thread(() -> serve(server, 200_000), "quick-server");
+            acceptor.setDaemon(true);
+            acceptor.start();
+            Channel channel = new Channel(new Socket(InetAddress.getLoopbackAddress(), server.getLocalPort()));
+            vts.submit(() -> {
+                while (true) {
+                    channel.call();
+                    QUICK.incrementAndGet();
+                    Vt.spin(500_000);
+                }
+            });
         }
         if (modes.contains("contend")) {
             vts.submit(() -> {
@@ -169,7 +202,8 @@ public final class Pinning {
 
     static void printCounts() {
         System.out.println("counts " + System.nanoTime() + " sleeps " + SLEEPS.get() + " reads "
-                + READS.get() + " contended " + CONTENDED.get() + " inits " + INITS.get());
+                + READS.get() + " contended " + CONTENDED.get() + " inits " + INITS.get()
+                + " quick " + QUICK.get());
     }
 
     /** Kept alive a while, so that collections have survivors to copy. */
@@ -191,7 +225,8 @@ public final class Pinning {
         return String.join(",", names);
     }
 
-    static void serve(ServerSocket server) {
+    /** Answers each byte with one, after {@code delayNs}. */
+    static void serve(ServerSocket server, long delayNs) {
         try {
             while (true) {
                 Socket s = server.accept();
@@ -200,7 +235,7 @@ public final class Pinning {
                         InputStream in = s.getInputStream();
                         OutputStream out = s.getOutputStream();
                         while (in.read() >= 0) {
-                            Thread.sleep(15);
+                            Thread.sleep(delayNs / 1_000_000, (int) (delayNs % 1_000_000));
                             out.write(2);
                             out.flush();
                         }
