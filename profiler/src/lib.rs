@@ -34,4 +34,5 @@ pub mod signals;
 pub mod symbolize;
 pub mod target;
 pub mod tui;
+pub mod units;
 pub mod unwind;

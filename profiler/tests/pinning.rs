@@ -55,6 +55,22 @@ fn in_window(report: &Value, events: Vec<jfr::Pinned>) -> Vec<jfr::Pinned> {
         .collect()
 }
 
+/// The report's findings of `kind` whose evidence has the frame `method`.
+fn findings_at<'r>(report: &'r Value, kind: &str, method: &str) -> Vec<&'r Value> {
+    report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .filter(|f| {
+            f["frames"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from(method))
+        })
+        .collect()
+}
+
 /// The thread ids the report says are carriers.
 fn carrier_tids(report: &Value) -> BTreeSet<u64> {
     carrier_threads(report)
@@ -120,6 +136,45 @@ fn jdk21_pinned_parks_match_jfr() {
     );
     assert!(!sleepers.contains(&0), "{sleepers:?}");
 
+    // The findings say it: pinning at the method holding the monitor, with JDK 21's advice,
+    // its carrier time the site's; and every carrier starved, first.
+    for method in ["Pinning$Ledger.append", "Pinning$Channel.call"] {
+        let found = findings_at(&report, "pinning", method);
+        assert_eq!(
+            found.len(),
+            1,
+            "one pinning finding at {method}: {found:#?}"
+        );
+        let f = found[0];
+        let summary = f["summary"].as_str().unwrap();
+        assert!(summary.starts_with(&format!("`{method}:")), "{summary}");
+        assert!(summary.contains("while holding a monitor"), "{summary}");
+        let advice = f["advice"].as_str().unwrap();
+        assert!(
+            advice.contains("ReentrantLock") && advice.contains("JEP 491"),
+            "{advice}"
+        );
+        let site_ns: u64 = report["pinned"]["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                s["frames"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&Value::from(method))
+            })
+            .map(|s| s["total_ns"].as_u64().unwrap())
+            .max()
+            .unwrap();
+        assert_eq!(f["duration_ns"].as_u64().unwrap(), site_ns);
+    }
+    assert_eq!(
+        report["findings"][0]["kind"], "starvation",
+        "{:#}",
+        report["findings"]
+    );
+
     // The pinned flamegraph says what it adds up: the report's pinned events and time.
     let svg = scratch("pinned21.svg");
     let output = pinprof()
@@ -149,7 +204,8 @@ fn jdk21_short_pinned_waits_name_their_method() {
     let (report, truth) = record_with_jfr(21, jvm.pid, "quick21", 3.0, "quick21.pinrec");
     let short = truth.iter().filter(|e| e.duration_ns < 1_000_000).count();
     assert!(
-        short as f64 >= 0.9 * truth.len() as f64,
+        // (Most are 0.3-0.7 ms; a loaded machine stretches some past 1 ms: 86% seen.)
+        short as f64 >= 0.66 * truth.len() as f64,
         "the workload's pinned waits are mostly short: {short} of JFR's {} under 1 ms",
         truth.len()
     );
@@ -166,6 +222,10 @@ fn jdk21_short_pinned_waits_name_their_method() {
         }
     }
     eprintln!("JDK 21 quick: {named} of {events} pinned events name their synchronized method");
+    for method in ["Pinning$Brief.append", "Pinning$Channel.call"] {
+        let found = findings_at(&report, "pinning", method);
+        assert_eq!(found.len(), 1, "short pins add up to a finding at {method}");
+    }
     assert!(
         named as f64 >= 0.95 * events as f64,
         "{named} of {events} pinned events name their synchronized method"
@@ -243,6 +303,13 @@ fn jdk25_synchronized_does_not_pin() {
     assert!(sleeps > 100.0, "only {sleeps} sleeps in the window");
     let (monitor, _) = pinned(&report, |r, _| r == "monitor");
     assert_eq!(monitor, 0, "JEP 491: no monitor pinning on JDK 25");
+    for method in ["Pinning$Ledger.append", "Pinning$Channel.call"] {
+        let found = findings_at(&report, "pinning", method);
+        assert!(
+            found.is_empty(),
+            "JDK 25 does not pin at {method}: {found:#?}"
+        );
+    }
     // What little pins on 25 here (JDK critical sections) is what JFR sees too.
     let (all, _) = pinned(&report, |_, _| true);
     eprintln!("JDK 25: {all} pinned events, JFR {}", truth.len());
@@ -478,6 +545,20 @@ fn class_init_matches_jfr(jvm: Jvm, name: &str) -> Value {
     );
     let (monitor, _) = pinned(&report, |r, _| r == "monitor");
     assert_eq!(monitor, 0);
+    // A class_init finding names the classes whose initializers the threads waited for.
+    let named: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "class_init")
+        .map(|f| f["summary"].as_str().unwrap())
+        .collect();
+    assert!(
+        named
+            .iter()
+            .any(|s| s.contains("initialization of Pinning$Slow")),
+        "{named:#?}"
+    );
     report
 }
 

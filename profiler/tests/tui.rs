@@ -66,6 +66,12 @@ fn live_view_and_its_replay_show_what_the_report_says() {
     );
     let screen = term.wait_for("the end of the recording", Duration::from_secs(30), ended);
     let live_pinned = pinned_on_screen(&screen);
+    // The header leads with the most severe finding: 8 virtual threads sleeping inside
+    // synchronized on 2 carriers starve them, at the method that holds the monitor.
+    assert!(
+        screen.contains("critical (1 of ") && screen.contains("every carrier was pinned"),
+        "the top finding in the header:\n{screen}"
+    );
 
     // The pinned sites view names the synchronized method that holds the monitor.
     term.send(b"2");

@@ -5,6 +5,7 @@
 
 pub mod blocked;
 pub mod classify;
+pub mod findings;
 pub mod jdk;
 pub mod kinds;
 pub mod locks;
@@ -21,6 +22,7 @@ use crate::events::Syscall;
 use crate::model::{Model, Wait};
 use blocked::StackRow;
 use classify::Use;
+use findings::Finding;
 use locks::{FutexSummary, LockRow, SyscallRow};
 use pinning::{PinnedEvent, PinnedSite};
 use starvation::Episode;
@@ -40,6 +42,7 @@ pub struct Analysis<'m> {
     syscalls: OnceCell<Vec<SyscallRow>>,
     blocked_stacks: OnceCell<Vec<StackRow>>,
     java_stacks_cut: OnceCell<usize>,
+    findings: OnceCell<Vec<Finding>>,
 }
 
 impl<'m> Analysis<'m> {
@@ -58,6 +61,7 @@ impl<'m> Analysis<'m> {
             syscalls: OnceCell::new(),
             blocked_stacks: OnceCell::new(),
             java_stacks_cut: OnceCell::new(),
+            findings: OnceCell::new(),
         }
     }
 
@@ -162,6 +166,22 @@ impl<'m> Analysis<'m> {
             .get_or_init(|| blocked::java_stacks_cut(self.model))
     }
 
+    /// What the user must know, most severe first (see `findings`).
+    pub fn findings(&self) -> &[Finding] {
+        self.findings.get_or_init(|| {
+            let evidence = findings::Evidence {
+                start_ns: self.model.start_mono_ns,
+                window_ns: self.duration_ns(),
+                jdk_major: self.model.jdk_major(),
+                threads: self.threads(),
+                sites: self.pinned_sites(),
+                starvation: self.starvation(),
+                locks: self.locks(),
+            };
+            findings::findings(&evidence, &findings::Thresholds::default())
+        })
+    }
+
     /// Whether the recording knows the JVM's threads (carriers, mounted state).
     pub fn knows_java_threads(&self) -> bool {
         self.model.knows_java_threads()
@@ -178,6 +198,7 @@ impl<'m> Analysis<'m> {
         self.locks();
         self.syscalls();
         self.starvation();
+        self.findings();
         Parts {
             threads: self.threads.into_inner().unwrap_or_default(),
             pinned_events: self.pinned_events.into_inner().unwrap_or_default(),
@@ -185,6 +206,7 @@ impl<'m> Analysis<'m> {
             starvation: self.starvation.into_inner().unwrap_or_default(),
             locks: self.locks.into_inner().unwrap_or_default(),
             syscalls: self.syscalls.into_inner().unwrap_or_default(),
+            findings: self.findings.into_inner().unwrap_or_default(),
         }
     }
 }
@@ -197,6 +219,7 @@ pub struct Parts {
     pub starvation: Vec<Episode>,
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
+    pub findings: Vec<Finding>,
 }
 
 #[cfg(test)]

@@ -163,6 +163,8 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
             "start_mono_ns": model.start_mono_ns,
         },
         "lost_events": model.counters.lost(),
+        // What the user must know, most severe first: each with its evidence and advice.
+        "findings": analysis.findings(),
         "threads": threads,
         "pinned": {
             "events": pinned.len(),

@@ -1,5 +1,6 @@
 //! The report for people: headline first, then where time went, most important first.
 
+pub use crate::units::secs;
 use std::fmt::Write as _;
 
 use super::{
@@ -123,6 +124,7 @@ fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std
         )?;
     }
 
+    write_findings(out, analysis)?;
     write_carriers(out, analysis, options)?;
     write_locks(out, analysis, options)?;
     write_syscalls(out, analysis, options)?;
@@ -469,16 +471,18 @@ fn write_syscalls(out: &mut String, analysis: &Analysis, options: &Options) -> s
     Ok(())
 }
 
-/// A duration in the unit that reads best.
-pub fn secs(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s >= 1.0 {
-        format!("{s:.2}s")
-    } else if ns >= 1_000_000 {
-        format!("{:.1}ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.0}us", ns as f64 / 1e3)
+/// The findings first: what to know and what to change, most severe first.
+fn write_findings(out: &mut String, analysis: &Analysis) -> std::fmt::Result {
+    let findings = analysis.findings();
+    if findings.is_empty() {
+        return Ok(());
     }
+    writeln!(out, "\nFindings (most severe first):")?;
+    for (i, f) in findings.iter().enumerate() {
+        writeln!(out, "  {}. [{}] {}", i + 1, f.severity.as_str(), f.summary)?;
+        writeln!(out, "     what to do: {}", f.advice)?;
+    }
+    Ok(())
 }
 
 /// ", on a pkg.Lock" for waits on monitors of known class (see `monitors::monitors_said`).

@@ -7,6 +7,7 @@ use crate::{
     analysis::{
         Analysis,
         classify::{Operation, Reason},
+        findings::Finding,
         kinds::{LockKind, ThreadRole},
         locks::{LockRow, SyscallRow},
         pinning::{PinnedEvent, PinnedSite},
@@ -83,6 +84,8 @@ pub struct View {
     pub starving_now: Option<(u64, u32)>,
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
+    /// What the user must know, most severe first.
+    pub findings: Vec<Finding>,
     /// Carrier time pinned in each second of the window (ms; several carriers add up), for
     /// the latest `TIMELINE_SECONDS` seconds at most.
     pub pinned_per_second: Vec<u64>,
@@ -298,6 +301,7 @@ impl App {
             starvation: episodes,
             locks,
             syscalls,
+            findings,
         } = analysis.into_parts();
         // Episodes are known once they end: flag a new one for a few seconds.
         let newest = episodes.last().map(|e| e.end_ns);
@@ -343,6 +347,7 @@ impl App {
             }),
             locks,
             syscalls,
+            findings,
             pinned_per_second: per_second,
             first_second,
         };

@@ -10,13 +10,18 @@ use ratatui::{
 
 use super::app::{App, Status, Tab};
 use crate::{
-    analysis::{kinds::FrameClass, pinning::PinnedSite, stacks::StackLabels},
+    analysis::{
+        findings::{Finding, Severity},
+        kinds::FrameClass,
+        pinning::PinnedSite,
+        stacks::StackLabels,
+    },
     report::{runtime_label, secs},
 };
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let [header, tabs, body, footer] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(3),
         Constraint::Length(1),
         Constraint::Min(5),
         Constraint::Length(1),
@@ -152,7 +157,30 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         .flat_map(|(i, span)| (i > 0).then(|| Span::raw(" · ")).into_iter().chain([span]))
         .collect();
     let second = Line::from(second);
-    frame.render_widget(Paragraph::new(vec![first, second]), area);
+    frame.render_widget(
+        Paragraph::new(vec![first, second, finding_line(&app.view.findings)]),
+        area,
+    );
+}
+
+/// The most severe finding, in one line (the report and JSON have them all).
+fn finding_line(findings: &[Finding]) -> Line<'static> {
+    let Some(top) = findings.first() else {
+        return Line::styled("no findings", Style::new().dim());
+    };
+    let style = match top.severity {
+        Severity::Critical => Style::new().red().bold(),
+        Severity::Warning => Style::new().yellow(),
+        Severity::Info => Style::new(),
+    };
+    let more = match findings.len() {
+        1 => String::new(),
+        n => format!(" (1 of {n})"),
+    };
+    Line::from(vec![
+        Span::styled(format!("{}{more}: ", top.severity.as_str()), style),
+        Span::raw(top.summary.clone()),
+    ])
 }
 
 /// Carriers first: their time, pinning over time, starvation, and the worst pinned sites.

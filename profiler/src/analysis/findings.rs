@@ -1,0 +1,581 @@
+//! Findings: the few things a user must know about a recording, ranked, each with its evidence
+//! and one line of advice that is right for the target's JDK. They are read off the other
+//! analyses (pinned sites, starvation episodes, lock rows), never computed apart from them.
+
+use serde::Serialize;
+
+use super::classify::{Operation, Reason};
+use super::jdk;
+use super::kinds::{FrameClass, ThreadRole};
+use super::locks::LockRow;
+use super::pinning::PinnedSite;
+use super::stacks::StackLabels;
+use super::starvation::Episode;
+use super::threads::ThreadRow;
+use crate::model::total;
+use crate::units::secs;
+
+/// What a finding is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Every carrier pinned or blocked at once: no virtual thread could run.
+    Starvation,
+    /// A place where virtual threads pin their carriers.
+    Pinning,
+    /// A static initializer that other threads waited for, pinned.
+    ClassInit,
+    /// A lock whose waits add up.
+    LockContention,
+}
+
+/// How much it matters; findings are listed most severe first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Critical => "critical",
+            Self::Warning => "warning",
+            Self::Info => "info",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    /// What happened, with its figures.
+    pub summary: String,
+    /// What to change.
+    pub advice: String,
+    /// Since the start of the window (ns), where the finding is one moment or span.
+    pub start_ns: Option<u64>,
+    /// The time it cost: carrier time pinned, the threads' time waiting, or starving.
+    pub duration_ns: u64,
+    /// Thread ids involved (carriers for pinning).
+    pub threads: Vec<u32>,
+    /// The evidence's stack, innermost first.
+    pub frames: Vec<String>,
+}
+
+/// Thresholds a finding must pass to be worth saying.
+#[derive(Clone, Copy, Debug)]
+pub struct Thresholds {
+    /// A pinned site's carrier time, as a share of the carriers' time...
+    pub pinned_share: f64,
+    /// ...or at least this much (ns).
+    pub pinned_ns: u64,
+    /// Starvation in all, as a share of the window...
+    pub starvation_share: f64,
+    /// ...or one episode at least this long (ns).
+    pub starvation_episode_ns: u64,
+    /// A lock's waits, as a share of the window (thread-seconds over seconds).
+    pub lock_share: f64,
+    /// At most this many findings of each kind.
+    pub per_kind: usize,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            pinned_share: 0.01,
+            pinned_ns: 50_000_000,
+            starvation_share: 0.01,
+            starvation_episode_ns: 100_000_000,
+            lock_share: 0.10,
+            per_kind: 3,
+        }
+    }
+}
+
+/// What the findings are read from.
+pub struct Evidence<'a> {
+    /// The window's start (monotonic ns, as episodes are) and length.
+    pub start_ns: u64,
+    pub window_ns: u64,
+    pub jdk_major: Option<u32>,
+    pub threads: &'a [ThreadRow],
+    pub sites: &'a [PinnedSite],
+    pub starvation: &'a [Episode],
+    pub locks: &'a [LockRow],
+}
+
+/// The findings, most severe first, then most costly.
+pub fn findings(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
+    // Saturating: a hostile recording's figures may be anything.
+    let carrier_ns = total(
+        e.threads
+            .iter()
+            .filter(|r| r.role == ThreadRole::Carrier)
+            .flat_map(|r| {
+                [
+                    r.running_ns,
+                    r.idle_ns,
+                    r.blocked_ns,
+                    r.pinned_ns,
+                    r.preempted_ns,
+                ]
+            }),
+    );
+    let mut out = Vec::new();
+    out.extend(starvation(e, t));
+    out.extend(pinning(e, t, carrier_ns));
+    out.extend(locks(e, t));
+    // The symptom (starvation) before its causes at the same severity, then most costly.
+    let rank = |f: &Finding| {
+        (
+            f.severity,
+            f.kind != FindingKind::Starvation,
+            std::cmp::Reverse(f.duration_ns),
+        )
+    };
+    out.sort_by_key(rank);
+    out
+}
+
+/// The frame to act on: the one holding a monitor, else the innermost application frame.
+pub fn culprit(stack: &StackLabels) -> Option<String> {
+    let java = |i: usize| {
+        !matches!(
+            stack.frame_kinds.get(i),
+            Some(FrameClass::Kernel | FrameClass::Native | FrameClass::Jit)
+        )
+    };
+    stack
+        .monitor_frames
+        .first()
+        .copied()
+        .or_else(|| {
+            (0..stack.frames.len()).find(|&i| {
+                let f = &stack.frames[i];
+                java(i) && !jdk::is_marker(f) && !jdk::is_jdk_method(f) && f.contains('.')
+            })
+        })
+        .map(|i| stack.display(i))
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
+    let span = |s: &Episode| s.end_ns.saturating_sub(s.start_ns);
+    let starved = total(e.starvation.iter().map(span));
+    let longest = e.starvation.iter().max_by_key(|s| span(s))?;
+    let longest_ns = span(longest);
+    let at = longest.start_ns.saturating_sub(e.start_ns);
+    let portion = share(starved, e.window_ns);
+    if portion < t.starvation_share && longest_ns < t.starvation_episode_ns {
+        return None;
+    }
+    let severity = if portion >= 0.10 || longest_ns >= 1_000_000_000 {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let first = e.sites.first();
+    let cause = first
+        .and_then(|s| culprit(&s.stack))
+        .map(|c| format!("; the most pinned place is `{c}`"))
+        .unwrap_or_default();
+    Some(Finding {
+        kind: FindingKind::Starvation,
+        severity,
+        summary: format!(
+            "every carrier was pinned or blocked for {} of {} ({:.0}%) in {} episodes, the \
+             longest {} at {}: no other virtual thread could run then{cause}",
+            secs(starved),
+            secs(e.window_ns),
+            portion * 100.0,
+            e.starvation.len(),
+            secs(longest_ns),
+            secs(at),
+        ),
+        advice: "remove the pinning below, most costly first; a larger \
+                 jdk.virtualThreadScheduler.parallelism only adds carriers to pin"
+            .into(),
+        start_ns: Some(at),
+        duration_ns: starved,
+        threads: Vec::new(),
+        frames: first.map(|s| s.stack.frames.clone()).unwrap_or_default(),
+    })
+}
+
+fn pinning(e: &Evidence, t: &Thresholds, carrier_ns: u64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let (mut pins, mut inits) = (0, 0);
+    for site in e.sites {
+        let portion = share(site.total_ns, carrier_ns.max(e.window_ns));
+        if portion < t.pinned_share && site.total_ns < t.pinned_ns {
+            continue;
+        }
+        let is_init = site.reason == Reason::ClassInit;
+        let count = if is_init { &mut inits } else { &mut pins };
+        if *count >= t.per_kind {
+            continue;
+        }
+        *count += 1;
+        let severity = if portion >= 0.25 {
+            Severity::Critical
+        } else if portion >= 0.05 || site.total_ns >= t.pinned_ns {
+            Severity::Warning
+        } else {
+            Severity::Info
+        };
+        let place = culprit(&site.stack).unwrap_or_else(|| "a stack without Java frames".into());
+        let cost = format!(
+            "{} of carrier time pinned in {} ({} waits on {} carrier{})",
+            secs(site.total_ns),
+            secs(e.window_ns),
+            site.events,
+            site.carriers.len(),
+            if site.carriers.len() == 1 { "" } else { "s" }
+        );
+        let (kind, summary, advice) = if is_init {
+            let classes: Vec<String> = site.class_inits.iter().map(|i| i.to_string()).collect();
+            let class = if classes.is_empty() {
+                "a class".to_string()
+            } else {
+                classes.join(", ")
+            };
+            (
+                FindingKind::ClassInit,
+                format!(
+                    "virtual threads waited for the initialization of {class} at `{place}`: {cost}"
+                ),
+                "a static initializer that blocks pins every virtual thread that needs its \
+                 class: keep `<clinit>` short (move slow work to a lazily initialized holder, or \
+                 run it before the virtual threads start)"
+                    .to_string(),
+            )
+        } else {
+            (
+                FindingKind::Pinning,
+                format!("`{place}` {}: {cost}", what_pins(site)),
+                advice(site, e.jdk_major, &place),
+            )
+        };
+        out.push(Finding {
+            kind,
+            severity,
+            summary,
+            advice,
+            start_ns: None,
+            duration_ns: site.total_ns,
+            threads: site.carriers.iter().copied().collect(),
+            frames: site.stack.frames.clone(),
+        });
+    }
+    out
+}
+
+/// What the virtual thread did that pinned, in a few words.
+fn what_pins(site: &PinnedSite) -> String {
+    let frames = &site.stack.frames;
+    let has = |needle: &str| frames.iter().any(|f| f.contains(needle));
+    let doing = match site.operation {
+        Operation::MonitorEnter => "waits to enter a contended monitor",
+        Operation::ObjectWait => "waits in Object.wait",
+        Operation::Syscall => "blocks in a system call from native code",
+        Operation::Park if has("Thread.sleep") => "sleeps",
+        Operation::Park if has("Socket") || has("NioSocketImpl") || has("SocketChannel") => {
+            "waits for a socket"
+        }
+        Operation::Park if has("FileInputStream") || has("FileChannel") => "waits for a file",
+        Operation::Park => "parks",
+        Operation::Other => "blocks",
+    };
+    let on = match site.monitor_classes.iter().next() {
+        Some(class) => format!(" on a {class}"),
+        None => String::new(),
+    };
+    match site.reason {
+        // Entering is the pinning itself on 21-23: no monitor need be held.
+        Reason::Monitor if site.operation == Operation::MonitorEnter => format!("{doing}{on}"),
+        Reason::Monitor => format!("{doing} while holding a monitor"),
+        Reason::Native => format!("{doing} with a native frame on its stack"),
+        Reason::CriticalSection => format!("{doing} inside a JDK critical section"),
+        Reason::ClassInit | Reason::Other => doing.to_string(),
+    }
+}
+
+fn advice(site: &PinnedSite, major: Option<u32>, place: &str) -> String {
+    let before_491 = major.is_some_and(|m| m < 24);
+    match (site.reason, site.operation) {
+        (Reason::Monitor, Operation::MonitorEnter) if before_491 => format!(
+            "on JDK {} a virtual thread that waits for a monitor pins its carrier: guard this \
+             state with a java.util.concurrent.locks.ReentrantLock instead of synchronized, or \
+             move to JDK 24+ (JEP 491)",
+            major.unwrap_or(21)
+        ),
+        (Reason::Monitor, _) if before_491 => format!(
+            "on JDK {} blocking inside synchronized pins the carrier: use a \
+             java.util.concurrent.locks.ReentrantLock in `{place}`, or move the blocking call \
+             out of the synchronized block, or move to JDK 24+ (JEP 491)",
+            major.unwrap_or(21)
+        ),
+        (Reason::Monitor, _) => format!(
+            "move the blocking call in `{place}` out of the synchronized block, or use a \
+             java.util.concurrent.locks.ReentrantLock"
+        ),
+        (Reason::Native, _) => "a native frame (JNI, a foreign call, or the VM calling back \
+                                into Java) keeps the virtual thread mounted: block outside the \
+                                native call, or run this work on a platform thread"
+            .into(),
+        (Reason::CriticalSection, _) => "the JDK pinned the thread on purpose here; keep what \
+                                         blocks out of this path or run it on a platform thread"
+            .into(),
+        _ => "run this blocking work on a platform thread, or make it not block".into(),
+    }
+}
+
+fn locks(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
+    e.locks
+        .iter()
+        .filter(|l| !l.jvm_internal && share(l.wait_ns, e.window_ns) >= t.lock_share)
+        .take(t.per_kind)
+        .map(|l| {
+            let portion = share(l.wait_ns, e.window_ns);
+            let holder = l
+                .holders
+                .first()
+                .map(|(tid, name, released, _)| {
+                    format!("; {name} ({tid}) released {released} of them")
+                })
+                .unwrap_or_default();
+            let what = l
+                .symbol
+                .clone()
+                .unwrap_or_else(|| format!("{} {:#x}", l.kind.as_str(), l.address));
+            let place = culprit_of(&l.holder_frames).or_else(|| culprit_of(&l.waiter_frames));
+            Finding {
+                kind: FindingKind::LockContention,
+                severity: if portion >= 1.0 {
+                    Severity::Warning
+                } else {
+                    Severity::Info
+                },
+                summary: format!(
+                    "{} thread{} waited {} in all for {what} ({} waits, the longest {}){holder}",
+                    l.waiters.len(),
+                    if l.waiters.len() == 1 { "" } else { "s" },
+                    secs(l.wait_ns),
+                    l.waits,
+                    secs(l.max_wait_ns),
+                ),
+                advice: match place {
+                    Some(p) => format!(
+                        "shorten what `{p}` does while it holds this lock, or split the lock"
+                    ),
+                    None => "shorten what is done while this lock is held, or split it".into(),
+                },
+                start_ns: None,
+                duration_ns: l.wait_ns,
+                threads: l.holders.iter().map(|h| h.0).collect(),
+                frames: if l.holder_frames.is_empty() {
+                    l.waiter_frames.clone()
+                } else {
+                    l.holder_frames.clone()
+                },
+            }
+        })
+        .collect()
+}
+
+/// The innermost application frame of a plain list of labels.
+fn culprit_of(frames: &[String]) -> Option<String> {
+    frames
+        .iter()
+        .find(|f| {
+            !jdk::is_marker(f) && !jdk::is_jdk_method(f) && f.contains('.') && !f.contains(".so")
+        })
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::monitors::InitWaitedFor;
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn site(
+        reason: Reason,
+        operation: Operation,
+        frames: &[&str],
+        holder: Option<usize>,
+        total_ns: u64,
+    ) -> PinnedSite {
+        PinnedSite {
+            reason,
+            operation,
+            stack: StackLabels {
+                frames: frames.iter().map(|f| f.to_string()).collect(),
+                frame_kinds: vec![FrameClass::Compiled; frames.len()],
+                monitor_frames: holder.into_iter().collect(),
+                lines: vec![None; frames.len()],
+            },
+            events: 10,
+            total_ns,
+            max_ns: total_ns / 10,
+            virtual_threads: [7].into(),
+            carriers: [100, 101].into(),
+            monitor_classes: Default::default(),
+            class_monitors: Default::default(),
+            class_inits: Default::default(),
+            released_by: Default::default(),
+        }
+    }
+
+    fn carrier(tid: u32, busy_ns: u64) -> ThreadRow {
+        ThreadRow {
+            tid,
+            name: format!("worker-{tid}"),
+            role: ThreadRole::Carrier,
+            running_ns: busy_ns,
+            ..Default::default()
+        }
+    }
+
+    fn evidence<'a>(
+        major: u32,
+        threads: &'a [ThreadRow],
+        sites: &'a [PinnedSite],
+        starvation: &'a [Episode],
+    ) -> Evidence<'a> {
+        Evidence {
+            start_ns: 1_000 * MS,
+            window_ns: 5_000 * MS,
+            jdk_major: Some(major),
+            threads,
+            sites,
+            starvation,
+            locks: &[],
+        }
+    }
+
+    const SLEEP_IN_SYNC: [&str; 3] = ["java.lang.Thread.sleep", "Shop$Audit.record", "Shop.serve"];
+
+    #[test]
+    fn a_sleep_inside_synchronized_on_21_says_reentrant_lock_or_jep_491() {
+        let threads = [carrier(100, 5_000 * MS), carrier(101, 5_000 * MS)];
+        let sites = [site(
+            Reason::Monitor,
+            Operation::Park,
+            &SLEEP_IN_SYNC,
+            Some(1),
+            4_900 * MS,
+        )];
+        let found = findings(&evidence(21, &threads, &sites, &[]), &Thresholds::default());
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let f = &found[0];
+        assert_eq!(
+            (f.kind, f.severity),
+            (FindingKind::Pinning, Severity::Critical)
+        );
+        assert!(
+            f.summary
+                .starts_with("`Shop$Audit.record` sleeps while holding a monitor: 4.90s"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.advice.contains("ReentrantLock") && f.advice.contains("JEP 491"),
+            "{}",
+            f.advice
+        );
+        assert_eq!(f.threads, [100, 101]);
+        // On 25 the monitor is no reason to pin: no JDK upgrade to advise.
+        let found = findings(&evidence(25, &threads, &sites, &[]), &Thresholds::default());
+        assert!(!found[0].advice.contains("JEP 491"), "{}", found[0].advice);
+    }
+
+    #[test]
+    fn small_pinning_is_no_finding_and_starvation_leads_its_causes() {
+        let threads = [carrier(100, 5_000 * MS), carrier(101, 5_000 * MS)];
+        // Under 1% of 10 s of carrier time and under 50 ms: nothing to say.
+        let small = [site(
+            Reason::Monitor,
+            Operation::Park,
+            &SLEEP_IN_SYNC,
+            Some(1),
+            20 * MS,
+        )];
+        assert!(findings(&evidence(21, &threads, &small, &[]), &Thresholds::default()).is_empty());
+
+        let big = [site(
+            Reason::Monitor,
+            Operation::Park,
+            &SLEEP_IN_SYNC,
+            Some(1),
+            9_000 * MS,
+        )];
+        let episodes = [Episode {
+            start_ns: 2_000 * MS,
+            end_ns: 3_500 * MS,
+            blocked_carriers: 2,
+            carriers: 2,
+        }];
+        let found = findings(
+            &evidence(21, &threads, &big, &episodes),
+            &Thresholds::default(),
+        );
+        let kinds: Vec<_> = found.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::Starvation, FindingKind::Pinning]);
+        let starving = &found[0];
+        assert_eq!(
+            starving.start_ns,
+            Some(1_000 * MS),
+            "from the window's start"
+        );
+        assert_eq!(starving.duration_ns, 1_500 * MS);
+        assert!(
+            starving.summary.contains("`Shop$Audit.record`"),
+            "{}",
+            starving.summary
+        );
+    }
+
+    #[test]
+    fn a_pinning_class_initializer_is_named() {
+        let threads = [carrier(100, 5_000 * MS)];
+        let mut init = site(
+            Reason::ClassInit,
+            Operation::ObjectWait,
+            &[
+                "java.lang.Object.wait0",
+                "Shop$Rates.<clinit>",
+                "Shop.price",
+            ],
+            None,
+            800 * MS,
+        );
+        init.class_inits.insert(InitWaitedFor {
+            class: "Shop$Rates".into(),
+            initializer: None,
+        });
+        let found = findings(
+            &evidence(21, &threads, &[init], &[]),
+            &Thresholds::default(),
+        );
+        assert_eq!(found[0].kind, FindingKind::ClassInit);
+        assert!(
+            found[0].summary.contains("initialization of Shop$Rates"),
+            "{}",
+            found[0].summary
+        );
+        assert!(found[0].advice.contains("<clinit>"), "{}", found[0].advice);
+    }
+}
