@@ -159,7 +159,8 @@ pub struct JvmLayout {
     pub chunk_parent: u32,
     pub chunk_bottom: u32,
     pub chunk_stack: u32,
-    pub _pad2: u32,
+    /// `Thread.parkBlocker` in a `java.lang.Thread` (an oop field); 0: not read.
+    pub park_blocker: u32,
 }
 
 impl JvmLayout {
@@ -190,7 +191,7 @@ impl JvmLayout {
         chunk_parent: 0,
         chunk_bottom: 0,
         chunk_stack: 0,
-        _pad2: 0,
+        park_blocker: 0,
     };
 }
 
@@ -460,6 +461,9 @@ pub struct JavaState {
     pub anchor_sp: u64,
     pub anchor_pc: u64,
     pub anchor_fp: u64,
+    /// The object the thread (or its mounted virtual thread) parks on (`Thread.parkBlocker`,
+    /// an oop), else 0.
+    pub park_blocker: u64,
 }
 
 /// `OffCpuStart::start_ns` of a thread's entry once its wait has ended: entries are kept and

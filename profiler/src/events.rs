@@ -434,9 +434,40 @@ pub enum Event {
         account: Option<ThreadCpu>,
     },
     /// The container the target runs in, when it runs in a PID namespace of its own: written
-    /// once, after the recording's header. (Last of the variants: recordings made before it
-    /// existed still read.)
+    /// once, after the recording's header. (Recordings made before it existed still read.)
     Container(ContainerInfo),
+    /// At `time_ns`, thread `tid` (or the virtual thread mounted on it) was parked on
+    /// `blocker`, read while it parked. (Last of the variants, format 6: older recordings
+    /// still read.)
+    ParkBlocker {
+        time_ns: u64,
+        tid: u32,
+        blocker: ParkBlocker,
+    },
+}
+
+/// The object a thread parks on (`Thread.parkBlocker`): a `java.util.concurrent` lock's sync,
+/// a latch's, a condition; its address then (the collector may move it), its class.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ParkBlocker {
+    pub object: u64,
+    pub class: String,
+    /// An `AbstractOwnableSynchronizer` (a `ReentrantLock`'s sync, a write lock).
+    pub ownable: bool,
+    /// For an ownable synchronizer held exclusively: who holds it.
+    pub owner: Option<BlockerOwner>,
+}
+
+/// The thread that owns a synchronizer.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BlockerOwner {
+    /// `Thread.threadId()`.
+    pub java_id: u64,
+    pub name: Option<String>,
+    pub virtual_thread: bool,
+    /// The OS thread running it then: a platform thread's own; a virtual thread's carrier
+    /// while it is mounted, None while it is not (it needs a carrier to let go).
+    pub tid: Option<u32>,
 }
 
 /// A target's container, as pinprof saw it when recording began.
@@ -490,7 +521,8 @@ impl Event {
             | Event::MonitorClassObject { time_ns, .. }
             | Event::ClassInitLock { time_ns, .. }
             | Event::ThreadStart { time_ns, .. }
-            | Event::ThreadExit { time_ns, .. } => Some(*time_ns),
+            | Event::ThreadExit { time_ns, .. }
+            | Event::ParkBlocker { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

@@ -283,7 +283,7 @@ struct Frozen {
 
 /// An object field of `obj` holding an oop, compressed or not (0: null or unreadable).
 #[inline(always)]
-fn oop_field(layout: &JvmLayout, obj: u64, offset: u32) -> u64 {
+pub(crate) fn oop_field(layout: &JvmLayout, obj: u64, offset: u32) -> u64 {
     let at = obj + offset as u64;
     if layout.oop_shift == u32::MAX {
         read_user::<u64>(at).unwrap_or(0)

@@ -5,6 +5,7 @@ use profiler_ebpf::{
 };
 
 use super::{
+    java_stacks::oop_field,
     maps::{JAVA_THREADS, JAVA_WINDOW},
     memory::read_user,
     settings::{JVM_LAYOUT, setting},
@@ -72,6 +73,13 @@ pub(crate) fn java_state(tid: u32) -> JavaState {
     // OopHandles, pointers to slots that hold the object's address.
     let own = word(layout.thread_obj).and_then(read_user::<u64>);
     let current = word(layout.vthread).and_then(read_user::<u64>);
+    // What the current thread parks on: `LockSupport.park(blocker)` sets it on the virtual
+    // thread when one is mounted, and clears it once the park returns.
+    if layout.park_blocker != 0
+        && let Some(current) = current.filter(|&c| c != 0)
+    {
+        state.park_blocker = oop_field(&layout, current, layout.park_blocker);
+    }
     if let (Some(own), Some(current)) = (own, current)
         && current != 0
         && current != own

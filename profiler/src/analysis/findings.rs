@@ -297,9 +297,14 @@ fn what_pins(site: &PinnedSite) -> String {
         Operation::Park => "parks",
         Operation::Other => "blocks",
     };
-    let on = match site.monitor_classes.iter().next() {
-        Some(class) => format!(" on a {class}"),
-        None => String::new(),
+    // As the report says it: a `static synchronized` monitor by the class it stands for.
+    let on = match (
+        site.class_monitors.iter().next(),
+        site.monitor_classes.iter().next(),
+    ) {
+        (Some(class), _) => format!(" on class {class}"),
+        (None, Some(class)) => format!(" on a {class}"),
+        (None, None) => String::new(),
     };
     match site.reason {
         // Entering is the pinning itself on 21-23: no monitor need be held.
@@ -348,17 +353,22 @@ fn locks(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
         .take(t.per_kind)
         .map(|l| {
             let portion = share(l.wait_ns, e.window_ns);
-            let holder = l
-                .holders
-                .first()
-                .map(|(tid, name, released, _)| {
-                    format!("; {name} ({tid}) released {released} of them")
-                })
-                .unwrap_or_default();
-            let what = l
-                .symbol
-                .clone()
-                .unwrap_or_else(|| format!("{} {:#x}", l.kind.as_str(), l.address));
+            let owner = l.java.as_ref().and_then(|j| j.owner.as_ref());
+            let holder = match owner {
+                Some(o) => format!("; its owner: {}", super::locks::owner_label(o)),
+                None => l
+                    .holders
+                    .first()
+                    .map(|(tid, name, released, _)| {
+                        format!("; {name} ({tid}) released {released} of them")
+                    })
+                    .unwrap_or_default(),
+            };
+            let what = match (&l.java, &l.symbol) {
+                (Some(j), _) => format!("a {}", j.class),
+                (None, Some(symbol)) => symbol.clone(),
+                (None, None) => format!("{} {:#x}", l.kind.as_str(), l.address),
+            };
             let place = culprit_of(&l.holder_frames).or_else(|| culprit_of(&l.waiter_frames));
             Finding {
                 kind: FindingKind::LockContention,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::kinds::LockKind;
-use crate::events::{Frame, FrameKind, Syscall};
+use crate::events::{BlockerOwner, Frame, FrameKind, ParkBlocker, Syscall};
 use crate::model::{Model, add};
 
 /// A lock: a futex word of the target, or a kernel lock its threads contended on.
@@ -31,6 +31,48 @@ pub struct LockRow {
     /// or waits those threads ended (a socket poller waking a reader): no lock of the
     /// application's.
     pub jvm_internal: bool,
+    /// For parks on a `java.util.concurrent` object (`Thread.parkBlocker`, read during the
+    /// waits): the object, its class and owner. All its waiters' waits are this one row
+    /// (each parked thread sleeps on a futex of its own).
+    pub java: Option<JavaLock>,
+}
+
+/// A `java.util.concurrent` lock (or latch, condition...) threads parked on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JavaLock {
+    pub class: String,
+    pub kind: JavaLockKind,
+    /// Its owner as last read during a wait (ownable synchronizers held exclusively).
+    pub owner: Option<BlockerOwner>,
+}
+
+/// What kind of Java lock a row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JavaLockKind {
+    /// An `AbstractOwnableSynchronizer` (a `ReentrantLock`'s sync, a write lock): it has an
+    /// owner while held exclusively.
+    Ownable,
+    /// Anything else parked on: a latch, a semaphore, a condition, a future.
+    Other,
+}
+
+impl JavaLockKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ownable => "ownable",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// How an owner's state reads: a virtual thread mounted or not (unmounted, it needs a carrier
+/// to let go), or a platform thread.
+pub fn owner_state(owner: &BlockerOwner) -> &'static str {
+    match (owner.virtual_thread, owner.tid) {
+        (true, Some(_)) => "mounted",
+        (true, None) => "unmounted",
+        (false, _) => "platform",
+    }
 }
 
 impl LockRow {
@@ -38,6 +80,31 @@ impl LockRow {
     /// waiting for work hold nothing up.
     pub fn long_held(&self, threshold_ns: u64) -> bool {
         !self.jvm_internal && self.max_wait_ns >= threshold_ns
+    }
+}
+
+/// What a futex lock row stands for: a futex word, or the Java object its waiters parked on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum LockKey {
+    Word(u64),
+    Blocker(u64),
+}
+
+/// An owner as people read it: `worker-3 (tid 812)`, `virtual thread #25, unmounted`.
+pub fn owner_label(o: &BlockerOwner) -> String {
+    let name = o.name.as_deref().unwrap_or("");
+    let state = owner_state(o);
+    match (o.virtual_thread, o.tid) {
+        (true, Some(tid)) => format!(
+            "virtual thread #{} {name} (mounted on tid {tid})",
+            o.java_id
+        ),
+        (true, None) => format!(
+            "virtual thread #{} {name} ({state}: it needs a carrier to let go)",
+            o.java_id
+        ),
+        (false, Some(tid)) => format!("{name} (tid {tid})"),
+        (false, None) => format!("{name} (thread #{})", o.java_id),
     }
 }
 
@@ -232,11 +299,29 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
         threads: own.clone(),
         no_java: waits_without_java_frames(model),
     };
-    let mut by_word: BTreeMap<(u64, bool), Acc> = BTreeMap::new();
+    // Parks on one java.util.concurrent object are one row whatever futex each waiter
+    // slept on (its own parker's): keyed by the object, the latest reading of it standing.
+    let mut by_word: BTreeMap<(LockKey, bool), Acc> = BTreeMap::new();
+    let mut blockers: HashMap<u64, &ParkBlocker> = HashMap::new();
+    // Its owner: as last read during a wait (the kernel's readings at the block have none).
+    let mut owners: HashMap<u64, (u64, &BlockerOwner)> = HashMap::new();
     for s in lock_waits(model) {
         let futex = s.futex.as_ref().expect("futex wait");
         let internal = jdk_internal_wait(model, s, &own);
-        let acc = by_word.entry((futex.uaddr, internal)).or_default();
+        let key = match model.park_blocker_reading(s.tid, s.start_ns, s.end_ns) {
+            Some((at, b)) => {
+                blockers.entry(b.object).or_insert(b);
+                if let Some(owner) = &b.owner {
+                    let seen = owners.entry(b.object).or_insert((at, owner));
+                    if at >= seen.0 {
+                        *seen = (at, owner);
+                    }
+                }
+                LockKey::Blocker(b.object)
+            }
+            None => LockKey::Word(futex.uaddr),
+        };
+        let acc = by_word.entry((key, internal)).or_default();
         let d = s.duration_ns();
         acc.waits += 1;
         add(&mut acc.wait_ns, d);
@@ -256,7 +341,22 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
     let hotspot = model.jdk_major().is_some();
     let mut rows: Vec<LockRow> = by_word
         .into_iter()
-        .map(|((address, internal), acc)| {
+        .map(|((key, internal), acc)| {
+            let (address, java) = match key {
+                LockKey::Word(w) => (w, None),
+                LockKey::Blocker(object) => (
+                    object,
+                    blockers.get(&object).map(|b| JavaLock {
+                        class: b.class.clone(),
+                        kind: if b.ownable {
+                            JavaLockKind::Ownable
+                        } else {
+                            JavaLockKind::Other
+                        },
+                        owner: owners.get(&object).map(|(_, o)| (*o).clone()),
+                    }),
+                ),
+            };
             let mut holders: Vec<(u32, u64, u64)> = acc
                 .holders
                 .iter()
@@ -311,6 +411,7 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
                 },
                 jvm_internal: internal,
                 waiters: acc.waiters,
+                java,
             }
         })
         .collect();
@@ -326,6 +427,7 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
         holder_frames: Vec::new(),
         waiter_frames: Vec::new(),
         jvm_internal: false,
+        java: None,
     }));
     // The application's locks first: the JVM's threads waiting for work would lead
     // otherwise (a JIT compiler idles on its queue for seconds).

@@ -1,6 +1,8 @@
 //! A live HotSpot JVM seen from outside: its layout (from VMStructs), its Java threads, and
 //! which of them carry virtual threads.
 
+mod blockers;
+
 use std::collections::HashMap;
 
 use anyhow::{Context, Result, bail};
@@ -153,6 +155,8 @@ pub struct Hotspot {
     tids: crate::namespaces::ThreadIds,
     /// The thread list as `java_threads` read it last.
     listed: ListedThreads,
+    /// Where parked threads' blockers and their owners are (None: not found in this JVM).
+    blockers: Option<blockers::BlockerLayout>,
 }
 
 /// How long a Java thread's name is trusted before it is read again.
@@ -175,6 +179,7 @@ impl Hotspot {
             .chain(JAVA_FIELD_OFFSETS)
             .chain(&CHUNK_FIELD_OFFSETS)
             .chain([&SAFEPOINT_STATE, &CONTINUATION_RETURN_PC, &CLASS_INIT_LOCK])
+            .chain(&blockers::SYMBOLS)
             .copied()
             .collect();
         let lib = Libjvm::load(pid, &wanted)?;
@@ -331,7 +336,6 @@ impl Hotspot {
                 layout.chunk_parent = c.chunk_parent as u32;
                 layout.chunk_bottom = c.chunk_bottom as u32;
                 layout.chunk_stack = c.stack_offset as u32;
-                (layout.oop_base, layout.oop_shift) = compressed_oops.unwrap_or((0, u32::MAX));
             }
             Err(e) => limits.push(format!(
                 "the frames a virtual thread froze in its stack chunk are not read in this JVM \
@@ -385,6 +389,17 @@ impl Hotspot {
                  are named by their own method"
             ));
         }
+        // How the kernel decodes an oop field (the frozen frames', a park blocker).
+        (layout.oop_base, layout.oop_shift) = compressed_oops.unwrap_or((0, u32::MAX));
+        let blockers = blockers::BlockerLayout::read(&lib, &mem, &vm);
+        match &blockers {
+            // (Checked small.)
+            Ok(b) => layout.park_blocker = b.park_blocker as u32,
+            Err(e) => limits.push(format!(
+                "what parked threads park on is not read in this JVM ({e:#}): each waiter's \
+                 parks are a lock row of their own"
+            )),
+        }
         Ok(Self {
             pid,
             major,
@@ -396,6 +411,7 @@ impl Hotspot {
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
             tids: crate::namespaces::ThreadIds::new(pid),
             listed: ListedThreads::default(),
+            blockers: blockers.ok(),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             monitor_object: vm.offset("ObjectMonitor", "_object").ok(),
@@ -751,7 +767,13 @@ impl Hotspot {
     }
 
     fn class_name(&mut self, obj: u64) -> Option<String> {
-        let klass = match self.klass? {
+        let klass = self.klass_of(obj)?;
+        self.klass_name(klass)
+    }
+
+    /// The `Klass*` of an object.
+    fn klass_of(&self, obj: u64) -> Option<u64> {
+        Some(match self.klass? {
             KlassPointer::Field {
                 offset,
                 narrow: Some((base, shift)),
@@ -769,8 +791,7 @@ impl Hotspot {
                 let narrow = self.mem.u64(obj).ok()?.checked_shr(bits_shift)?;
                 base.wrapping_add(narrow << shift)
             }
-        };
-        self.klass_name(klass)
+        })
     }
 
     /// The name of the class at `klass` (`pkg/Class`, arrays by descriptor).

@@ -258,6 +258,10 @@ fn cut_event(event: &mut Event) -> u64 {
         | Event::MonitorClassObject { class, .. }
         | Event::ClassInitLock { class, .. } => return text(class, MAX_TEXT),
         Event::OpenWaits { .. } | Event::ThreadStart { .. } => {}
+        Event::ParkBlocker { blocker, .. } => {
+            let owner = blocker.owner.as_mut().and_then(|o| o.name.as_mut());
+            return text(&mut blocker.class, MAX_TEXT) + owner.map_or(0, |n| text(n, MAX_TEXT));
+        }
         Event::Container(c) => {
             return c.cgroup.as_mut().map_or(0, |t| text(t, MAX_TEXT))
                 + c.cpu_max.as_mut().map_or(0, |t| text(t, MAX_TEXT));

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::{
     analysis::classify::{StackMarks, Use, classify_with},
     events::{
-        Counters, Event, Frame, JavaThreadInfo, ShortOffCpu, StackId, Syscall, TargetInfo,
-        ThreadCpu,
+        Counters, Event, Frame, JavaThreadInfo, ParkBlocker, ShortOffCpu, StackId, Syscall,
+        TargetInfo, ThreadCpu,
     },
     recording::{End, Header},
 };
@@ -78,6 +78,8 @@ pub struct Model {
     pub monitor_class_objects: HashMap<u64, BTreeMap<u64, String>>,
     /// Monitors seen as the lock of a class initialization under way: read time to what.
     pub class_init_locks: HashMap<u64, BTreeMap<u64, ClassInitWait>>,
+    /// What each thread was seen parked on (`Thread.parkBlocker`), by thread and read time.
+    pub park_blockers: HashMap<u32, BTreeMap<u64, ParkBlocker>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
     /// The carriers' waits still under way at the latest checkpoint: (time, waits).
@@ -285,6 +287,16 @@ impl Model {
                 let seen = self.class_init_locks.entry(monitor).or_default();
                 seen.insert(time_ns, ClassInitWait { class, initializer });
             }
+            Event::ParkBlocker {
+                time_ns,
+                tid,
+                blocker,
+            } => {
+                self.park_blockers
+                    .entry(tid)
+                    .or_default()
+                    .insert(time_ns, blocker);
+            }
             Event::JavaStack {
                 tid,
                 start_ns,
@@ -415,6 +427,21 @@ impl Model {
             .then(|| seen.range(start_ns..=end_ns).next_back())
             .flatten()
             .map(|(_, wait)| wait)
+    }
+
+    /// What thread `tid` was parked on in a wait from `start_ns` to `end_ns`: the last read
+    /// during it, and when it was read.
+    pub fn park_blocker_reading(
+        &self,
+        tid: u32,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> Option<(u64, &ParkBlocker)> {
+        let seen = self.park_blockers.get(&tid)?;
+        (start_ns <= end_ns)
+            .then(|| seen.range(start_ns..=end_ns).next_back())
+            .flatten()
+            .map(|(at, b)| (*at, b))
     }
 
     pub fn is_carrier(&self, tid: u32) -> bool {

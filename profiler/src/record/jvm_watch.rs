@@ -8,9 +8,17 @@ use anyhow::Result;
 use super::Session;
 use crate::{
     capture,
-    events::{Event, JavaThreadInfo, OffCpuState, OpenWait},
+    events::{Event, JavaThreadInfo, OffCpuState, OpenWait, ParkBlocker},
     jvm::hotspot::{Hotspot, JavaThread},
 };
+
+/// A wait is looked at for its park blocker once it has lasted this long (the shortest a
+/// lock row counts, by default).
+const BLOCKER_AFTER: Duration = Duration::from_millis(1);
+/// Threads looked at per pass, at most (a map look-up each).
+const MAX_BLOCKER_READS: usize = 1024;
+/// Park blockers whose class is remembered, at most (their addresses come from the target).
+const MAX_BLOCKER_CLASSES: usize = 4096;
 
 /// Follows the JVM's thread list, so the kernel knows every Java thread's `JavaThread`.
 pub(super) struct JvmWatch {
@@ -190,6 +198,92 @@ impl Session {
             self.writer.write_event(&event)?;
         }
         Ok(())
+    }
+
+    /// Names what the Java threads parked now park on (`Thread.parkBlocker`, and the owner of
+    /// an ownable synchronizer), once per wait, while it lasts: the thread clears it as it
+    /// returns. Idle carriers (nothing mounted) park for work, on nothing of the
+    /// application's, and are skipped; so are waits shorter than `BLOCKER_AFTER`, which no
+    /// lock row counts.
+    pub(super) fn name_park_blockers(&mut self) -> Result<()> {
+        use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let now_ns = capture::monotonic_ns();
+        let blocked = jvm.hotspot.states.blocked;
+        let mut events = Vec::new();
+        for t in jvm.threads.iter().take(MAX_BLOCKER_READS) {
+            let Some(start) = self.capture.open_interval(t.tid) else {
+                continue;
+            };
+            let java = start.java;
+            if java.flags & KNOWN == 0
+                || java.thread_state != blocked
+                || (java.flags & CARRIER != 0 && java.flags & MOUNTED == 0)
+                || now_ns.saturating_sub(start.start_ns) < BLOCKER_AFTER.as_nanos() as u64
+                || self.blockers_read.get(&t.tid) == Some(&start.start_ns)
+            {
+                continue;
+            }
+            self.blockers_read.insert(t.tid, start.start_ns);
+            if let Some(blocker) = jvm.hotspot.park_blocker(t, &jvm.threads) {
+                events.push(Event::ParkBlocker {
+                    time_ns: now_ns,
+                    tid: t.tid,
+                    blocker,
+                });
+            }
+        }
+        let listed: std::collections::HashSet<u32> = jvm.threads.iter().map(|t| t.tid).collect();
+        self.blockers_read.retain(|tid, _| listed.contains(tid));
+        for event in events {
+            self.writer.write_event(&event)?;
+        }
+        Ok(())
+    }
+
+    /// Names the object a thread parked on through a wait of at least `BLOCKER_AFTER` (the
+    /// kernel read its address as the thread blocked): its class, read now, once a second at
+    /// most per object. Its owner during the wait is what `name_park_blockers` reads.
+    pub(super) fn name_blocker(
+        &mut self,
+        tid: u32,
+        start_ns: u64,
+        end_ns: u64,
+        object: u64,
+    ) -> Result<()> {
+        if end_ns.saturating_sub(start_ns) < BLOCKER_AFTER.as_nanos() as u64 {
+            return Ok(());
+        }
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let named = match self.blocker_classes.get(&object) {
+            Some((at, named)) if at.elapsed() < Duration::from_secs(1) => named.clone(),
+            _ => {
+                let named = jvm.hotspot.blocker_class(object);
+                if self.blocker_classes.len() >= MAX_BLOCKER_CLASSES {
+                    self.blocker_classes.clear();
+                }
+                self.blocker_classes
+                    .insert(object, (Instant::now(), named.clone()));
+                named
+            }
+        };
+        let Some((class, ownable)) = named else {
+            return Ok(());
+        };
+        self.writer.write_event(&Event::ParkBlocker {
+            time_ns: start_ns,
+            tid,
+            blocker: ParkBlocker {
+                object,
+                class,
+                ownable,
+                owner: None,
+            },
+        })
     }
 
     /// Says which carriers are in a wait that has not ended yet, so that a live view sees

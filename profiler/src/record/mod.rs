@@ -235,6 +235,8 @@ pub fn run_with(
         known_threads: HashSet::new(),
         monitor_classes: HashMap::new(),
         init_waits: Default::default(),
+        blockers_read: Default::default(),
+        blocker_classes: Default::default(),
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
@@ -316,6 +318,10 @@ struct Session {
     monitor_classes: HashMap<u64, (Instant, String, Option<String>)>,
     /// The class initializations carriers wait for.
     init_waits: crate::jvm::initwait::InitWaits,
+    /// The wait (its start) whose park blocker was read last, by thread.
+    blockers_read: HashMap<u32, u64>,
+    /// Park blockers' classes (and whether ownable) as read, and when, by object.
+    blocker_classes: HashMap<u64, (Instant, Option<(String, bool)>)>,
     /// System calls shorter than this are not events (u64::MAX: not traced).
     min_syscall_ns: u64,
     /// The stacks written so far and the native ones waiting for their event.
@@ -371,6 +377,7 @@ impl Session {
                 break StopReason::TargetExited;
             }
             self.name_class_init_waits()?;
+            self.name_park_blockers()?;
             if last_checkpoint.elapsed() >= CHECKPOINT {
                 last_checkpoint = Instant::now();
                 self.checkpoint()?;

@@ -83,6 +83,9 @@ impl Session {
                     self.thread(e.tid)?;
                     self.writer.write_event(&Event::OffCpu(event))?;
                     self.events += 1;
+                    if e.java.park_blocker != 0 {
+                        self.name_blocker(e.tid, e.start_ns, e.end_ns, e.java.park_blocker)?;
+                    }
                 }
                 Raw::StackCopy(copy) => self.java_stack(copy, None)?,
                 Raw::StackChunkCopy(copy) => self.java_stack(&copy.stack, Some(&copy.chunk))?,

@@ -122,6 +122,17 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 "holders": l.holders.iter().map(|(tid, name, waits, ns)| {
                     json!({ "tid": tid, "name": name, "waits": waits, "wait_ns": ns })
                 }).collect::<Vec<_>>(),
+                "java": l.java.as_ref().map(|j| json!({
+                    "class": j.class,
+                    "kind": j.kind.as_str(),
+                    "owner": j.owner.as_ref().map(|o| json!({
+                        "tid": o.tid,
+                        "name": o.name,
+                        "vthread_id": o.virtual_thread.then_some(o.java_id),
+                        "java_id": o.java_id,
+                        "state": crate::analysis::locks::owner_state(o),
+                    })),
+                })),
             })
         })
         .collect();

@@ -1,5 +1,6 @@
 //! The report for people: headline first, then where time went, most important first.
 
+pub use crate::analysis::locks::owner_label;
 pub use crate::units::secs;
 use std::fmt::Write as _;
 
@@ -388,15 +389,30 @@ fn write_locks(out: &mut String, analysis: &Analysis, options: &Options) -> std:
             ""
         };
         let what = l.symbol.as_deref().unwrap_or("");
-        writeln!(
-            out,
-            "  {} {:#x} {what}: {} waits, {} (max {}){long}",
-            l.kind,
-            l.address,
-            l.waits,
-            secs(l.wait_ns),
-            secs(l.max_wait_ns)
-        )?;
+        match &l.java {
+            Some(j) => writeln!(
+                out,
+                "  {} @{:#x}: {} waits by {} threads, {} (max {}){long}",
+                j.class,
+                l.address,
+                l.waits,
+                l.waiters.len(),
+                secs(l.wait_ns),
+                secs(l.max_wait_ns)
+            )?,
+            None => writeln!(
+                out,
+                "  {} {:#x} {what}: {} waits, {} (max {}){long}",
+                l.kind,
+                l.address,
+                l.waits,
+                secs(l.wait_ns),
+                secs(l.max_wait_ns)
+            )?,
+        }
+        if let Some(owner) = l.java.as_ref().and_then(|j| j.owner.as_ref()) {
+            writeln!(out, "      owner: {}", owner_label(owner))?;
+        }
         if !l.waiters.is_empty() {
             let waiters: Vec<&str> = l.waiters.iter().take(4).map(String::as_str).collect();
             writeln!(out, "      waiters: {}", waiters.join(", "))?;

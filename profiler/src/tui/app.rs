@@ -478,6 +478,7 @@ mod tests {
                 holder_frames: Vec::new(),
                 waiter_frames: Vec::new(),
                 jvm_internal: false,
+                java: None,
             };
             3
         ];

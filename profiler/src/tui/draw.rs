@@ -418,17 +418,23 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
         Layout::vertical([Constraint::Percentage(45), Constraint::Min(4)]).areas(area);
     let rows = app.view.locks.iter().map(|l| {
         let waiters = l.waiters.iter().cloned().collect::<Vec<_>>().join(", ");
-        let holder = l
-            .holders
-            .first()
-            .map_or(String::new(), |(_, name, n, _)| format!("{name} ({n})"));
+        // A java.util.concurrent lock says its class and owner; a futex word its address.
+        let owner = l.java.as_ref().and_then(|j| j.owner.as_ref());
+        let holder = match owner {
+            Some(o) => format!("owner: {}", crate::report::owner_label(o)),
+            None => l
+                .holders
+                .first()
+                .map_or(String::new(), |(_, name, n, _)| format!("{name} ({n})")),
+        };
+        let what = match (&l.java, &l.symbol) {
+            (Some(j), _) => j.class.clone(),
+            (None, Some(symbol)) => symbol.clone(),
+            (None, None) => format!("{:#x}", l.address),
+        };
         Row::new(vec![
             Cell::from(l.kind.as_str()),
-            Cell::from(
-                l.symbol
-                    .clone()
-                    .unwrap_or_else(|| format!("{:#x}", l.address)),
-            ),
+            Cell::from(what),
             Cell::from(l.waits.to_string()),
             Cell::from(secs(l.wait_ns)),
             Cell::from(secs(l.max_wait_ns)),
