@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::classify::{Operation, Reason};
+use super::gridlock::Gridlock;
 use super::jdk;
 use super::kinds::{FrameClass, ThreadRole};
 use super::locks::LockRow;
@@ -19,6 +20,9 @@ use crate::units::secs;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
+    /// Every carrier pinned waiting for a lock whose owner, a virtual thread, is not mounted
+    /// and so cannot let go.
+    Gridlock,
     /// Every carrier pinned or blocked at once: no virtual thread could run.
     Starvation,
     /// A place where virtual threads pin their carriers.
@@ -106,6 +110,7 @@ pub struct Evidence<'a> {
     pub sites: &'a [PinnedSite],
     pub starvation: &'a [Episode],
     pub locks: &'a [LockRow],
+    pub gridlocks: &'a [Gridlock],
 }
 
 /// The findings, most severe first, then most costly.
@@ -126,14 +131,17 @@ pub fn findings(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
             }),
     );
     let mut out = Vec::new();
+    out.extend(gridlocks(e));
     out.extend(starvation(e, t));
     out.extend(pinning(e, t, carrier_ns));
     out.extend(locks(e, t));
-    // The symptom (starvation) before its causes at the same severity, then most costly.
+    // A gridlock (a cause that is a stall) and the symptom (starvation) before the other
+    // causes at the same severity, then most costly.
     let rank = |f: &Finding| {
         (
             f.severity,
-            f.kind != FindingKind::Starvation,
+            !matches!(f.kind, FindingKind::Gridlock | FindingKind::Starvation),
+            f.kind != FindingKind::Gridlock,
             std::cmp::Reverse(f.duration_ns),
         )
     };
@@ -168,6 +176,48 @@ fn share(part: u64, whole: u64) -> f64 {
     } else {
         part as f64 / whole as f64
     }
+}
+
+fn gridlocks(e: &Evidence) -> Vec<Finding> {
+    e.gridlocks
+        .iter()
+        .map(|g| {
+            let owners: Vec<String> = g.owners.iter().map(|v| format!("#{v}")).collect();
+            let place = culprit(&g.stack)
+                .map(|c| format!(" at `{c}`"))
+                .unwrap_or_default();
+            let before_491 = e.jdk_major.is_some_and(|m| m < 24);
+            Finding {
+                kind: FindingKind::Gridlock,
+                severity: Severity::Critical,
+                summary: format!(
+                    "gridlock: every carrier was pinned waiting for a {} (@{:#x}){place}, owned by \
+                     virtual thread {}, which was not mounted and needed a carrier to let go: \
+                     {} times, {} in all, the first at {}",
+                    g.class,
+                    g.object,
+                    owners.join(", "),
+                    g.episodes,
+                    secs(g.total_ns),
+                    secs(g.first_start_ns.saturating_sub(e.start_ns)),
+                ),
+                advice: if before_491 {
+                    "on JDK 21-23 a virtual thread that waits for a lock inside synchronized \
+                     pins its carrier: take the lock outside the synchronized block (or use a \
+                     ReentrantLock for both), or move to JDK 24+ (JEP 491)"
+                        .into()
+                } else {
+                    "the waiters pinned their carriers for another reason (a native frame, a \
+                     JDK critical section): wait for the lock outside that code"
+                        .into()
+                },
+                start_ns: Some(g.first_start_ns.saturating_sub(e.start_ns)),
+                duration_ns: g.total_ns,
+                threads: g.carriers.iter().copied().collect(),
+                frames: g.stack.frames.clone(),
+            }
+        })
+        .collect()
 }
 
 fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
@@ -222,11 +272,6 @@ fn pinning(e: &Evidence, t: &Thresholds, carrier_ns: u64) -> Vec<Finding> {
             continue;
         }
         let is_init = site.reason == Reason::ClassInit;
-        let count = if is_init { &mut inits } else { &mut pins };
-        if *count >= t.per_kind {
-            continue;
-        }
-        *count += 1;
         let severity = if portion >= 0.25 {
             Severity::Critical
         } else if portion >= 0.05 || site.total_ns >= t.pinned_ns {
@@ -234,12 +279,23 @@ fn pinning(e: &Evidence, t: &Thresholds, carrier_ns: u64) -> Vec<Finding> {
         } else {
             Severity::Info
         };
-        let place = culprit(&site.stack).unwrap_or_else(|| "a stack without Java frames".into());
+        // A stack without Java frames says nothing to act on, unless it costs a lot.
+        let Some(place) = culprit(&site.stack).or_else(|| {
+            (severity == Severity::Critical).then(|| "a stack without Java frames".into())
+        }) else {
+            continue;
+        };
+        let count = if is_init { &mut inits } else { &mut pins };
+        if *count >= t.per_kind {
+            continue;
+        }
+        *count += 1;
         let cost = format!(
-            "{} of carrier time pinned in {} ({} waits on {} carrier{})",
+            "{} of carrier time pinned in {} ({} wait{} on {} carrier{})",
             secs(site.total_ns),
             secs(e.window_ns),
             site.events,
+            if site.events == 1 { "" } else { "s" },
             site.carriers.len(),
             if site.carriers.len() == 1 { "" } else { "s" }
         );
@@ -473,6 +529,7 @@ mod tests {
             sites,
             starvation,
             locks: &[],
+            gridlocks: &[],
         }
     }
 

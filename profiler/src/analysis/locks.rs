@@ -90,21 +90,22 @@ enum LockKey {
     Blocker(u64),
 }
 
-/// An owner as people read it: `worker-3 (tid 812)`, `virtual thread #25, unmounted`.
+/// An owner as people read it: `teller-3 (tid 812)`, `virtual thread #25 (unmounted: it
+/// needs a carrier to let go)`.
 pub fn owner_label(o: &BlockerOwner) -> String {
-    let name = o.name.as_deref().unwrap_or("");
-    let state = owner_state(o);
+    let name = o
+        .name
+        .as_deref()
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default();
     match (o.virtual_thread, o.tid) {
-        (true, Some(tid)) => format!(
-            "virtual thread #{} {name} (mounted on tid {tid})",
-            o.java_id
-        ),
+        (true, Some(tid)) => format!("virtual thread #{}{name} (mounted on tid {tid})", o.java_id),
         (true, None) => format!(
-            "virtual thread #{} {name} ({state}: it needs a carrier to let go)",
+            "virtual thread #{}{name} (unmounted: it needs a carrier to let go)",
             o.java_id
         ),
-        (false, Some(tid)) => format!("{name} (tid {tid})"),
-        (false, None) => format!("{name} (thread #{})", o.java_id),
+        (false, Some(tid)) => format!("{} (tid {tid})", name.trim_start()),
+        (false, None) => format!("{} (thread #{})", name.trim_start(), o.java_id),
     }
 }
 

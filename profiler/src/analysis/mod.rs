@@ -6,6 +6,7 @@
 pub mod blocked;
 pub mod classify;
 pub mod findings;
+pub mod gridlock;
 pub mod jdk;
 pub mod kinds;
 pub mod locks;
@@ -43,6 +44,7 @@ pub struct Analysis<'m> {
     blocked_stacks: OnceCell<Vec<StackRow>>,
     java_stacks_cut: OnceCell<usize>,
     findings: OnceCell<Vec<Finding>>,
+    gridlocks: OnceCell<Vec<gridlock::Gridlock>>,
 }
 
 impl<'m> Analysis<'m> {
@@ -62,6 +64,7 @@ impl<'m> Analysis<'m> {
             blocked_stacks: OnceCell::new(),
             java_stacks_cut: OnceCell::new(),
             findings: OnceCell::new(),
+            gridlocks: OnceCell::new(),
         }
     }
 
@@ -166,6 +169,13 @@ impl<'m> Analysis<'m> {
             .get_or_init(|| blocked::java_stacks_cut(self.model))
     }
 
+    /// Starvation whose pinned carriers waited for a lock an unmounted virtual thread owned.
+    pub fn gridlocks(&self) -> &[gridlock::Gridlock] {
+        self.gridlocks.get_or_init(|| {
+            gridlock::gridlocks(self.model, self.starvation(), self.pinned_events())
+        })
+    }
+
     /// What the user must know, most severe first (see `findings`).
     pub fn findings(&self) -> &[Finding] {
         self.findings.get_or_init(|| {
@@ -177,6 +187,7 @@ impl<'m> Analysis<'m> {
                 sites: self.pinned_sites(),
                 starvation: self.starvation(),
                 locks: self.locks(),
+                gridlocks: self.gridlocks(),
             };
             findings::findings(&evidence, &findings::Thresholds::default())
         })
