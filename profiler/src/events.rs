@@ -444,6 +444,14 @@ pub enum Event {
         tid: u32,
         blocker: ParkBlocker,
     },
+    /// At `time_ns`, while thread `tid` waited to enter it, monitor `monitor` (an
+    /// `ObjectMonitor*`) was owned by `owner`.
+    MonitorOwner {
+        time_ns: u64,
+        tid: u32,
+        monitor: u64,
+        owner: BlockerOwner,
+    },
 }
 
 /// The object a thread parks on (`Thread.parkBlocker`): a `java.util.concurrent` lock's sync,
@@ -522,7 +530,8 @@ impl Event {
             | Event::ClassInitLock { time_ns, .. }
             | Event::ThreadStart { time_ns, .. }
             | Event::ThreadExit { time_ns, .. }
-            | Event::ParkBlocker { time_ns, .. } => Some(*time_ns),
+            | Event::ParkBlocker { time_ns, .. }
+            | Event::MonitorOwner { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

@@ -78,3 +78,89 @@ fn jdk25_the_same_code_does_not_gridlock() {
     let found = gridlock(25);
     assert!(found.is_empty(), "JEP 491: no gridlock on 25: {found:#?}");
 }
+
+/// (waiter, holder) pairs of the deadlocks the JVM's own thread dump finds (`jcmd
+/// Thread.print`: `"alpha":` then `which is held by "beta"`).
+fn deadlocked_in_thread_dump(major: u32, pid: u32) -> std::collections::BTreeSet<(String, String)> {
+    let out = std::process::Command::new(jdk_tool(major, "jcmd"))
+        .args([&pid.to_string(), "Thread.print"])
+        .output()
+        .expect("run jcmd");
+    assert_ok(&out, "jcmd Thread.print");
+    let dump = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut pairs = std::collections::BTreeSet::new();
+    let mut waiter: Option<String> = None;
+    for line in dump.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix('"').and_then(|l| l.strip_suffix("\":")) {
+            waiter = Some(name.to_string());
+        } else if let Some(rest) = line.strip_prefix("which is held by \"") {
+            let holder = rest.split('"').next().unwrap_or("").to_string();
+            if let Some(w) = waiter.take() {
+                pairs.insert((w, holder));
+            }
+        }
+    }
+    assert!(
+        dump.contains("Found 2 deadlocks."),
+        "the JVM finds both:\n{dump}"
+    );
+    pairs
+}
+
+/// `Deadlock`: two platform threads on two monitors, two on two ReentrantLocks. Each pair is
+/// a deadlock finding whose waiter -> holder links are the ones the JVM's own thread dump
+/// finds.
+fn deadlocks(major: u32) {
+    let jvm = start(major, "Deadlock", &[]);
+    let truth = deadlocked_in_thread_dump(major, jvm.pid);
+    assert_eq!(truth.len(), 4, "{truth:?}");
+    let report = report_json(&record(jvm.pid, 2.0, &format!("deadlock{major}.pinrec")));
+    let name = |tid: &Value| -> String {
+        report["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| &t["tid"] == tid)
+            .and_then(|t| t["name"].as_str())
+            .unwrap_or("?")
+            .to_string()
+    };
+    let found = findings_of(&report, "deadlock");
+    assert_eq!(found.len(), 2, "{:#}", report["findings"]);
+    let mut ours = std::collections::BTreeSet::new();
+    for f in &found {
+        assert_eq!(f["severity"], "critical");
+        let cycle = f["threads"].as_array().unwrap();
+        for (i, t) in cycle.iter().enumerate() {
+            ours.insert((name(t), name(&cycle[(i + 1) % cycle.len()])));
+        }
+    }
+    assert_eq!(ours, truth, "{:#}", report["findings"]);
+    let text: Vec<&str> = found
+        .iter()
+        .map(|f| f["summary"].as_str().unwrap())
+        .collect();
+    eprintln!("JDK {major}: {text:#?}");
+    assert!(
+        text.iter().any(
+            |s| s.contains("a Deadlock$Left monitor") && s.contains("a Deadlock$Right monitor")
+        ),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|s| s.contains("a java.util.concurrent.locks.ReentrantLock$NonfairSync")),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn jdk21_deadlocks_on_monitors_and_reentrant_locks_are_found_as_the_jvm_finds_them() {
+    deadlocks(21);
+}
+
+#[test]
+fn jdk25_deadlocks_on_monitors_and_reentrant_locks_are_found_as_the_jvm_finds_them() {
+    deadlocks(25);
+}

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::classify::{Operation, Reason};
+use super::deadlock::Deadlock;
 use super::gridlock::Gridlock;
 use super::jdk;
 use super::kinds::{FrameClass, ThreadRole};
@@ -20,6 +21,8 @@ use crate::units::secs;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
+    /// Threads each waiting for a lock the next one holds, to the end.
+    Deadlock,
     /// Every carrier pinned waiting for a lock whose owner, a virtual thread, is not mounted
     /// and so cannot let go.
     Gridlock,
@@ -111,6 +114,9 @@ pub struct Evidence<'a> {
     pub starvation: &'a [Episode],
     pub locks: &'a [LockRow],
     pub gridlocks: &'a [Gridlock],
+    pub deadlocks: &'a [Deadlock],
+    /// Each deadlock's first thread's stack.
+    pub deadlock_stacks: Vec<StackLabels>,
 }
 
 /// The findings, most severe first, then most costly.
@@ -131,17 +137,22 @@ pub fn findings(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
             }),
     );
     let mut out = Vec::new();
+    out.extend(deadlocks(e));
     out.extend(gridlocks(e));
     out.extend(starvation(e, t));
     out.extend(pinning(e, t, carrier_ns));
     out.extend(locks(e, t));
-    // A gridlock (a cause that is a stall) and the symptom (starvation) before the other
+    // The stalls (a deadlock, a gridlock, then starvation, their symptom) before the other
     // causes at the same severity, then most costly.
     let rank = |f: &Finding| {
+        let stall = matches!(
+            f.kind,
+            FindingKind::Deadlock | FindingKind::Gridlock | FindingKind::Starvation
+        );
         (
             f.severity,
-            !matches!(f.kind, FindingKind::Gridlock | FindingKind::Starvation),
-            f.kind != FindingKind::Gridlock,
+            !stall,
+            stall.then_some(f.kind),
             std::cmp::Reverse(f.duration_ns),
         )
     };
@@ -176,6 +187,59 @@ fn share(part: u64, whole: u64) -> f64 {
     } else {
         part as f64 / whole as f64
     }
+}
+
+fn deadlocks(e: &Evidence) -> Vec<Finding> {
+    let name = |tid: u32| {
+        e.threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or(format!("thread {tid}"), |t| format!("{} ({tid})", t.name))
+    };
+    e.deadlocks
+        .iter()
+        .zip(
+            e.deadlock_stacks
+                .iter()
+                .chain(std::iter::repeat(&StackLabels::default())),
+        )
+        .map(|(d, stack)| {
+            let links: Vec<String> = d
+                .threads
+                .iter()
+                .map(|s| {
+                    let holder = s
+                        .owner
+                        .tid
+                        .map_or_else(|| super::locks::owner_label(&s.owner), name);
+                    format!("{} waits for {} held by {holder}", name(s.tid), s.waits_for)
+                })
+                .collect();
+            let since = d
+                .threads
+                .iter()
+                .map(|s| s.since_ns)
+                .max()
+                .unwrap_or(e.start_ns);
+            let stuck = (e.start_ns + e.window_ns).saturating_sub(since.max(e.start_ns));
+            Finding {
+                kind: FindingKind::Deadlock,
+                severity: Severity::Critical,
+                summary: format!(
+                    "deadlock: {}; stuck for {} to the end",
+                    links.join("; "),
+                    secs(stuck)
+                ),
+                advice: "this never ends on its own: take these locks in one order everywhere, \
+                         or with a timeout (tryLock) and back off"
+                    .into(),
+                start_ns: Some(since.saturating_sub(e.start_ns)),
+                duration_ns: stuck,
+                threads: d.threads.iter().map(|s| s.tid).collect(),
+                frames: stack.frames.clone(),
+            }
+        })
+        .collect()
 }
 
 fn gridlocks(e: &Evidence) -> Vec<Finding> {
@@ -530,6 +594,8 @@ mod tests {
             starvation,
             locks: &[],
             gridlocks: &[],
+            deadlocks: &[],
+            deadlock_stacks: Vec::new(),
         }
     }
 

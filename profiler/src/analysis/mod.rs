@@ -5,6 +5,7 @@
 
 pub mod blocked;
 pub mod classify;
+pub mod deadlock;
 pub mod findings;
 pub mod gridlock;
 pub mod jdk;
@@ -45,6 +46,7 @@ pub struct Analysis<'m> {
     java_stacks_cut: OnceCell<usize>,
     findings: OnceCell<Vec<Finding>>,
     gridlocks: OnceCell<Vec<gridlock::Gridlock>>,
+    deadlocks: OnceCell<Vec<deadlock::Deadlock>>,
 }
 
 impl<'m> Analysis<'m> {
@@ -65,6 +67,7 @@ impl<'m> Analysis<'m> {
             java_stacks_cut: OnceCell::new(),
             findings: OnceCell::new(),
             gridlocks: OnceCell::new(),
+            deadlocks: OnceCell::new(),
         }
     }
 
@@ -176,6 +179,12 @@ impl<'m> Analysis<'m> {
         })
     }
 
+    /// Threads stuck to the end, each waiting for a lock the next one holds.
+    pub fn deadlocks(&self) -> &[deadlock::Deadlock] {
+        self.deadlocks
+            .get_or_init(|| deadlock::deadlocks(self.model))
+    }
+
     /// What the user must know, most severe first (see `findings`).
     pub fn findings(&self) -> &[Finding] {
         self.findings.get_or_init(|| {
@@ -188,6 +197,22 @@ impl<'m> Analysis<'m> {
                 starvation: self.starvation(),
                 locks: self.locks(),
                 gridlocks: self.gridlocks(),
+                deadlocks: self.deadlocks(),
+                deadlock_stacks: self
+                    .deadlocks()
+                    .iter()
+                    .map(|d| {
+                        d.threads
+                            .first()
+                            .and_then(|s| s.java_stack)
+                            .and_then(|id| self.model.stacks.get(&id))
+                            .map(|frames| {
+                                let frames: Vec<&crate::events::Frame> = frames.iter().collect();
+                                stacks::StackLabels::new(&frames, stacks::monitor_frames(&frames))
+                            })
+                            .unwrap_or_default()
+                    })
+                    .collect(),
             };
             findings::findings(&evidence, &findings::Thresholds::default())
         })

@@ -2,6 +2,7 @@
 //! which of them carry virtual threads.
 
 mod blockers;
+mod monitors;
 
 use std::collections::HashMap;
 
@@ -157,6 +158,8 @@ pub struct Hotspot {
     listed: ListedThreads,
     /// Where parked threads' blockers and their owners are (None: not found in this JVM).
     blockers: Option<blockers::BlockerLayout>,
+    /// Where a monitor says its owner (None: not understood in this JVM).
+    monitor_layout: Option<monitors::MonitorLayout>,
 }
 
 /// How long a Java thread's name is trusted before it is read again.
@@ -412,6 +415,7 @@ impl Hotspot {
             tids: crate::namespaces::ThreadIds::new(pid),
             listed: ListedThreads::default(),
             blockers: blockers.ok(),
+            monitor_layout: monitors::MonitorLayout::read(&vm, major).ok(),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             monitor_object: vm.offset("ObjectMonitor", "_object").ok(),

@@ -258,6 +258,9 @@ fn cut_event(event: &mut Event) -> u64 {
         | Event::MonitorClassObject { class, .. }
         | Event::ClassInitLock { class, .. } => return text(class, MAX_TEXT),
         Event::OpenWaits { .. } | Event::ThreadStart { .. } => {}
+        Event::MonitorOwner { owner, .. } => {
+            return owner.name.as_mut().map_or(0, |n| text(n, MAX_TEXT));
+        }
         Event::ParkBlocker { blocker, .. } => {
             let owner = blocker.owner.as_mut().and_then(|o| o.name.as_mut());
             return text(&mut blocker.class, MAX_TEXT) + owner.map_or(0, |n| text(n, MAX_TEXT));

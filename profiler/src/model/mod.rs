@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::{
     analysis::classify::{StackMarks, Use, classify_with},
     events::{
-        Counters, Event, Frame, JavaThreadInfo, ParkBlocker, ShortOffCpu, StackId, Syscall,
-        TargetInfo, ThreadCpu,
+        BlockerOwner, Counters, Event, Frame, JavaThreadInfo, ParkBlocker, ShortOffCpu, StackId,
+        Syscall, TargetInfo, ThreadCpu,
     },
     recording::{End, Header},
 };
@@ -80,6 +80,9 @@ pub struct Model {
     pub class_init_locks: HashMap<u64, BTreeMap<u64, ClassInitWait>>,
     /// What each thread was seen parked on (`Thread.parkBlocker`), by thread and read time.
     pub park_blockers: HashMap<u32, BTreeMap<u64, ParkBlocker>>,
+    /// Monitors' owners as read while threads waited to enter them: by the waiting thread
+    /// and read time, the monitor and its owner.
+    pub monitor_owners: HashMap<u32, BTreeMap<u64, (u64, BlockerOwner)>>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
     /// The carriers' waits still under way at the latest checkpoint: (time, waits).
@@ -286,6 +289,17 @@ impl Model {
             } => {
                 let seen = self.class_init_locks.entry(monitor).or_default();
                 seen.insert(time_ns, ClassInitWait { class, initializer });
+            }
+            Event::MonitorOwner {
+                time_ns,
+                tid,
+                monitor,
+                owner,
+            } => {
+                self.monitor_owners
+                    .entry(tid)
+                    .or_default()
+                    .insert(time_ns, (monitor, owner));
             }
             Event::ParkBlocker {
                 time_ns,

@@ -201,8 +201,8 @@ impl Session {
     }
 
     /// Names what the Java threads parked now park on (`Thread.parkBlocker`, and the owner of
-    /// an ownable synchronizer), once per wait, while it lasts: the thread clears it as it
-    /// returns. Idle carriers (nothing mounted) park for work, on nothing of the
+    /// an ownable synchronizer), or the owner of the monitor they wait to enter, once per
+    /// wait, while it lasts: the thread clears it as it returns. Idle carriers (nothing mounted) park for work, on nothing of the
     /// application's, and are skipped; so are waits shorter than `BLOCKER_AFTER`, which no
     /// lock row counts.
     pub(super) fn name_park_blockers(&mut self) -> Result<()> {
@@ -213,11 +213,20 @@ impl Session {
         let now_ns = capture::monotonic_ns();
         let blocked = jvm.hotspot.states.blocked;
         let mut events = Vec::new();
+        let mut monitors = Vec::new();
         for t in jvm.threads.iter().take(MAX_BLOCKER_READS) {
             let Some(start) = self.capture.open_interval(t.tid) else {
                 continue;
             };
-            let java = start.java;
+            // A thread blocked since before the kernel knew it has its state read now: it
+            // has not moved since.
+            let java = match start.java.flags & KNOWN {
+                0 => match jvm.hotspot.java_state(t) {
+                    Some(state) => state,
+                    None => continue,
+                },
+                _ => start.java,
+            };
             if java.flags & KNOWN == 0
                 || java.thread_state != blocked
                 || (java.flags & CARRIER != 0 && java.flags & MOUNTED == 0)
@@ -227,6 +236,21 @@ impl Session {
                 continue;
             }
             self.blockers_read.insert(t.tid, start.start_ns);
+            if java.pending_monitor != 0 {
+                if let Some(owner) = jvm
+                    .hotspot
+                    .monitor_owner(java.pending_monitor, &jvm.threads)
+                {
+                    events.push(Event::MonitorOwner {
+                        time_ns: now_ns,
+                        tid: t.tid,
+                        monitor: java.pending_monitor,
+                        owner,
+                    });
+                }
+                monitors.push((java.pending_monitor, start.start_ns));
+                continue;
+            }
             if let Some(blocker) = jvm.hotspot.park_blocker(t, &jvm.threads) {
                 events.push(Event::ParkBlocker {
                     time_ns: now_ns,
@@ -239,6 +263,10 @@ impl Session {
         self.blockers_read.retain(|tid, _| listed.contains(tid));
         for event in events {
             self.writer.write_event(&event)?;
+        }
+        // Their classes too (a wait from before attach was never named as it began).
+        for (monitor, start_ns) in monitors {
+            self.name_monitor(monitor, start_ns)?;
         }
         Ok(())
     }
