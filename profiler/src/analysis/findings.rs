@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::causes::{WaitKind, WaitingOn};
 use super::classify::{Operation, Reason};
 use super::deadlock::Deadlock;
 use super::gridlock::Gridlock;
@@ -114,6 +115,8 @@ pub struct Evidence<'a> {
     pub starvation: &'a [Episode],
     pub locks: &'a [LockRow],
     pub gridlocks: &'a [Gridlock],
+    /// What each starvation episode's carriers waited on (see `causes`).
+    pub waiting_on: &'a [Option<WaitingOn>],
     pub deadlocks: &'a [Deadlock],
     /// Each deadlock's first thread's stack.
     pub deadlock_stacks: Vec<StackLabels>,
@@ -300,10 +303,14 @@ fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
         Severity::Warning
     };
     let first = e.sites.first();
-    let cause = first
+    let place = first
         .and_then(|s| culprit(&s.stack))
         .map(|c| format!("; the most pinned place is `{c}`"))
         .unwrap_or_default();
+    let cause = match mostly_waiting_on(e.waiting_on) {
+        Some(w) => format!("; the carriers waited mostly {}{place}", waiting_label(&w)),
+        None => place,
+    };
     Some(Finding {
         kind: FindingKind::Starvation,
         severity,
@@ -325,6 +332,42 @@ fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
         threads: Vec::new(),
         frames: first.map(|s| s.stack.frames.clone()).unwrap_or_default(),
     })
+}
+
+/// What the carriers waited on across the episodes: the most carrier time.
+fn mostly_waiting_on(episodes: &[Option<WaitingOn>]) -> Option<WaitingOn> {
+    let mut by: std::collections::BTreeMap<(WaitKind, Option<String>), WaitingOn> =
+        std::collections::BTreeMap::new();
+    for w in episodes.iter().flatten() {
+        let entry = by
+            .entry((w.kind, w.class.clone()))
+            .or_insert_with(|| WaitingOn {
+                carrier_ns: 0,
+                ..w.clone()
+            });
+        entry.carrier_ns = entry.carrier_ns.saturating_add(w.carrier_ns);
+        if w.owner.is_some() {
+            entry.owner.clone_from(&w.owner);
+        }
+    }
+    by.into_values().max_by_key(|w| w.carrier_ns)
+}
+
+/// "for a pkg.Lock (owner ...)", "to enter a pkg.Class monitor", "in a park (a sleep, I/O)".
+pub fn waiting_label(w: &WaitingOn) -> String {
+    let class = w.class.as_deref().unwrap_or("an object");
+    match w.kind {
+        WaitKind::Lock => match &w.owner {
+            Some(o) => format!("for a {class} owned by {}", super::locks::owner_label(o)),
+            None => format!("for a {class}"),
+        },
+        WaitKind::Monitor => format!("to enter a monitor on {class}"),
+        WaitKind::ClassInit => format!("for the initialization of {class}"),
+        WaitKind::Park => "in parks (sleeps, socket I/O)".into(),
+        WaitKind::ObjectWait => "in Object.wait".into(),
+        WaitKind::Syscall => "in system calls from native code".into(),
+        WaitKind::Other => "on something else".into(),
+    }
 }
 
 fn pinning(e: &Evidence, t: &Thresholds, carrier_ns: u64) -> Vec<Finding> {
@@ -594,6 +637,7 @@ mod tests {
             starvation,
             locks: &[],
             gridlocks: &[],
+            waiting_on: &[],
             deadlocks: &[],
             deadlock_stacks: Vec::new(),
         }

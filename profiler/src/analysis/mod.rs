@@ -4,6 +4,7 @@
 //! never groups locks).
 
 pub mod blocked;
+pub mod causes;
 pub mod classify;
 pub mod deadlock;
 pub mod findings;
@@ -47,6 +48,7 @@ pub struct Analysis<'m> {
     findings: OnceCell<Vec<Finding>>,
     gridlocks: OnceCell<Vec<gridlock::Gridlock>>,
     deadlocks: OnceCell<Vec<deadlock::Deadlock>>,
+    waiting_on: OnceCell<Vec<Option<causes::WaitingOn>>>,
 }
 
 impl<'m> Analysis<'m> {
@@ -68,6 +70,7 @@ impl<'m> Analysis<'m> {
             findings: OnceCell::new(),
             gridlocks: OnceCell::new(),
             deadlocks: OnceCell::new(),
+            waiting_on: OnceCell::new(),
         }
     }
 
@@ -179,6 +182,12 @@ impl<'m> Analysis<'m> {
         })
     }
 
+    /// For each starvation episode, what most of its pinned carrier time waited on.
+    pub fn waiting_on(&self) -> &[Option<causes::WaitingOn>] {
+        self.waiting_on
+            .get_or_init(|| causes::waiting_on(self.model, self.starvation(), self.pinned_events()))
+    }
+
     /// Threads stuck to the end, each waiting for a lock the next one holds.
     pub fn deadlocks(&self) -> &[deadlock::Deadlock] {
         self.deadlocks
@@ -198,6 +207,7 @@ impl<'m> Analysis<'m> {
                 locks: self.locks(),
                 gridlocks: self.gridlocks(),
                 deadlocks: self.deadlocks(),
+                waiting_on: self.waiting_on(),
                 deadlock_stacks: self
                     .deadlocks()
                     .iter()

@@ -91,14 +91,24 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
         })
         .collect();
     let episodes = analysis.starvation();
+    let waiting_on = analysis.waiting_on();
     let starvation: Vec<Value> = episodes
         .iter()
-        .map(|e| {
+        .enumerate()
+        .map(|(i, e)| {
+            let on = waiting_on.get(i).and_then(Option::as_ref);
             json!({
                 "start_ns": e.start_ns.saturating_sub(model.start_mono_ns),
                 "duration_ns": e.end_ns.saturating_sub(e.start_ns),
                 "blocked_carriers": e.blocked_carriers,
                 "carriers": e.carriers,
+                // What most of its pinned carrier time waited on, and the lock's owner.
+                "waiting_on": on.map(|w| json!({
+                    "kind": w.kind.as_str(),
+                    "class": w.class,
+                    "carrier_ns": w.carrier_ns,
+                    "owner": w.owner.as_ref().map(owner_json),
+                })),
             })
         })
         .collect();
@@ -125,13 +135,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 "java": l.java.as_ref().map(|j| json!({
                     "class": j.class,
                     "kind": j.kind.as_str(),
-                    "owner": j.owner.as_ref().map(|o| json!({
-                        "tid": o.tid,
-                        "name": o.name,
-                        "vthread_id": o.virtual_thread.then_some(o.java_id),
-                        "java_id": o.java_id,
-                        "state": crate::analysis::locks::owner_state(o),
-                    })),
+                    "owner": j.owner.as_ref().map(owner_json),
                 })),
             })
         })
@@ -256,4 +260,15 @@ fn released_by(model: &Model, by: &std::collections::BTreeMap<u32, u64>) -> Vec<
     by.into_iter()
         .map(|(tid, n)| json!({ "tid": tid, "name": model.thread_name(*tid), "events": n }))
         .collect()
+}
+
+/// A lock's owner: `{tid, name, vthread_id, java_id, state}`.
+fn owner_json(o: &crate::events::BlockerOwner) -> Value {
+    json!({
+        "tid": o.tid,
+        "name": o.name,
+        "vthread_id": o.virtual_thread.then_some(o.java_id),
+        "java_id": o.java_id,
+        "state": crate::analysis::locks::owner_state(o),
+    })
 }
