@@ -306,10 +306,37 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
     let mut blockers: HashMap<u64, &ParkBlocker> = HashMap::new();
     // Its owner: as last read during a wait (the kernel's readings at the block have none).
     let mut owners: HashMap<u64, (u64, &BlockerOwner)> = HashMap::new();
+    // A wait whose blocker went unread (the thread was not yet known to the kernel as a Java
+    // thread, the class read failed) parked on what the same thread parked on from the same
+    // place, on the same parker: the one object seen there, if only one was.
+    let site = |s: &Syscall| {
+        let futex = s.futex.as_ref().expect("futex wait");
+        (
+            s.tid,
+            futex.uaddr,
+            model.java_stack_within(s.tid, s.start_ns, s.end_ns),
+        )
+    };
+    let mut seen_at: HashMap<(u32, u64, Option<crate::events::StackId>), Option<u64>> =
+        HashMap::new();
+    for s in lock_waits(model) {
+        if let Some((_, b)) = model.park_blocker_reading(s.tid, s.start_ns, s.end_ns) {
+            let one = seen_at.entry(site(s)).or_insert(Some(b.object));
+            if *one != Some(b.object) {
+                *one = None;
+            }
+        }
+    }
     for s in lock_waits(model) {
         let futex = s.futex.as_ref().expect("futex wait");
         let internal = jdk_internal_wait(model, s, &own);
-        let key = match model.park_blocker_reading(s.tid, s.start_ns, s.end_ns) {
+        let reading = model.park_blocker_reading(s.tid, s.start_ns, s.end_ns);
+        let inherited = || seen_at.get(&site(s)).copied().flatten();
+        let key = match reading {
+            None => match inherited() {
+                Some(object) => LockKey::Blocker(object),
+                None => LockKey::Word(futex.uaddr),
+            },
             Some((at, b)) => {
                 blockers.entry(b.object).or_insert(b);
                 if let Some(owner) = &b.owner {
@@ -320,7 +347,6 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
                 }
                 LockKey::Blocker(b.object)
             }
-            None => LockKey::Word(futex.uaddr),
         };
         let acc = by_word.entry((key, internal)).or_default();
         let d = s.duration_ns();

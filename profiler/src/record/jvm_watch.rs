@@ -16,7 +16,7 @@ use crate::{
 /// lock row counts, by default).
 const BLOCKER_AFTER: Duration = Duration::from_millis(1);
 /// Threads looked at per pass, at most (a map look-up each).
-const MAX_BLOCKER_READS: usize = 1024;
+const MAX_BLOCKER_READS: usize = 256;
 /// Park blockers whose class is remembered, at most (their addresses come from the target).
 const MAX_BLOCKER_CLASSES: usize = 4096;
 
@@ -202,9 +202,10 @@ impl Session {
 
     /// Names what the Java threads parked now park on (`Thread.parkBlocker`, and the owner of
     /// an ownable synchronizer), or the owner of the monitor they wait to enter, once per
-    /// wait, while it lasts: the thread clears it as it returns. Idle carriers (nothing mounted) park for work, on nothing of the
-    /// application's, and are skipped; so are waits shorter than `BLOCKER_AFTER`, which no
-    /// lock row counts.
+    /// wait, while it lasts: the thread clears it as it returns. Idle carriers (nothing
+    /// mounted) park for work, on nothing of the application's, and are skipped; so are
+    /// waits shorter than `BLOCKER_AFTER`, which no lock row counts. At most
+    /// `MAX_BLOCKER_READS` threads a pass, the next ones at the next pass.
     pub(super) fn name_park_blockers(&mut self) -> Result<()> {
         use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
         let Some(jvm) = &mut self.jvm else {
@@ -214,10 +215,26 @@ impl Session {
         let blocked = jvm.hotspot.states.blocked;
         let mut events = Vec::new();
         let mut monitors = Vec::new();
-        for t in jvm.threads.iter().take(MAX_BLOCKER_READS) {
+        let n = jvm.threads.len();
+        let from = self.blocker_cursor % n.max(1);
+        self.blocker_cursor = from + MAX_BLOCKER_READS;
+        for t in jvm
+            .threads
+            .iter()
+            .cycle()
+            .skip(from)
+            .take(n.min(MAX_BLOCKER_READS))
+        {
             let Some(start) = self.capture.open_interval(t.tid) else {
                 continue;
             };
+            // Each wait is looked at once, once it has lasted.
+            if now_ns.saturating_sub(start.start_ns) < BLOCKER_AFTER.as_nanos() as u64
+                || self.blockers_read.get(&t.tid) == Some(&start.start_ns)
+            {
+                continue;
+            }
+            self.blockers_read.insert(t.tid, start.start_ns);
             // A thread blocked since before the kernel knew it has its state read now: it
             // has not moved since.
             let java = match start.java.flags & KNOWN {
@@ -230,12 +247,9 @@ impl Session {
             if java.flags & KNOWN == 0
                 || java.thread_state != blocked
                 || (java.flags & CARRIER != 0 && java.flags & MOUNTED == 0)
-                || now_ns.saturating_sub(start.start_ns) < BLOCKER_AFTER.as_nanos() as u64
-                || self.blockers_read.get(&t.tid) == Some(&start.start_ns)
             {
                 continue;
             }
-            self.blockers_read.insert(t.tid, start.start_ns);
             if java.pending_monitor != 0 {
                 if let Some(owner) = jvm
                     .hotspot

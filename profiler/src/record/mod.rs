@@ -236,6 +236,7 @@ pub fn run_with(
         monitor_classes: HashMap::new(),
         init_waits: Default::default(),
         blockers_read: Default::default(),
+        blocker_cursor: 0,
         blocker_classes: Default::default(),
         min_syscall_ns: options
             .min_syscall
@@ -320,6 +321,8 @@ struct Session {
     init_waits: crate::jvm::initwait::InitWaits,
     /// The wait (its start) whose park blocker was read last, by thread.
     blockers_read: HashMap<u32, u64>,
+    /// Where in the thread list the next pass for park blockers begins.
+    blocker_cursor: usize,
     /// Park blockers' classes (and whether ownable) as read, and when, by object.
     blocker_classes: HashMap<u64, (Instant, Option<(String, bool)>)>,
     /// System calls shorter than this are not events (u64::MAX: not traced).
