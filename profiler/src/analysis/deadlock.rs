@@ -48,12 +48,13 @@ pub fn deadlocks(model: &Model) -> Vec<Deadlock> {
             continue;
         }
         let e = spans.entry(w.tid).or_insert((0, 0, u64::MAX));
-        e.0 += w.end_ns.min(end).saturating_sub(w.start_ns.max(from));
+        e.0 =
+            e.0.saturating_add(w.end_ns.min(end).saturating_sub(w.start_ns.max(from)));
         e.1 = e.1.max(w.end_ns);
         e.2 = e.2.min(w.start_ns);
     }
     spans.retain(|_, &mut (off, last_end, _)| {
-        last_end.saturating_add(END_SLACK_NS) >= end && off * 100 >= STUCK_NS * 95
+        last_end.saturating_add(END_SLACK_NS) >= end && off.saturating_mul(100) >= STUCK_NS * 95
     });
     // Since when each has been stuck: back from the end, its waits with no more than a
     // look between them.

@@ -224,7 +224,10 @@ fn deadlocks(e: &Evidence) -> Vec<Finding> {
                 .map(|s| s.since_ns)
                 .max()
                 .unwrap_or(e.start_ns);
-            let stuck = (e.start_ns + e.window_ns).saturating_sub(since.max(e.start_ns));
+            let stuck = e
+                .start_ns
+                .saturating_add(e.window_ns)
+                .saturating_sub(since.max(e.start_ns));
             Finding {
                 kind: FindingKind::Deadlock,
                 severity: Severity::Critical,

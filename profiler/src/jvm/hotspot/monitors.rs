@@ -6,7 +6,7 @@
 //! - `ANONYMOUS_OWNER`: inflated while lightweight-locked (the JDK 24+ default) by a thread
 //!   that has not claimed it since; the owner is the thread whose lock stack holds the object.
 
-use super::{Hotspot, JavaThread};
+use super::{Hotspot, JavaThread, small};
 use crate::events::BlockerOwner;
 use crate::jvm::vmstructs::VmStructs;
 
@@ -33,9 +33,11 @@ impl MonitorLayout {
                 .or_else(|_| vm.offset("Thread", name))
         };
         let lock_stack = (|| -> anyhow::Result<(u64, u64, u64)> {
-            let at = vm.offset("JavaThread", "_lock_stack")?;
-            let top = at + vm.offset("LockStack", "_top")?;
-            let base = at + vm.offset("LockStack", "_base[0]")?;
+            // (Each offset checked small: the table is the target's.)
+            let small = |o: u64| -> anyhow::Result<u64> { Ok(u64::from(small(o)?)) };
+            let at = small(vm.offset("JavaThread", "_lock_stack")?)?;
+            let top = at + small(vm.offset("LockStack", "_top")?)?;
+            let base = at + small(vm.offset("LockStack", "_base[0]")?)?;
             let room = match vm.int_constant("LockStack::_end_offset") {
                 Ok(end) => (u64::try_from(end)?.saturating_sub(base) / 8).min(MAX_LOCK_STACK),
                 Err(_) => 8,
