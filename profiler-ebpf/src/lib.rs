@@ -596,7 +596,7 @@ mod tests {
     // uninitialised in the kernel and break that. Each size is the sum of its fields.
     #[test]
     fn records_have_no_padding() {
-        let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8;
+        let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8 + 8;
         assert_eq!(size_of::<JavaState>(), java);
         assert_eq!(size_of::<JvmLayout>(), 16 * 4 + 8 + 4 * 4 + 8 + 4 * 4);
         assert_eq!(size_of::<StackRequest>(), 16);
