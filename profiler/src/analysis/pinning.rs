@@ -198,6 +198,7 @@ pub fn pinned_sites(model: &Model, events: &[PinnedEvent]) -> Vec<PinnedSite> {
         }
     }
     let mut sites: Vec<PinnedSite> = sites.into_values().collect();
+    name_inits_across(&mut sites);
     sites.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.stack.cmp(&b.stack)));
     sites
 }
@@ -293,20 +294,52 @@ fn site_place(stack: &[&Frame], labels: &StackLabels) -> Vec<String> {
 /// live and can be missed in a read that races its mount: the initializer without it is the
 /// same one (a virtual thread in `<clinit>` stays mounted), so the one that names it stands.
 fn add_init(inits: &mut std::collections::BTreeSet<InitWaitedFor>, init: InitWaitedFor) {
-    let same = |a: &InitWaitedFor, b: &InitWaitedFor| {
-        a.class == b.class
-            && match (&a.initializer, &b.initializer) {
-                (Some(x), Some(y)) => x.tid == y.tid,
-                _ => false,
-            }
-    };
-    let named = |i: &InitWaitedFor| i.initializer.as_ref().is_some_and(|t| t.vthread.is_some());
+    let (same, named) = (same_init, init_named);
     if named(&init) {
         inits.retain(|known| !same(known, &init) || named(known));
     } else if inits.iter().any(|known| same(known, &init) && named(known)) {
         return;
     }
     inits.insert(init);
+}
+
+/// The same initialization, run by the same thread.
+fn same_init(a: &InitWaitedFor, b: &InitWaitedFor) -> bool {
+    a.class == b.class
+        && match (&a.initializer, &b.initializer) {
+            (Some(x), Some(y)) => x.tid == y.tid,
+            _ => false,
+        }
+}
+
+/// Read with the virtual thread that ran the initializer.
+fn init_named(i: &InitWaitedFor) -> bool {
+    i.initializer.as_ref().is_some_and(|t| t.vthread.is_some())
+}
+
+/// The initializers read without their virtual thread, in any site, replaced by the same
+/// ones read with it in another (a site's waits may all have raced the initializer's mount).
+fn name_inits_across(sites: &mut [PinnedSite]) {
+    let named: Vec<InitWaitedFor> = sites
+        .iter()
+        .flat_map(|s| s.class_inits.iter())
+        .filter(|i| init_named(i))
+        .cloned()
+        .collect();
+    for site in sites {
+        let unnamed: Vec<InitWaitedFor> = site
+            .class_inits
+            .iter()
+            .filter(|i| !init_named(i))
+            .cloned()
+            .collect();
+        for u in unnamed {
+            if let Some(n) = named.iter().find(|n| same_init(n, &u)) {
+                site.class_inits.remove(&u);
+                site.class_inits.insert(n.clone());
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -455,6 +488,34 @@ mod tests {
         add_init(&mut inits, init(2, None));
         add_init(&mut inits, init(3, None));
         let said: Vec<String> = inits.iter().map(|i| i.to_string()).collect();
+        assert_eq!(
+            said,
+            [
+                "Shop$Fmt by worker-2 (virtual thread #9)",
+                "Shop$Fmt by worker-3"
+            ]
+        );
+        // Across sites: one site's waits all raced the mount, another's named it.
+        let site = |inits: Vec<InitWaitedFor>| PinnedSite {
+            reason: Reason::ClassInit,
+            operation: Operation::ObjectWait,
+            stack: StackLabels::default(),
+            events: 1,
+            total_ns: 1,
+            max_ns: 1,
+            virtual_threads: Default::default(),
+            carriers: Default::default(),
+            monitor_classes: Default::default(),
+            class_monitors: Default::default(),
+            class_inits: inits.into_iter().collect(),
+            released_by: Default::default(),
+        };
+        let mut sites = [
+            site(vec![init(2, None), init(3, None)]),
+            site(vec![init(2, Some(9))]),
+        ];
+        super::name_inits_across(&mut sites);
+        let said: Vec<String> = sites[0].class_inits.iter().map(|i| i.to_string()).collect();
         assert_eq!(
             said,
             [
