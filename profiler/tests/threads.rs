@@ -319,8 +319,10 @@ fn late_carriers_are_idle(major: u32) {
             before_listed as f64 / 1e6,
             after_listed as f64 / 1e6
         );
+        // 20 ms: typically 0-5 ms; once 11.3 ms in CI (static binary, loaded machine), of
+        // waits inside the VM (no virtual thread mounted) as the new thread settled in.
         assert!(
-            after_listed <= 10_000_000,
+            after_listed <= 20_000_000,
             "JDK {major}: a late carrier blocked {after_listed} ns, once known, with nothing to \
              block on: {c}; its longest blocked waits: {}",
             longest_blocked(&out, tid)
