@@ -594,24 +594,19 @@ mod tests {
         holder: Option<usize>,
         total_ns: u64,
     ) -> PinnedSite {
+        let stack = StackLabels {
+            frames: frames.iter().map(|f| f.to_string()).collect(),
+            frame_kinds: vec![FrameClass::Compiled; frames.len()],
+            monitor_frames: holder.into_iter().collect(),
+            lines: vec![None; frames.len()],
+        };
         PinnedSite {
-            reason,
-            operation,
-            stack: StackLabels {
-                frames: frames.iter().map(|f| f.to_string()).collect(),
-                frame_kinds: vec![FrameClass::Compiled; frames.len()],
-                monitor_frames: holder.into_iter().collect(),
-                lines: vec![None; frames.len()],
-            },
             events: 10,
             total_ns,
             max_ns: total_ns / 10,
             virtual_threads: [7].into(),
             carriers: [100, 101].into(),
-            monitor_classes: Default::default(),
-            class_monitors: Default::default(),
-            class_inits: Default::default(),
-            released_by: Default::default(),
+            ..PinnedSite::new(reason, operation, stack)
         }
     }
 

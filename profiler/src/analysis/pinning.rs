@@ -116,6 +116,26 @@ pub struct PinnedSite {
     pub released_by: BTreeMap<u32, u64>,
 }
 
+impl PinnedSite {
+    /// A site with nothing counted yet.
+    pub fn new(reason: Reason, operation: Operation, stack: StackLabels) -> Self {
+        Self {
+            reason,
+            operation,
+            stack,
+            events: 0,
+            total_ns: 0,
+            max_ns: 0,
+            virtual_threads: Default::default(),
+            carriers: Default::default(),
+            monitor_classes: Default::default(),
+            class_monitors: Default::default(),
+            class_inits: Default::default(),
+            released_by: Default::default(),
+        }
+    }
+}
+
 /// Pinned sites, most time first.
 pub fn pinned_sites(model: &Model, events: &[PinnedEvent]) -> Vec<PinnedSite> {
     // Events are grouped by their stack ids first, so each distinct stack is labelled
@@ -152,20 +172,7 @@ pub fn pinned_sites(model: &Model, events: &[PinnedEvent]) -> Vec<PinnedSite> {
         let place = site_place(&stack, &labels);
         let site = sites
             .entry((reason, operation, place))
-            .or_insert_with(|| PinnedSite {
-                reason,
-                operation,
-                stack: labels.clone(),
-                events: 0,
-                total_ns: 0,
-                max_ns: 0,
-                virtual_threads: Default::default(),
-                carriers: Default::default(),
-                monitor_classes: Default::default(),
-                class_monitors: Default::default(),
-                class_inits: Default::default(),
-                released_by: Default::default(),
-            });
+            .or_insert_with(|| PinnedSite::new(reason, operation, labels.clone()));
         // (The same one whatever order the groups come in.)
         if (labels.frames.len(), &labels) > (site.stack.frames.len(), &site.stack) {
             site.stack = labels;
@@ -497,18 +504,12 @@ mod tests {
         );
         // Across sites: one site's waits all raced the mount, another's named it.
         let site = |inits: Vec<InitWaitedFor>| PinnedSite {
-            reason: Reason::ClassInit,
-            operation: Operation::ObjectWait,
-            stack: StackLabels::default(),
-            events: 1,
-            total_ns: 1,
-            max_ns: 1,
-            virtual_threads: Default::default(),
-            carriers: Default::default(),
-            monitor_classes: Default::default(),
-            class_monitors: Default::default(),
             class_inits: inits.into_iter().collect(),
-            released_by: Default::default(),
+            ..PinnedSite::new(
+                Reason::ClassInit,
+                Operation::ObjectWait,
+                StackLabels::default(),
+            )
         };
         let mut sites = [
             site(vec![init(2, None), init(3, None)]),

@@ -634,24 +634,18 @@ mod tests {
     use super::*;
 
     fn site(frames: &[(&str, FrameClass)], monitor_frames: Vec<usize>) -> PinnedSite {
+        let stack = StackLabels {
+            frames: frames.iter().map(|(f, _)| f.to_string()).collect(),
+            frame_kinds: frames.iter().map(|(_, k)| *k).collect(),
+            monitor_frames,
+            lines: vec![None; frames.len()],
+        };
+        use crate::analysis::classify::{Operation, Reason};
         PinnedSite {
-            reason: crate::analysis::classify::Reason::Monitor,
-            operation: crate::analysis::classify::Operation::Park,
-            stack: StackLabels {
-                frames: frames.iter().map(|(f, _)| f.to_string()).collect(),
-                frame_kinds: frames.iter().map(|(_, k)| *k).collect(),
-                monitor_frames,
-                lines: vec![None; frames.len()],
-            },
             events: 1,
             total_ns: 1,
             max_ns: 1,
-            virtual_threads: Default::default(),
-            carriers: Default::default(),
-            monitor_classes: Default::default(),
-            class_monitors: Default::default(),
-            class_inits: Default::default(),
-            released_by: Default::default(),
+            ..PinnedSite::new(Reason::Monitor, Operation::Park, stack)
         }
     }
 
