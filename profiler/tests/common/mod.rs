@@ -6,6 +6,7 @@ pub mod counts;
 pub mod fixture;
 pub mod jfr;
 pub mod jvm;
+pub mod naps;
 pub mod terminal;
 
 use std::{

@@ -14,7 +14,9 @@
 //! - `fsync PATH N`: writes 1 MiB to PATH and fsyncs it, N times, keeping it open (as a log
 //!   would be). Prints `fsync <start> <end>`.
 //! - `sleep N`: thread `napper` spins 5 ms then sleeps 20 ms (in `nap`), N times.
-//!   Prints `slept <start> <end>` per round.
+//!   Prints `slept <start> <end>` per round, then the napper's own account of its life
+//!   (`account <time> <cpu> <run-queue>` at its start and at its end, from the kernel's
+//!   counters) and `lived <spawn> <joined>` around the whole thread.
 
 use std::{
     io::{BufRead as _, Read as _, Write as _},
@@ -162,9 +164,11 @@ fn fsync(path: &str, rounds: usize) -> std::fs::File {
 
 /// Busy 5 ms, then asleep 20 ms: the sleeps are the thread's off-CPU time.
 fn nap(rounds: usize) {
+    let spawned = now_ns();
     std::thread::Builder::new()
         .name("napper".into())
         .spawn(move || {
+            let from = Account::now();
             for _ in 0..rounds {
                 let spin = now_ns();
                 while now_ns() - spin < 5_000_000 {
@@ -175,10 +179,47 @@ fn nap(rounds: usize) {
                 let end = now_ns();
                 println!("slept {start} {end}");
             }
+            let to = Account::now();
+            println!(
+                "account {} {} {} {} {} {}",
+                from.time_ns, from.run_ns, from.wait_ns, to.time_ns, to.run_ns, to.wait_ns
+            );
         })
         .expect("spawn napper")
         .join()
         .expect("napper");
+    println!("lived {spawned} {}", now_ns());
+}
+
+/// The kernel's account of the calling thread: its CPU time (exact, from the clock) and its
+/// time waiting for a CPU (from schedstat, which is current while the thread runs).
+struct Account {
+    time_ns: u64,
+    run_ns: u64,
+    wait_ns: u64,
+}
+
+impl Account {
+    fn now() -> Self {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid out-pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        let run_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+        let wait_ns = schedstat
+            .split_whitespace()
+            .nth(1)
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(0);
+        Account {
+            time_ns: now_ns(),
+            run_ns,
+            wait_ns,
+        }
+    }
 }
 
 fn main() {
