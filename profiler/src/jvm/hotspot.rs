@@ -2,7 +2,11 @@
 //! which of them carry virtual threads.
 
 mod blockers;
+mod fields;
 mod monitors;
+mod scheduler;
+
+pub use scheduler::Queued;
 
 use std::collections::HashMap;
 
@@ -160,6 +164,9 @@ pub struct Hotspot {
     blockers: Option<blockers::BlockerLayout>,
     /// Where a monitor says its owner (None: not understood in this JVM).
     monitor_layout: Option<monitors::MonitorLayout>,
+    /// Where classes describe their fields (None: not understood in this JVM).
+    fields: Option<fields::FieldLayout>,
+    field_cache: fields::FieldCache,
 }
 
 /// How long a Java thread's name is trusted before it is read again.
@@ -403,6 +410,13 @@ impl Hotspot {
                  parks are a lock row of their own"
             )),
         }
+        let fields = fields::FieldLayout::read(&vm);
+        if let Err(e) = &fields {
+            limits.push(format!(
+                "the tasks queued in the virtual-thread scheduler are not read in this JVM \
+                 ({e:#}): starvation episodes do not say how much work waited"
+            ));
+        }
         Ok(Self {
             pid,
             major,
@@ -416,6 +430,8 @@ impl Hotspot {
             listed: ListedThreads::default(),
             blockers: blockers.ok(),
             monitor_layout: monitors::MonitorLayout::read(&vm, major).ok(),
+            fields: fields.ok(),
+            field_cache: Default::default(),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,
             name_offset: java_offset(JAVA_FIELD_OFFSETS[1])?,
             monitor_object: vm.offset("ObjectMonitor", "_object").ok(),

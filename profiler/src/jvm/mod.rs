@@ -118,6 +118,13 @@ pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) ->
         let name = t.name.as_deref().unwrap_or("?");
         let _ = writeln!(out, "  {:>8}  {name:<28} {mounted}", t.tid);
     }
+    if !carriers.is_empty() {
+        let queued = match hotspot.queued_tasks(&threads) {
+            Some(q) => format!("{} (in {} queues)", q.tasks, q.queues),
+            None => "not read in this JVM".into(),
+        };
+        let _ = writeln!(out, "tasks waiting for a carrier: {queued}");
+    }
     let _ = writeln!(
         out,
         "other Java threads: {}; Java stacks: {}",
