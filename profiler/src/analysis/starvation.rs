@@ -13,6 +13,9 @@ pub struct Episode {
     pub end_ns: u64,
     pub blocked_carriers: u32,
     pub carriers: u32,
+    /// The most tasks seen waiting in the scheduler for a carrier during it (None: not
+    /// sampled then, or not read in this JVM).
+    pub queued_max: Option<u64>,
 }
 
 /// Finds starvation episodes from the carriers' unavailable spans `(tid, start, end)` and the
@@ -46,6 +49,7 @@ pub fn starvation(
                     end_ns: time,
                     blocked_carriers: *peak,
                     carriers: *n,
+                    queued_max: None,
                 });
                 open = None;
             }
@@ -82,12 +86,55 @@ pub fn starvation_in(model: &Model, uses: &[(&Wait, Use)]) -> Vec<Episode> {
         })
         .map(|(o, _)| (o.tid, o.start_ns, o.end_ns))
         .collect();
+    let alive = carriers_alive(model);
+    let mut episodes = starvation(spans, |t| alive(t));
+    for e in &mut episodes {
+        e.queued_max = queued_max(model, e);
+    }
+    episodes
+}
+
+/// How many carriers were alive at a time. From the carriers' lives when the recording
+/// has them (a pool's new carriers wait for a listing of the JVM's threads to be counted
+/// in a snapshot, and pin at once: an episode must not wait for the listing); else the
+/// latest snapshot of the JVM's threads at or before it (the first one for earlier times).
+fn carriers_alive(model: &Model) -> impl Fn(u64) -> u32 + '_ {
+    let lives: Option<Vec<(u64, u64)>> = (!model.births.is_empty()).then(|| {
+        model
+            .java_threads
+            .values()
+            .filter(|t| t.carrier)
+            .map(|t| {
+                let born = model.births.get(&t.tid).copied().unwrap_or(0);
+                let ended = model.exits.get(&t.tid).map_or(u64::MAX, |(at, _)| *at);
+                (born, ended)
+            })
+            .collect()
+    });
     let counts = &model.carrier_counts;
-    starvation(spans, |t| {
-        // The latest snapshot at or before t (the first one for earlier times).
-        let i = counts.partition_point(|(time, _)| *time <= t);
-        counts.get(i.saturating_sub(1)).map_or(0, |(_, n)| *n)
-    })
+    move |t| match &lives {
+        Some(lives) => {
+            let n = lives
+                .iter()
+                .filter(|(born, ended)| *born <= t && t < *ended)
+                .count();
+            u32::try_from(n).unwrap_or(u32::MAX)
+        }
+        None => {
+            let i = counts.partition_point(|(time, _)| *time <= t);
+            counts.get(i.saturating_sub(1)).map_or(0, |(_, n)| *n)
+        }
+    }
+}
+
+/// The most tasks waiting for a carrier in the samples taken during an episode (the
+/// recorder samples while every carrier waits, a drain pass apart).
+fn queued_max(model: &Model, e: &Episode) -> Option<u64> {
+    model
+        .queued
+        .range(e.start_ns..=e.end_ns)
+        .map(|(_, &tasks)| tasks)
+        .max()
 }
 
 /// Starvation under way at the latest checkpoint: every carrier alive in a wait that has
@@ -105,9 +152,7 @@ pub fn starving_now(model: &Model) -> Option<(u64, u32)> {
         })
         .map(|o| o.start_ns)
         .collect();
-    let counts = &model.carrier_counts;
-    let i = counts.partition_point(|(t, _)| t <= time_ns);
-    let alive = counts.get(i.checked_sub(1)?).map(|(_, n)| *n)?;
+    let alive = carriers_alive(model)(*time_ns);
     (alive > 0 && u32::try_from(unavailable.len()).unwrap_or(u32::MAX) >= alive)
         .then(|| (unavailable.iter().copied().max().unwrap_or(*time_ns), alive))
 }
@@ -128,7 +173,8 @@ mod tests {
                 start_ns: 5,
                 end_ns: 8,
                 blocked_carriers: 2,
-                carriers: 2
+                carriers: 2,
+                queued_max: None,
             }]
         );
         assert!(starvation(vec![(1, 0, 8)], |_| 0).is_empty());
@@ -142,6 +188,27 @@ mod tests {
         let episodes = starvation(spans, |_| 2);
         assert_eq!(episodes.len(), 1);
         assert_eq!((episodes[0].start_ns, episodes[0].end_ns), (0, 30 * ms));
+    }
+
+    #[test]
+    fn an_episode_has_the_most_tasks_sampled_in_it() {
+        let mut model = Model::default();
+        model
+            .queued
+            .extend([(5, 900), (10, 3), (20, 40), (30, 120), (41, 7)]);
+        let episode = |start_ns, end_ns| Episode {
+            start_ns,
+            end_ns,
+            blocked_carriers: 2,
+            carriers: 2,
+            queued_max: None,
+        };
+        assert_eq!(queued_max(&model, &episode(10, 30)), Some(120));
+        assert_eq!(
+            queued_max(&model, &episode(11, 19)),
+            None,
+            "no sample in it"
+        );
     }
 
     #[test]
