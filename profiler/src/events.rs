@@ -437,8 +437,7 @@ pub enum Event {
     /// once, after the recording's header. (Recordings made before it existed still read.)
     Container(ContainerInfo),
     /// At `time_ns`, thread `tid` (or the virtual thread mounted on it) was parked on
-    /// `blocker`, read while it parked. (Last of the variants, format 6: older recordings
-    /// still read.)
+    /// `blocker`, read while it parked. (Format 6: older recordings still read.)
     ParkBlocker {
         time_ns: u64,
         tid: u32,
@@ -451,6 +450,13 @@ pub enum Event {
         tid: u32,
         monitor: u64,
         owner: BlockerOwner,
+    },
+    /// At `time_ns`, `tasks` waited in the virtual-thread scheduler's `queues` for a carrier
+    /// (read from its `ForkJoinPool`: format 7).
+    Queued {
+        time_ns: u64,
+        tasks: u64,
+        queues: u32,
     },
 }
 
@@ -531,7 +537,8 @@ impl Event {
             | Event::ThreadStart { time_ns, .. }
             | Event::ThreadExit { time_ns, .. }
             | Event::ParkBlocker { time_ns, .. }
-            | Event::MonitorOwner { time_ns, .. } => Some(*time_ns),
+            | Event::MonitorOwner { time_ns, .. }
+            | Event::Queued { time_ns, .. } => Some(*time_ns),
             _ => None,
         }
     }

@@ -164,3 +164,117 @@ fn jdk21_deadlocks_on_monitors_and_reentrant_locks_are_found_as_the_jvm_finds_th
 fn jdk25_deadlocks_on_monitors_and_reentrant_locks_are_found_as_the_jvm_finds_them() {
     deadlocks(25);
 }
+
+/// `Backlog`: every carrier pinned in a class initializer that sleeps 2 s, while the main
+/// thread starts 1,000 virtual threads. They wait in the scheduler's queues until the
+/// initializers end: the starvation episode around the submission says 1,000 waited to run
+/// (the workload's own count, within 10%), the samples before it say almost none, and the
+/// report and the starvation finding say it.
+fn backlog(major: u32) {
+    const TASKS: u64 = 1000;
+    let mut jvm = start_vt(major, 4, "Backlog", &["4", &TASKS.to_string(), "2000"]);
+    let (recorder, out) = spawn_record(jvm.pid, &format!("backlog{major}.pinrec"));
+    std::thread::sleep(Duration::from_millis(300));
+    say(&mut jvm, "go");
+    let time = |line: String| -> u64 { line.split_whitespace().nth(2).unwrap().parse().unwrap() };
+    let submitted = time(
+        jvm.wait_for("submitted ", Duration::from_secs(20))
+            .expect("the workload submits its tasks"),
+    );
+    // The same, asked of the live JVM while the tasks wait (the stall lasts 2 s).
+    let now = pinprof()
+        .args(["jvm", "--no-attach", "--pid", &jvm.pid.to_string()])
+        .output()
+        .unwrap();
+    assert_ok(&now, "pinprof jvm");
+    let now = String::from_utf8_lossy(&now.stdout);
+    let waiting: f64 = now
+        .lines()
+        .find_map(|l| l.strip_prefix("tasks waiting for a carrier: "))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the tasks waiting in\n{now}"));
+    assert_within(
+        "tasks waiting, as pinprof jvm says",
+        waiting,
+        TASKS as f64,
+        0.10,
+    );
+    let ran = time(
+        jvm.wait_for("ran ", Duration::from_secs(20))
+            .expect("the workload's tasks run"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    interrupt(recorder);
+    let report = report_json(&out);
+    let start = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let (submitted, ran) = (submitted - start, ran - start);
+    let episodes = report["starvation"]["episodes"].as_array().unwrap();
+    let episode = episodes
+        .iter()
+        .find(|e| {
+            let from = e["start_ns"].as_u64().unwrap();
+            from < submitted && submitted < from + e["duration_ns"].as_u64().unwrap()
+        })
+        .unwrap_or_else(|| panic!("no episode around the submission at {submitted}: {episodes:?}"));
+    eprintln!("episode {episode}; submitted at {submitted}, all ran by {ran}");
+    // All 4 carriers (the parallelism asked), from the last initializer's start to the
+    // first one's end: the 2 s each sleeps, less how far apart they began (a few ms).
+    assert_eq!(episode["carriers"], 4, "{episode}");
+    assert_within(
+        "the episode (s) vs the initializers' sleep",
+        episode["duration_ns"].as_f64().unwrap() / 1e9,
+        2.0,
+        0.05,
+    );
+    let queued = episode["queued_max"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the episode's backlog: {episode}"));
+    assert_within(
+        "tasks waiting for a carrier in the episode",
+        queued as f64,
+        TASKS as f64,
+        0.10,
+    );
+    // Before the tasks were submitted (if a carrier was there to read the pool through: a
+    // JDK 25 starts its carriers as the first virtual threads start) and after they all
+    // ran, (almost) nothing waited.
+    let samples = report["starvation"]["queued"].as_array().unwrap();
+    let outside = |s: &&Value| {
+        let t = s["time_ns"].as_u64().unwrap();
+        t < submitted || t > ran
+    };
+    let after = samples
+        .iter()
+        .filter(|s| s["time_ns"].as_u64().unwrap() > ran)
+        .count();
+    assert!(
+        after > 0
+            && samples
+                .iter()
+                .filter(outside)
+                .all(|s| s["tasks"].as_u64().unwrap() < 10),
+        "{samples:?}"
+    );
+    let text = pinprof().arg("report").arg(&out).output().unwrap();
+    assert_ok(&text, "pinprof report");
+    let text = String::from_utf8_lossy(&text.stdout);
+    let said = format!("up to {queued} virtual threads waited to run");
+    assert!(text.contains(&said), "{said} in\n{text}");
+    let starvation = findings_of(&report, "starvation");
+    assert!(
+        starvation
+            .iter()
+            .any(|f| f["summary"].as_str().unwrap().contains(&said)),
+        "{starvation:?}"
+    );
+}
+
+#[test]
+fn jdk21_work_queued_while_every_carrier_is_pinned_is_counted() {
+    backlog(21);
+}
+
+#[test]
+fn jdk25_work_queued_while_every_carrier_is_pinned_is_counted() {
+    backlog(25);
+}

@@ -210,7 +210,7 @@ fn starvation_from_before_attach_is_flagged_at_once() {
     let flag = "STARVING NOW: all 2 carriers pinned or blocked for ";
     let screen = term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
         s.split(flag).nth(1).is_some_and(|rest| {
-            rest.split_once("s ")
+            rest.split_once('s')
                 .and_then(|(secs, _)| secs.parse::<f64>().ok())
                 .is_some_and(|secs| secs >= 1.0)
         })
@@ -233,6 +233,11 @@ fn starvation_from_before_attach_is_flagged_at_once() {
         );
     }
     assert!(screen.contains("Starvation: under way for"), "{screen}");
+    // The workload's only two virtual threads are the ones pinned: none waits to run.
+    assert!(
+        screen.contains(", 0 virtual threads waiting to run"),
+        "{screen}"
+    );
     term.send(b"q");
     assert!(term.wait_exit(Duration::from_secs(15)).success());
     drop(jvm);

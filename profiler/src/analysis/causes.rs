@@ -185,12 +185,14 @@ mod tests {
                 end_ns: 100 * MS,
                 blocked_carriers: 2,
                 carriers: 2,
+                queued_max: None,
             },
             Episode {
                 start_ns: 200 * MS,
                 end_ns: 220 * MS,
                 blocked_carriers: 2,
                 carriers: 2,
+                queued_max: None,
             },
         ];
         let events = [

@@ -314,12 +314,19 @@ fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
         Some(w) => format!("; the carriers waited mostly {}{place}", waiting_label(&w)),
         None => place,
     };
+    let waited = e
+        .starvation
+        .iter()
+        .filter_map(|s| s.queued_max)
+        .max()
+        .map(|n| format!(", while up to {n} virtual threads waited to run"))
+        .unwrap_or_default();
     Some(Finding {
         kind: FindingKind::Starvation,
         severity,
         summary: format!(
             "every carrier was pinned or blocked for {} of {} ({:.0}%) in {} episodes, the \
-             longest {} at {}: no other virtual thread could run then{cause}",
+             longest {} at {}: no other virtual thread could run then{waited}{cause}",
             secs(starved),
             secs(e.window_ns),
             portion * 100.0,
@@ -702,6 +709,7 @@ mod tests {
             end_ns: 3_500 * MS,
             blocked_carriers: 2,
             carriers: 2,
+            queued_max: None,
         }];
         let found = findings(
             &evidence(21, &threads, &big, &episodes),

@@ -146,12 +146,14 @@ mod tests {
                 end_ns: 200 * MS,
                 blocked_carriers: 2,
                 carriers: 2,
+                queued_max: None,
             },
             Episode {
                 start_ns: 300 * MS,
                 end_ns: 350 * MS,
                 blocked_carriers: 2,
                 carriers: 2,
+                queued_max: None,
             },
         ];
         let events = [pinned(1, 5, 210), pinned(2, 10, 205), pinned(1, 295, 360)];

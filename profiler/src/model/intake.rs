@@ -258,6 +258,7 @@ fn cut_event(event: &mut Event) -> u64 {
         | Event::MonitorClassObject { class, .. }
         | Event::ClassInitLock { class, .. } => return text(class, MAX_TEXT),
         Event::OpenWaits { .. } | Event::ThreadStart { .. } => {}
+        Event::Queued { tasks, .. } => count(tasks),
         Event::MonitorOwner { owner, .. } => {
             return owner.name.as_mut().map_or(0, |n| text(n, MAX_TEXT));
         }

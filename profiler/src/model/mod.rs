@@ -83,6 +83,8 @@ pub struct Model {
     /// Monitors' owners as read while threads waited to enter them: by the waiting thread
     /// and read time, the monitor and its owner.
     pub monitor_owners: HashMap<u32, BTreeMap<u64, (u64, BlockerOwner)>>,
+    /// Tasks waiting in the virtual-thread scheduler for a carrier: by read time.
+    pub queued: BTreeMap<u64, u64>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
     /// The carriers' waits still under way at the latest checkpoint: (time, waits).
@@ -301,6 +303,9 @@ impl Model {
                     .or_default()
                     .insert(time_ns, (monitor, owner));
             }
+            Event::Queued { time_ns, tasks, .. } => {
+                self.queued.insert(time_ns, tasks);
+            }
             Event::ParkBlocker {
                 time_ns,
                 tid,
@@ -349,6 +354,7 @@ impl Model {
         self.fold(before_ns, |_, _, _| false);
         self.syscalls
             .retain(|s| s.end_ns >= before_ns || s.unfinished);
+        self.queued = self.queued.split_off(&before_ns);
         // Java stacks are keyed by when their wait began (or their release, for a holder):
         // keep those of the waits still kept, thread by thread (one thread's wait as long as
         // the recording would otherwise keep every thread's stacks).

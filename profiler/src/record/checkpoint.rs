@@ -13,6 +13,7 @@ impl Session {
     pub(super) fn checkpoint(&mut self) -> Result<()> {
         self.cpu_snapshot()?;
         self.open_carrier_waits()?;
+        self.sample_queued(true)?;
         let sums: Vec<SyscallSum> = self
             .capture
             .syscall_sums()

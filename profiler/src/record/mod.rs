@@ -5,8 +5,9 @@
 //! Here: the options, the summary, the start and the drain loop with its stops. Beside it,
 //! one concern a file: `seed` (what is read before the programs attach), `jvm_watch` (the
 //! JVM while it runs), `translate` (kernel records into events), `stacks`, `checkpoint`
-//! (the once-a-second snapshots), `progress` (the line on stderr), `thread_watch` (the
-//! JVM's thread list followed from a thread of its own).
+//! (the once-a-second snapshots), `progress` (the line on stderr), `queue_watch` (the work
+//! waiting for a carrier), `thread_watch` (the JVM's thread list followed from a thread of
+//! its own).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -20,6 +21,7 @@ use anyhow::{Context as _, Result};
 mod checkpoint;
 mod jvm_watch;
 mod progress;
+mod queue_watch;
 mod seed;
 mod stacks;
 mod thread_watch;
@@ -250,6 +252,7 @@ pub fn run_with(
         watch,
         registration_failed: false,
         exit_ns: None,
+        queue: Default::default(),
     };
     session.warm_up();
     let started_ns = session.capture.started_ns();
@@ -343,6 +346,7 @@ struct Session {
     registration_failed: bool,
     /// When the target exited, if the kernel said so: the end of the window.
     exit_ns: Option<u64>,
+    queue: queue_watch::QueueWatch,
 }
 
 impl Session {
@@ -381,6 +385,7 @@ impl Session {
             }
             self.name_class_init_waits()?;
             self.name_park_blockers()?;
+            self.sample_queued(false)?;
             if last_checkpoint.elapsed() >= CHECKPOINT {
                 last_checkpoint = Instant::now();
                 self.checkpoint()?;

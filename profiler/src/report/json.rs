@@ -102,6 +102,8 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 "duration_ns": e.end_ns.saturating_sub(e.start_ns),
                 "blocked_carriers": e.blocked_carriers,
                 "carriers": e.carriers,
+                // The most tasks (virtual threads to run) seen waiting for a carrier in it.
+                "queued_max": e.queued_max,
                 // What most of its pinned carrier time waited on, and the lock's owner.
                 "waiting_on": on.map(|w| json!({
                     "kind": w.kind.as_str(),
@@ -191,6 +193,13 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
         "starvation": {
             "total_ns": total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns))),
             "episodes": starvation,
+            // Tasks waiting in the scheduler for a carrier, as sampled: at every checkpoint
+            // and while every carrier waited.
+            "queued": model
+                .queued
+                .iter()
+                .map(|(t, n)| json!({"time_ns": t.saturating_sub(model.start_mono_ns), "tasks": n}))
+                .collect::<Vec<_>>(),
         },
         "locks": locks,
         "syscalls": syscalls,

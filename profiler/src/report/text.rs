@@ -290,10 +290,16 @@ fn write_carriers(out: &mut String, analysis: &Analysis, options: &Options) -> s
             .map(|e| e.end_ns.saturating_sub(e.start_ns))
             .max()
             .unwrap_or(0);
+        let waited = episodes
+            .iter()
+            .filter_map(|e| e.queued_max)
+            .max()
+            .map(|n| format!("; up to {n} virtual threads waited to run"))
+            .unwrap_or_default();
         writeln!(
             out,
             "\nCarrier starvation: every carrier pinned or blocked for {} in {} episodes \
-             (longest {}): no other virtual thread could run then",
+             (longest {}): no other virtual thread could run then{waited}",
             secs(starved),
             episodes.len(),
             secs(longest)

@@ -82,6 +82,8 @@ pub struct View {
     pub last_starvation_end_ns: Option<u64>,
     /// Starvation under way at the latest checkpoint: (for how long, carriers).
     pub starving_now: Option<(u64, u32)>,
+    /// Tasks waiting in the scheduler for a carrier, as last sampled (if lately).
+    pub queued_now: Option<u64>,
     pub locks: Vec<LockRow>,
     pub syscalls: Vec<SyscallRow>,
     /// What the user must know, most severe first.
@@ -345,6 +347,11 @@ impl App {
                 (model.end_mono_ns.saturating_sub(*at) < 3_000_000_000)
                     .then(|| (at.saturating_sub(since), carriers))
             }),
+            queued_now: model
+                .queued
+                .last_key_value()
+                .filter(|(at, _)| model.end_mono_ns.saturating_sub(**at) < 3_000_000_000)
+                .map(|(_, n)| *n),
             locks,
             syscalls,
             findings,

@@ -118,9 +118,14 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
             1 => "the only carrier".to_string(),
             n => format!("all {n} carriers"),
         };
+        let waiting = app
+            .view
+            .queued_now
+            .map(|n| format!(", {n} virtual threads waiting to run"))
+            .unwrap_or_default();
         second.push(Span::styled(
             format!(
-                "STARVING NOW: {which} pinned or blocked for {}",
+                "STARVING NOW: {which} pinned or blocked for {}{waiting}",
                 secs(for_ns)
             ),
             Style::new().white().on_red().bold(),
