@@ -87,7 +87,7 @@ pub fn starvation_in(model: &Model, uses: &[(&Wait, Use)]) -> Vec<Episode> {
         .map(|(o, _)| (o.tid, o.start_ns, o.end_ns))
         .collect();
     let alive = carriers_alive(model);
-    let mut episodes = starvation(spans, |t| alive(t));
+    let mut episodes = starvation(spans, alive);
     for e in &mut episodes {
         e.queued_max = queued_max(model, e);
     }
