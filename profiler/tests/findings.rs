@@ -235,13 +235,14 @@ fn backlog(major: u32) {
         TASKS as f64,
         0.10,
     );
-    // Before the tasks were submitted (if a carrier was there to read the pool through: a
-    // JDK 25 starts its carriers as the first virtual threads start) and after they all
-    // ran, (almost) nothing waited.
+    // Before the episode (if a carrier was there to read the pool through: a JDK 25 starts
+    // its carriers as the first virtual threads start) and after all the tasks ran, (almost)
+    // nothing waited. (While they are being submitted, a sample sees some of them.)
     let samples = report["starvation"]["queued"].as_array().unwrap();
+    let began = episode["start_ns"].as_u64().unwrap();
     let outside = |s: &&Value| {
         let t = s["time_ns"].as_u64().unwrap();
-        t < submitted || t > ran
+        t < began || t > ran
     };
     let after = samples
         .iter()
