@@ -18,7 +18,9 @@ macro_rules! say {
 pub mod analysis;
 pub mod capabilities;
 pub mod capture;
+pub mod check;
 pub mod events;
+pub mod export;
 pub mod fdname;
 pub mod flamegraph;
 pub mod jvm;

@@ -81,7 +81,7 @@ impl<'m> Analysis<'m> {
 
     /// What each of the model's intervals counts as, in the model's order (None: preempted):
     /// classified once for every figure.
-    fn classes(&self) -> &[Option<Use>] {
+    pub(crate) fn classes(&self) -> &[Option<Use>] {
         self.classes
             .get_or_init(|| classify::classify_all(self.model))
     }
