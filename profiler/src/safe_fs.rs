@@ -660,3 +660,29 @@ pub fn fd_path(file: &impl AsFd) -> PathBuf {
 
 #[cfg(test)]
 mod tests;
+
+/// A new directory of pinprof's own under the temporary directory, mode 0700: made, never
+/// found (a name already taken, by anything, is passed over), so nothing another user
+/// planted is written into. The caller removes it.
+pub fn private_temp_dir(prefix: &str) -> Result<std::path::PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let base = std::env::temp_dir();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    for attempt in 0..16u32 {
+        let dir = base.join(format!(
+            "{prefix}-{}-{stamp:x}-{attempt}",
+            std::process::id()
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot make a directory in {}", base.display()));
+            }
+        }
+    }
+    bail!("cannot make a directory of its own in {}", base.display())
+}

@@ -19,8 +19,9 @@ use crate::model::total;
 use crate::units::secs;
 
 /// What a finding is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum FindingKind {
     /// Threads each waiting for a lock the next one holds, to the end.
     Deadlock,
