@@ -1,12 +1,12 @@
 //! The `pinprof` command line: parses arguments and hands each subcommand to the library.
 
-use profiler::analysis::Analysis;
-use profiler::{flamegraph, jvm, model, record, recording, report, say, tui};
+use profiler::analysis::{Analysis, findings::FindingKind};
+use profiler::{export, flamegraph, jvm, model, record, recording, report, say, tui, units};
 
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory as _, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -29,20 +29,28 @@ enum Command {
         /// No progress line.
         #[arg(long, short)]
         quiet: bool,
+        /// Also write the recording in this format once it ends, as `pinprof export` would
+        /// (the name says the format: .folded, .pb.gz, .trace.json, .svg); repeatable.
+        #[arg(long, value_name = "FILE")]
+        export: Vec<PathBuf>,
     },
     /// Record a live process as `record` does, and show carriers, pinned sites, threads,
     /// locks and system calls live in the terminal until you quit (q).
     Top {
         #[command(flatten)]
         capture: CaptureArgs,
-        /// How often the view is recomputed (milliseconds).
-        #[arg(long, default_value_t = 1000)]
-        refresh_ms: u64,
-        /// Pinning, starvation, locks and system calls are shown for the latest this many
-        /// seconds, which bounds the view's memory (0: since the start). Thread times are
-        /// always since the start; the recording always has everything.
-        #[arg(long, default_value_t = 60)]
-        window: u64,
+        /// How often the view is recomputed (`500ms`; at least 50ms).
+        #[arg(long, value_parser = units::duration, default_value = "1s")]
+        refresh: Duration,
+        /// As --refresh, in milliseconds.
+        #[arg(long, hide = true, conflicts_with = "refresh")]
+        refresh_ms: Option<u64>,
+        /// Pinning, starvation, locks and system calls are shown for the latest this long
+        /// (`60s`, `5m`; a bare number is seconds), which bounds the view's memory (0: since
+        /// the start). Thread times are always since the start; the recording always has
+        /// everything.
+        #[arg(long, value_parser = units::duration_or_secs, default_value = "60s")]
+        window: Duration,
     },
     /// Show a recording in the terminal view of `top`: at once, or replayed at its pace.
     Replay {
@@ -51,10 +59,10 @@ enum Command {
         /// whole recording at once.
         #[arg(long)]
         speed: Option<f64>,
-        /// Show pinning, starvation, locks and system calls for the latest this many seconds
-        /// only (default: the whole recording).
-        #[arg(long)]
-        window: Option<u64>,
+        /// Show pinning, starvation, locks and system calls for the latest this long only
+        /// (`30s`; a bare number is seconds; default: the whole recording).
+        #[arg(long, value_parser = units::duration_or_secs)]
+        window: Option<Duration>,
     },
     /// Show what pinprof sees in a live JVM now: version, scheduler, carriers, and the virtual
     /// thread mounted on each.
@@ -96,6 +104,65 @@ enum Command {
         #[arg(long, value_enum, default_value_t = flamegraph::Kind::OffCpu)]
         kind: flamegraph::Kind,
     },
+    /// Write a recording in a format other tools read: folded stacks (.folded), pprof
+    /// (.pb.gz), a Chrome trace timeline (.trace.json, for Perfetto) or the flamegraph (.svg).
+    Export {
+        file: PathBuf,
+        /// The file to write (`-` for standard output); its name says the format unless
+        /// --format does. A new file, or a regular file to replace, never a recording.
+        #[arg(long, short)]
+        output: PathBuf,
+        #[arg(long, short, value_enum)]
+        format: Option<export::Format>,
+        /// What folded stacks and the SVG weigh (pprof has every kind at once).
+        #[arg(long, value_enum, default_value_t = flamegraph::Kind::OffCpu)]
+        kind: flamegraph::Kind,
+        /// Folded stacks and the SVG: one tower per thread, named at the root.
+        #[arg(long)]
+        per_thread: bool,
+    },
+    /// A gate for CI: record a live process for a while (or read a recording) and hold it
+    /// against limits. Exits 0 within limits, 1 when a limit is crossed, 2 when it could not
+    /// measure (no such process, no privileges, an unreadable recording).
+    Check {
+        /// A recording to check, instead of recording one with --pid.
+        #[arg(required_unless_present = "pid", conflicts_with = "pid")]
+        file: Option<PathBuf>,
+        /// Process to record.
+        #[arg(long, short)]
+        pid: Option<u32>,
+        /// How long to record it (`10s`; a bare number is seconds).
+        #[arg(long, short, value_parser = units::duration_or_secs, default_value = "10s")]
+        duration: Duration,
+        /// Keep the recording made (by default it is removed once checked).
+        #[arg(long, short, requires = "pid")]
+        output: Option<PathBuf>,
+        /// Fail when carriers were pinned longer than this in all (`100ms`).
+        #[arg(long, value_parser = units::duration)]
+        max_pinned: Option<Duration>,
+        /// Fail when every carrier was pinned or blocked at once longer than this in all
+        /// (`0s`: any starvation fails).
+        #[arg(long, value_parser = units::duration)]
+        max_starvation: Option<Duration>,
+        /// Fail on findings of these kinds (comma-separated).
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "gridlock,deadlock"
+        )]
+        fail_on: Vec<FindingKind>,
+        /// Also write the verdict as JUnit XML, a test case per limit.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+    /// Print a shell completion script (`cargo xtask dist` puts them beside the binary).
+    #[command(hide = true)]
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page, in roff, of pinprof or of one of its subcommands
+    /// (`pinprof-record(1)`); `cargo xtask dist` puts them beside the binary.
+    #[command(hide = true)]
+    Man { subcommand: Option<String> },
 
     /// Debug: dump the live JVM's VMStructs fields whose type or name contains FILTER.
     #[command(hide = true)]
@@ -108,9 +175,10 @@ struct CaptureArgs {
     /// Process to attach to (no restart, no flags, nothing loaded into it).
     #[arg(long, short)]
     pid: u32,
-    /// Seconds to record; without it, until Ctrl-C (q in `top`) or the target exits.
-    #[arg(long, short)]
-    duration: Option<f64>,
+    /// How long to record (`30s`, `5m`; a bare number is seconds); without it, until
+    /// Ctrl-C (q in `top`) or the target exits.
+    #[arg(long, short, value_parser = units::duration_or_secs)]
+    duration: Option<Duration>,
     /// Recording to write (default: pinprof-<pid>.pinrec); created new, mode 0600.
     #[arg(long, short)]
     output: Option<PathBuf>,
@@ -118,21 +186,30 @@ struct CaptureArgs {
     /// old file is replaced, never written through.
     #[arg(long)]
     force: bool,
-    /// Off-CPU intervals shorter than this (microseconds) are summed per thread in the
-    /// kernel instead of recorded one by one with their stacks.
-    #[arg(long, default_value_t = 0)]
-    min_off_cpu_us: u64,
-    /// Java stacks are walked for blocks at least this long (microseconds), and for every
-    /// pinned block however short; 0 turns the Java stack walk off.
-    #[arg(long, default_value_t = 1000)]
-    java_stack_min_us: u64,
+    /// Off-CPU intervals shorter than this (`100us`) are summed per thread in the kernel
+    /// instead of recorded one by one with their stacks.
+    #[arg(long, value_parser = units::duration, default_value = "0s")]
+    min_off_cpu: Duration,
+    /// Java stacks are walked for blocks at least this long (`5ms`), and for every pinned
+    /// block however short; 0s turns the Java stack walk off.
+    #[arg(long, value_parser = units::duration, default_value = "1ms")]
+    java_stack_min: Duration,
+    /// As --min-off-cpu, in microseconds (kept for scripts that give it).
+    #[arg(long, hide = true, conflicts_with = "min_off_cpu")]
+    min_off_cpu_us: Option<u64>,
+    /// As --java-stack-min, in microseconds.
+    #[arg(long, hide = true, conflicts_with = "java_stack_min")]
+    java_stack_min_us: Option<u64>,
     /// Ring buffer size in MiB (a power of two); raise it if events are lost.
     #[arg(long, default_value_t = 16)]
     ring_buffer_mib: u32,
-    /// System calls and futex waits at least this long (microseconds) are recorded one by
-    /// one with their stacks, file and waker; shorter ones are counted per thread and call.
-    #[arg(long, default_value_t = 1000)]
-    min_syscall_us: u64,
+    /// System calls and futex waits at least this long (`1ms`) are recorded one by one with
+    /// their stacks, file and waker; shorter ones are counted per thread and call.
+    #[arg(long, value_parser = units::duration, default_value = "1ms")]
+    min_syscall: Duration,
+    /// As --min-syscall, in microseconds.
+    #[arg(long, hide = true, conflicts_with = "min_syscall")]
+    min_syscall_us: Option<u64>,
     /// Do not trace system calls, futex waits and kernel lock contention.
     #[arg(long)]
     no_syscalls: bool,
@@ -148,17 +225,11 @@ struct CaptureArgs {
 
 impl CaptureArgs {
     fn options(self, progress: bool) -> Result<record::Options> {
-        let duration = self
-            .duration
-            .map(|d| {
-                Duration::try_from_secs_f64(d)
-                    .ok()
-                    .filter(|d| !d.is_zero())
-                    .with_context(|| {
-                        format!("--duration must be a positive number of seconds, not {d}")
-                    })
-            })
-            .transpose()?;
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            bail!("--duration must be more than 0s");
+        }
+        let duration = self.duration;
+        let micros = |old: Option<u64>, new: Duration| old.map_or(new, Duration::from_micros);
         let ring_buffer_bytes = self
             .ring_buffer_mib
             .checked_mul(1 << 20)
@@ -172,11 +243,11 @@ impl CaptureArgs {
                 .output
                 .unwrap_or_else(|| PathBuf::from(format!("pinprof-{pid}.pinrec"))),
             replace: self.force,
-            min_off_cpu: Duration::from_micros(self.min_off_cpu_us),
+            min_off_cpu: micros(self.min_off_cpu_us, self.min_off_cpu),
             ring_buffer_bytes,
-            min_java_stack: Duration::from_micros(self.java_stack_min_us),
+            min_java_stack: micros(self.java_stack_min_us, self.java_stack_min),
             attach: !self.no_attach,
-            min_syscall: (!self.no_syscalls).then(|| Duration::from_micros(self.min_syscall_us)),
+            min_syscall: (!self.no_syscalls).then(|| micros(self.min_syscall_us, self.min_syscall)),
             fp_cross_check: self.fp_cross_check,
             progress,
         })
@@ -198,6 +269,24 @@ fn main() -> ExitCode {
         unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
     let cli = Cli::parse();
+    if let Command::Check {
+        file,
+        pid,
+        duration,
+        output,
+        max_pinned,
+        max_starvation,
+        fail_on,
+        junit,
+    } = cli.command
+    {
+        let limits = profiler::check::Options {
+            max_pinned,
+            max_starvation,
+            fail_on,
+        };
+        return check(file, pid, duration, output, &limits, junit.as_deref());
+    }
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -210,25 +299,52 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<()> {
     if matches!(
         command,
-        Command::Report { .. } | Command::Flamegraph { .. } | Command::Replay { .. }
+        Command::Report { .. }
+            | Command::Flamegraph { .. }
+            | Command::Export { .. }
+            | Command::Replay { .. }
     ) {
         // They read a file and write one: no capability of an installed pinprof applies.
         profiler::capabilities::drop_unless_root()?;
     }
     match command {
-        Command::Record { capture, quiet } => {
+        Command::Record {
+            capture,
+            quiet,
+            export,
+        } => {
+            // Every export's format is known before anything is recorded.
+            let exports = export
+                .into_iter()
+                .map(|path| {
+                    let format = export::Format::choose(None, &path)?;
+                    Ok((path, format))
+                })
+                .collect::<Result<Vec<_>>>()?;
             let summary = record::run(&capture.options(!quiet)?)?;
             print_summary(&summary);
+            for (path, format) in exports {
+                let options = export::Options {
+                    format,
+                    flamegraph: flamegraph::Options::default(),
+                };
+                write_export(&summary.output, &path, &options)?;
+                if !quiet {
+                    say!("pinprof: wrote {}", path.display());
+                }
+            }
             Ok(())
         }
         Command::Top {
             capture,
+            refresh,
             refresh_ms,
             window,
         } => {
+            let refresh = refresh_ms.map_or(refresh, Duration::from_millis);
             let options = tui::Options {
-                refresh: Duration::from_millis(refresh_ms.max(50)),
-                window: (window > 0).then(|| Duration::from_secs(window)),
+                refresh: refresh.max(Duration::from_millis(50)),
+                window: (!window.is_zero()).then_some(window),
             };
             let summary = tui::live(&capture.options(false)?, &options)?;
             print_summary(&summary);
@@ -246,7 +362,7 @@ fn run(command: Command) -> Result<()> {
             }
             let options = tui::Options {
                 refresh: Duration::from_secs(1),
-                window: window.filter(|&w| w > 0).map(Duration::from_secs),
+                window: window.filter(|w| !w.is_zero()),
             };
             tui::replay(&file, speed, &options)
         }
@@ -302,11 +418,156 @@ fn run(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Vmstructs { pid, filter } => print_stdout(&jvm::vmstructs::dump(pid, &filter)?),
+        Command::Export {
+            file,
+            output,
+            format,
+            kind,
+            per_thread,
+        } => {
+            let options = export::Options {
+                format: export::Format::choose(format, &output)?,
+                flamegraph: flamegraph::Options { per_thread, kind },
+            };
+            write_export(&file, &output, &options)
+        }
+        Command::Check { .. } => unreachable!("handled in main"),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "pinprof", &mut out);
+            print_stdout(&String::from_utf8_lossy(&out))
+        }
+        Command::Man { subcommand } => {
+            let cli = Cli::command();
+            let page = match subcommand {
+                None => cli,
+                Some(name) => {
+                    let sub = cli
+                        .find_subcommand(&name)
+                        .filter(|s| !s.is_hide_set())
+                        .with_context(|| format!("pinprof has no subcommand {name}"))?;
+                    sub.clone().name(format!("pinprof-{name}"))
+                }
+            };
+            let mut out = Vec::new();
+            clap_mangen::Man::new(page).render(&mut out)?;
+            print_stdout(&String::from_utf8_lossy(&out))
+        }
         Command::Jvm { pid, no_attach } => {
             let stop = profiler::signals::stop_flag()?;
             print_stdout(&jvm::describe(pid, !no_attach, &stop)?)
         }
     }
+}
+
+/// `pinprof check`: 0 within the limits, 1 a limit crossed, 2 not measured.
+fn check(
+    file: Option<PathBuf>,
+    pid: Option<u32>,
+    duration: Duration,
+    output: Option<PathBuf>,
+    limits: &profiler::check::Options,
+    junit: Option<&std::path::Path>,
+) -> ExitCode {
+    let suite = match (&file, pid) {
+        (Some(f), _) => format!("pinprof check {}", f.display()),
+        (None, Some(pid)) => format!("pinprof check pid {pid}"),
+        (None, None) => "pinprof check".into(),
+    };
+    let write_junit = |xml: String| -> Result<()> {
+        match junit {
+            Some(path) => {
+                profiler::safe_fs::write_output(path, |out| Ok(out.write_all(xml.as_bytes())?))
+            }
+            None => Ok(()),
+        }
+    };
+    let verdict = (|| -> Result<profiler::check::Verdict> {
+        let (recording, scratch) = match (file, pid) {
+            (Some(file), _) => {
+                profiler::capabilities::drop_unless_root()?;
+                (file, None)
+            }
+            (None, Some(pid)) => {
+                let (path, scratch) = match output {
+                    Some(path) => (path, None),
+                    None => {
+                        let dir =
+                            profiler::safe_fs::private_temp_dir(&format!("pinprof-check-{pid}"))?;
+                        (dir.join("check.pinrec"), Some(dir))
+                    }
+                };
+                let options = record::Options {
+                    pid,
+                    duration: Some(duration),
+                    output: path.clone(),
+                    replace: false,
+                    min_off_cpu: Duration::ZERO,
+                    ring_buffer_bytes: 16 << 20,
+                    attach: true,
+                    min_syscall: Some(Duration::from_millis(1)),
+                    fp_cross_check: false,
+                    min_java_stack: Duration::from_millis(1),
+                    progress: false,
+                };
+                let recorded = record::run(&options);
+                if let Err(e) = recorded {
+                    if let Some(dir) = &scratch {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
+                    return Err(e);
+                }
+                (path, scratch)
+            }
+            (None, None) => bail!("give a recording, or --pid"),
+        };
+        let model = load(&recording);
+        if let Some(dir) = &scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        let model = model?;
+        Ok(profiler::check::evaluate(&Analysis::new(&model), limits))
+    })();
+    match verdict {
+        Ok(verdict) => {
+            print!("{}", verdict.summary());
+            if let Err(e) = write_junit(profiler::check::junit(&verdict, &suite)) {
+                say!("pinprof: error: {e:#}");
+                return ExitCode::from(2);
+            }
+            ExitCode::from(if verdict.passed() { 0 } else { 1 })
+        }
+        Err(e) => {
+            say!("pinprof check: could not measure: {e:#}");
+            let _ = write_junit(profiler::check::junit_error(&suite, &format!("{e:#}")));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes an export of the recording `file` to `output` (`-`: standard output).
+fn write_export(
+    file: &std::path::Path,
+    output: &std::path::Path,
+    options: &export::Options,
+) -> Result<()> {
+    if output.as_os_str() == "-" {
+        let model = load(file)?;
+        let mut stdout = std::io::stdout().lock();
+        return export::write(&Analysis::new(&model), options, &mut stdout);
+    }
+    if recording::Recording::is_one(output) {
+        bail!(
+            "{} is a pinprof recording; pinprof does not replace it with an export",
+            output.display()
+        );
+    }
+    let model = load(file)?;
+    // A temporary file beside the output, renamed over it: never written through a symlink,
+    // never half-written.
+    profiler::safe_fs::write_output(output, |out| {
+        export::write(&Analysis::new(&model), options, out)
+    })
 }
 
 fn print_summary(summary: &record::Summary) {

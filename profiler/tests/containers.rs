@@ -365,7 +365,7 @@ fn lock_holders_of_a_contained_jvm_are_named_as_on_the_host() {
 /// files.
 fn record_file_syncs(jvm: &mut Jvm, name: &str) -> Vec<Value> {
     // Every call one by one: an fsync on tmpfs takes about a microsecond, often less.
-    let (recorder, recording) = spawn_record_with(jvm.pid, name, &["--min-syscall-us", "0"]);
+    let (recorder, recording) = spawn_record_with(jvm.pid, name, &["--min-syscall", "0s"]);
     std::thread::sleep(Duration::from_millis(300));
     say(jvm, "go");
     jvm.wait_for("synced ", Duration::from_secs(30)).unwrap();

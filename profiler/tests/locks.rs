@@ -202,7 +202,7 @@ fn an_fsync_names_its_file() {
     let path = scratch("fsync-target.dat");
     let path = path.to_str().unwrap();
     // Every call is an event here, however fast the disk.
-    let (report, syncs) = run_native(&["fsync", path, "3"], "fsync", &["--min-syscall-us", "1"]);
+    let (report, syncs) = run_native(&["fsync", path, "3"], "fsync", &["--min-syscall", "1us"]);
     assert_eq!(syncs.len(), 3);
     let fsync = report["syscalls"]
         .as_array()

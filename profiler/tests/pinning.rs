@@ -219,7 +219,7 @@ fn jdk21_pinned_parks_match_jfr() {
     assert!(!text.contains("threads blocked"), "an off-CPU subtitle");
 }
 
-/// Pinned waits well under `--java-stack-min-us` (1 ms) are walked all the same: on a workload
+/// Pinned waits well under `--java-stack-min` (1 ms) are walked all the same: on a workload
 /// whose pinned waits are mostly under 1 ms (by JFR's own durations), at least 95% of pinned
 /// events, by count, name the `synchronized` method that holds the monitor, and the pinned
 /// parks a second are the carriers' voluntary context switches a second (the kernel's own

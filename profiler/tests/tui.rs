@@ -38,7 +38,7 @@ fn carriers(report: &Value) -> Vec<String> {
 /// `pinprof top` on `pid`, redrawing every 200 ms, recording to `out`, with `extra` options.
 fn top(pid: u32, out: &std::path::Path, extra: &[&str]) -> std::process::Command {
     let mut top = pinprof();
-    top.args(["top", "--refresh-ms", "200"])
+    top.args(["top", "--refresh", "200ms"])
         .args(extra)
         .arg("--pid")
         .arg(pid.to_string())

@@ -21,6 +21,8 @@ pub const TARGET: &str = "x86_64-unknown-linux-musl";
 pub struct Dist {
     pub binary: PathBuf,
     pub checksum: PathBuf,
+    /// Shell completions (`completions/pinprof.bash`...) and manual pages (`man/*.1`).
+    pub docs: PathBuf,
 }
 
 pub fn run() -> Result<()> {
@@ -34,6 +36,59 @@ pub fn run() -> Result<()> {
         "dist: checksum {} (check with `sha256sum -c` beside the binary)",
         dist.checksum.display()
     );
+    println!(
+        "dist: shell completions and manual pages in {} (completions/, man/)",
+        dist.docs.display()
+    );
+    Ok(())
+}
+
+/// The subcommands that get a manual page of their own.
+const MAN_PAGES: [&str; 9] = [
+    "record",
+    "top",
+    "replay",
+    "jvm",
+    "report",
+    "flamegraph",
+    "export",
+    "check",
+    "",
+];
+
+/// Shell completions and manual pages, as the binary itself generates them (clap's
+/// generators, from the very options it parses).
+fn docs(binary: &Path, dir: &Path) -> Result<()> {
+    let generate = |args: &[&str], out: PathBuf| -> Result<()> {
+        let made = Command::new(binary).args(args).output()?;
+        if !made.status.success() {
+            bail!(
+                "pinprof {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&made.stderr)
+            );
+        }
+        std::fs::write(&out, made.stdout).with_context(|| format!("cannot write {}", out.display()))
+    };
+    let completions = dir.join("completions");
+    std::fs::create_dir_all(&completions)?;
+    for (shell, file) in [
+        ("bash", "pinprof.bash"),
+        ("zsh", "_pinprof"),
+        ("fish", "pinprof.fish"),
+    ] {
+        generate(&["completions", shell], completions.join(file))?;
+    }
+    let man = dir.join("man");
+    std::fs::create_dir_all(&man)?;
+    for sub in MAN_PAGES {
+        let (args, page) = if sub.is_empty() {
+            (vec!["man"], "pinprof.1".to_string())
+        } else {
+            (vec!["man", sub], format!("pinprof-{sub}.1"))
+        };
+        generate(&args, man.join(page))?;
+    }
     Ok(())
 }
 
@@ -81,7 +136,12 @@ pub fn build() -> Result<Dist> {
         &checksum,
         format!("{}  {name}\n", hex(&Sha256::digest(&data))),
     )?;
-    Ok(Dist { binary, checksum })
+    docs(&binary, &dir)?;
+    Ok(Dist {
+        binary,
+        checksum,
+        docs: dir,
+    })
 }
 
 /// Fails unless the ELF file asks nothing of a dynamic loader: no interpreter, no dynamic
@@ -165,6 +225,45 @@ pub fn smoke(dist: &Dist, env: &setup::Env) -> Result<()> {
         "test: the dist binary is static and, alone in a bare root, captures ({carriers} carriers, \
          {pinned} pinned events, {stacks} Java stacks in 2 s)"
     );
+    check_docs(&dist.docs)
+}
+
+/// The completions load in bash (and complete a subcommand), and every manual page renders
+/// in man with the options of its subcommand.
+fn check_docs(dir: &Path) -> Result<()> {
+    let bash = dir.join("completions/pinprof.bash");
+    let script = r#"source "$1" && COMP_WORDS=(pinprof ch) COMP_CWORD=1 && _pinprof pinprof ch pinprof && echo "${COMPREPLY[@]}""#;
+    let completed = Command::new("bash")
+        .args(["-c", script, "bash"])
+        .arg(&bash)
+        .output()?;
+    let words = String::from_utf8_lossy(&completed.stdout);
+    if !completed.status.success() || !words.split_whitespace().any(|w| w == "check") {
+        bail!(
+            "bash does not complete `pinprof ch` to `check` with {}: {words} {}",
+            bash.display(),
+            String::from_utf8_lossy(&completed.stderr)
+        );
+    }
+    for (page, option) in [
+        ("pinprof.1", "record"),
+        ("pinprof-check.1", "--max-pinned"),
+        ("pinprof-export.1", "--format"),
+    ] {
+        let path = dir.join("man").join(page);
+        let shown = Command::new("man")
+            .arg("-l")
+            .arg(&path)
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "100")
+            .output()
+            .context("cannot run man")?;
+        let text = String::from_utf8_lossy(&shown.stdout);
+        if !shown.status.success() || !text.contains(option) {
+            bail!("man -l {} does not show {option}: {text}", path.display());
+        }
+    }
+    println!("test: the completions complete in bash, the manual pages render in man");
     Ok(())
 }
 

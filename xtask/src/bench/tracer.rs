@@ -21,7 +21,7 @@ pub enum Tracer {
     Record,
     /// `pinprof record --no-syscalls`.
     RecordNoSyscalls,
-    /// `pinprof record --java-stack-min-us 0`: no Java stack walk.
+    /// `pinprof record --java-stack-min 0s`: no Java stack walk.
     RecordNoJavaStacks,
     /// `pinprof top` on a terminal, default settings.
     Top,
@@ -100,7 +100,7 @@ impl Tracer {
                         command.arg("--no-syscalls");
                     }
                     Tracer::RecordNoJavaStacks => {
-                        command.args(["--java-stack-min-us", "0"]);
+                        command.args(["--java-stack-min", "0s"]);
                     }
                     _ => {}
                 }

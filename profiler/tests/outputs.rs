@@ -1,0 +1,351 @@
+//! Exports and the CI gate, read by programs of others: pprof by Go's `go tool pprof`, folded
+//! stacks by inferno's `inferno-flamegraph`, JUnit XML by Python's XML parser; the timeline
+//! checked against the kernel's own count of each carrier's switches.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use common::*;
+use serde_json::Value;
+
+fn reader(var: &str) -> PathBuf {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{var} is not set: run the tests with `cargo xtask test`"))
+}
+
+/// A JDK 21 workload that pins (sleeps inside synchronized): 4 virtual threads on 2
+/// carriers, each sleeping 20 ms at a time holding a monitor of its own.
+fn pinning_jvm(major: u32) -> Jvm {
+    start_vt(major, 2, "PinnedSleep", &["4", "20"])
+}
+
+fn export(recording: &Path, name: &str, options: &[&str]) -> PathBuf {
+    let out = scratch(name);
+    let done = pinprof()
+        .arg("export")
+        .arg(recording)
+        .arg("--output")
+        .arg(&out)
+        .args(options)
+        .output()
+        .unwrap();
+    assert_ok(&done, "pinprof export");
+    out
+}
+
+/// What `go tool pprof -raw` reads in a profile: the sum of each sample type's values, and
+/// the text it printed.
+fn pprof_raw(profile: &Path) -> (BTreeMap<String, u128>, String) {
+    let home = scratch("go-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let out = Command::new(reader("PINPROF_GO"))
+        .args(["tool", "pprof", "-raw"])
+        .arg(profile)
+        .env("HOME", &home)
+        .output()
+        .expect("run go tool pprof");
+    assert_ok(&out, "go tool pprof -raw");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines().skip_while(|l| *l != "Samples:").skip(1);
+    let types: Vec<String> = lines
+        .next()
+        .expect("the sample types")
+        .split_whitespace()
+        .map(|t| {
+            t.trim_end_matches("[dflt]")
+                .trim_end_matches("/nanoseconds")
+                .to_string()
+        })
+        .collect();
+    let mut totals: BTreeMap<String, u128> = types.iter().map(|t| (t.clone(), 0)).collect();
+    for line in lines.take_while(|l| !l.starts_with("Locations")) {
+        let Some((values, _)) = line.split_once(':') else {
+            continue;
+        };
+        let values: Vec<u128> = values
+            .split_whitespace()
+            .map_while(|v| v.parse().ok())
+            .collect();
+        if values.len() == types.len() {
+            for (t, v) in types.iter().zip(values) {
+                *totals.get_mut(t).unwrap() += v;
+            }
+        }
+    }
+    (totals, text)
+}
+
+/// The pprof profile of a real recording, as Go's pprof reads it: a sample type per kind of
+/// lost time, each adding up to what the report says; pinned samples labelled with their
+/// virtual thread and reason; Java frames named.
+#[test]
+fn jdk21_pprof_totals_as_go_reads_them_equal_the_report() {
+    let jvm = pinning_jvm(21);
+    let recording = record(jvm.pid, 3.0, "pprof21.pinrec");
+    drop(jvm);
+    let profile = export(&recording, "pprof21.pb.gz", &[]);
+    let (totals, text) = pprof_raw(&profile);
+    let report = pinprof()
+        .args(["report", "--format", "json", "--top", "1000000"])
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert_ok(&report, "pinprof report");
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    eprintln!("pprof totals {totals:?}");
+    assert_eq!(
+        totals.keys().collect::<Vec<_>>(),
+        ["futex", "lock", "off_cpu", "pinned"],
+        "{text}"
+    );
+    let pinned = report["pinned"]["total_ns"].as_u64().unwrap();
+    assert!(pinned > 1_000_000_000, "the workload pins: {pinned} ns");
+    assert_eq!(totals["pinned"], u128::from(pinned));
+    assert_eq!(
+        totals["futex"],
+        u128::from(report["futex_waits"]["total_ns"].as_u64().unwrap())
+    );
+    let blocked: u64 = report["off_cpu"]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["total_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(totals["off_cpu"], u128::from(blocked));
+    // Lock waits are futex waits another thread released: a part of them.
+    assert!(totals["lock"] <= totals["futex"]);
+    // Pinned samples say their virtual thread and why; Java frames are functions.
+    assert!(text.contains("reason:[monitor]"), "{text}");
+    assert!(text.contains("vthread_id:["), "{text}");
+    assert!(text.contains("role:[carrier]"), "{text}");
+    assert!(text.contains("PinnedSleep$Ledger.append"), "{text}");
+}
+
+/// `<title>`s of an SVG flamegraph: one per frame box, with its name, weight and share.
+fn titles(svg: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(svg).unwrap();
+    let mut titles: Vec<String> = text
+        .split("<title>")
+        .skip(1)
+        .filter_map(|t| t.split_once("</title>").map(|(t, _)| t.to_string()))
+        .collect();
+    titles.sort();
+    titles
+}
+
+/// Folded stacks rendered by inferno's own `inferno-flamegraph` draw the frames `pinprof
+/// flamegraph` draws: the same boxes, with the same weights, for each kind.
+#[test]
+fn jdk21_folded_stacks_through_inferno_flamegraph_draw_the_same_frames() {
+    let jvm = pinning_jvm(21);
+    let recording = record(jvm.pid, 2.0, "folded21.pinrec");
+    drop(jvm);
+    for kind in ["off-cpu", "pinned"] {
+        let folded = export(
+            &recording,
+            &format!("folded21-{kind}.folded"),
+            &["--kind", kind],
+        );
+        let theirs = scratch(&format!("folded21-{kind}-inferno.svg"));
+        let rendered = Command::new(reader("PINPROF_INFERNO_FLAMEGRAPH"))
+            .args(["--countname", "us"])
+            .arg(&folded)
+            .output()
+            .expect("run inferno-flamegraph");
+        assert_ok(&rendered, "inferno-flamegraph");
+        std::fs::write(&theirs, &rendered.stdout).unwrap();
+        let ours = scratch(&format!("folded21-{kind}.svg"));
+        let drawn = pinprof()
+            .arg("flamegraph")
+            .arg(&recording)
+            .args(["--kind", kind, "--output"])
+            .arg(&ours)
+            .output()
+            .unwrap();
+        assert_ok(&drawn, "pinprof flamegraph");
+        let (theirs, ours) = (titles(&theirs), titles(&ours));
+        assert!(ours.len() > 5, "{kind}: {ours:?}");
+        assert_eq!(theirs, ours, "{kind}");
+    }
+}
+
+/// The kernel's count of a thread's voluntary context switches (`/proc/PID/task/TID/status`).
+fn voluntary_switches(pid: u32, tid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+/// The carriers of a JVM, by the name the kernel keeps (15 bytes of it).
+fn carrier_tids(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|tid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|c| c.starts_with("ForkJoinPool-"))
+        })
+        .collect()
+}
+
+/// The timeline of a recording with starvation: a track per carrier with a slice per wait the
+/// carrier went off CPU in (as many as the kernel counted voluntary switches of it meanwhile),
+/// pinned slices that add up to the report's pinned time, and the episodes and findings on a
+/// track of their own.
+#[test]
+fn jdk21_the_timeline_has_a_slice_per_carrier_wait() {
+    let jvm = pinning_jvm(21);
+    std::thread::sleep(Duration::from_millis(500));
+    let carriers = carrier_tids(jvm.pid);
+    assert_eq!(carriers.len(), 2, "{carriers:?}");
+    let (recorder, recording) = spawn_record(jvm.pid, "timeline21.pinrec");
+    let before: Vec<u64> = carriers
+        .iter()
+        .map(|&t| voluntary_switches(jvm.pid, t))
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let after: Vec<u64> = carriers
+        .iter()
+        .map(|&t| voluntary_switches(jvm.pid, t))
+        .collect();
+    interrupt(recorder);
+    drop(jvm);
+    let timeline = export(&recording, "timeline21.trace.json", &[]);
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&timeline).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let report = report_json(&recording);
+    let slices = |tid: u32, cats: &[&str]| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| {
+                e["ph"] == "X" && e["tid"] == tid && cats.contains(&e["cat"].as_str().unwrap())
+            })
+            .collect()
+    };
+    for (i, &tid) in carriers.iter().enumerate() {
+        // Each voluntary switch is a wait; the window opens a little before the first read
+        // and closes a little after the second (the recorder drains, then stops): 10%.
+        let waits = slices(tid, &["pinned", "blocked", "idle"]).len();
+        assert_within(
+            &format!("carrier {tid}'s wait slices vs its voluntary switches"),
+            waits as f64,
+            (after[i] - before[i]) as f64,
+            0.10,
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "M" && e["tid"] == tid && e["name"] == "thread_name"),
+            "carrier {tid} has a named track"
+        );
+    }
+    let pinned: f64 = carriers
+        .iter()
+        .flat_map(|&t| slices(t, &["pinned"]))
+        .map(|e| e["dur"].as_f64().unwrap() * 1e3)
+        .sum();
+    assert_within(
+        "pinned slices (ns) vs the report's pinned time",
+        pinned,
+        report["pinned"]["total_ns"].as_f64().unwrap(),
+        0.01,
+    );
+    let pinned_slice = carriers
+        .iter()
+        .flat_map(|&t| slices(t, &["pinned"]))
+        .next()
+        .expect("a pinned slice");
+    assert_eq!(pinned_slice["args"]["reason"], "monitor", "{pinned_slice}");
+    assert!(
+        pinned_slice["args"]["vthread_id"].is_u64(),
+        "{pinned_slice}"
+    );
+    let episodes = report["starvation"]["episodes"].as_array().unwrap().len();
+    assert!(episodes > 0, "both carriers pin at once now and then");
+    assert_eq!(slices(0, &["starvation"]).len(), episodes);
+    let findings = events
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["cat"] == "finding")
+        .count();
+    assert_eq!(findings, report["findings"].as_array().unwrap().len());
+}
+
+/// What Python's XML parser reads in a JUnit report: (tests, failures, errors) of its suite.
+fn junit_counts(path: &Path) -> (u64, u64, u64) {
+    let script = "import sys, xml.etree.ElementTree as ET\n\
+                  s = ET.parse(sys.argv[1]).getroot().find('testsuite')\n\
+                  cases = s.findall('testcase')\n\
+                  print(len(cases), sum(1 for c in cases if c.find('failure') is not None), \
+                  sum(1 for c in cases if c.find('error') is not None))";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(path)
+        .output()
+        .expect("run python3");
+    assert_ok(&out, "python3's XML parser");
+    let counts: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (counts[0], counts[1], counts[2])
+}
+
+fn check(args: &[&str], junit: &Path) -> (Option<i32>, String) {
+    let out = pinprof()
+        .arg("check")
+        .args(args)
+        .arg("--junit")
+        .arg(junit)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{said}");
+    (out.status.code(), said)
+}
+
+/// `pinprof check` on the same pinning code: exit 1 on JDK 21 (it pins), 0 on JDK 25 (it
+/// does not, JEP 491), 2 on a process that does not exist; its JUnit report read by Python's
+/// XML parser says the same.
+#[test]
+fn check_fails_where_it_pins_passes_where_it_does_not_and_says_when_it_cannot_measure() {
+    let limits = [
+        "--duration",
+        "2s",
+        "--max-pinned",
+        "100ms",
+        "--max-starvation",
+        "0s",
+    ];
+    for (major, expected) in [(21, 1), (25, 0)] {
+        let jvm = pinning_jvm(major);
+        let junit = scratch(&format!("check{major}.xml"));
+        let pid = jvm.pid.to_string();
+        let mut args = vec!["--pid", &pid];
+        args.extend(limits);
+        let (code, said) = check(&args, &junit);
+        drop(jvm);
+        assert_eq!(code, Some(expected), "JDK {major}: {said}");
+        // Pinned time, starvation, and the default findings (gridlock, deadlock).
+        let failures = if expected == 1 { 2 } else { 0 };
+        assert_eq!(junit_counts(&junit), (4, failures, 0), "JDK {major}");
+    }
+    let junit = scratch("check-nopid.xml");
+    let (code, said) = check(&["--pid", "999999999", "--duration", "1s"], &junit);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("could not measure"), "{said}");
+    assert_eq!(junit_counts(&junit), (1, 0, 1));
+}
