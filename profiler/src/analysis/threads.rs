@@ -85,6 +85,9 @@ pub fn threads_of(model: &Model, classes: &[Option<Use>]) -> Vec<ThreadRow> {
     for &tid in model.cpu_first.keys().chain(model.exits.keys()) {
         row(model, &mut rows, tid);
     }
+    if let Some(only) = &model.only_threads {
+        rows.retain(|tid, _| only.contains(tid));
+    }
     let mut rows: Vec<ThreadRow> = rows
         .into_values()
         .map(|mut r| {

@@ -3,10 +3,12 @@
 //! what was kept (names, stacks, monitors' classes, threads' lives). What the views show is
 //! computed from it in `analysis`; views never look at raw events.
 
+mod filter;
 pub mod intake;
 mod load;
 pub mod wait;
 
+pub use filter::Filter;
 pub use wait::{JavaAt, Wait};
 
 use std::collections::{BTreeMap, HashMap};
@@ -83,6 +85,8 @@ pub struct Model {
     /// Monitors' owners as read while threads waited to enter them: by the waiting thread
     /// and read time, the monitor and its owner.
     pub monitor_owners: HashMap<u32, BTreeMap<u64, (u64, BlockerOwner)>>,
+    /// The threads a filter kept (None: all): the thread table lists only those.
+    pub only_threads: Option<std::collections::HashSet<u32>>,
     /// Tasks waiting in the virtual-thread scheduler for a carrier: by read time.
     pub queued: BTreeMap<u64, u64>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
