@@ -38,11 +38,17 @@ pub struct Env {
     pub readers: Option<Readers>,
 }
 
-/// Programs of others that read what pinprof writes: Go's pprof, inferno's flamegraph.
+/// Programs of others that read what pinprof writes: Go's pprof, inferno's flamegraph, and
+/// Python's `jsonschema` (the report against its checked-in schema).
 pub struct Readers {
     pub go: PathBuf,
     pub inferno_flamegraph: PathBuf,
+    /// A `PYTHONPATH` with `jsonschema` in it.
+    pub python_path: PathBuf,
 }
+
+/// The `jsonschema` release (PyPI) that validates reports in the tests.
+const JSONSCHEMA_VERSION: &str = "4.26.0";
 
 impl Env {
     pub fn apply(&self, cmd: &mut Command) {
@@ -53,6 +59,7 @@ impl Env {
         if let Some(r) = &self.readers {
             cmd.env("PINPROF_GO", &r.go);
             cmd.env("PINPROF_INFERNO_FLAMEGRAPH", &r.inferno_flamegraph);
+            cmd.env("PINPROF_PYTHONPATH", &r.python_path);
         }
     }
 
@@ -121,9 +128,39 @@ pub fn readers() -> Result<Readers> {
         )
         .context("cannot build inferno-flamegraph")?;
     }
+    let python_path = cache_dir()?.join(format!("jsonschema-{JSONSCHEMA_VERSION}"));
+    let works = Command::new("python3")
+        .args(["-c", "import jsonschema"])
+        .env("PYTHONPATH", &python_path)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        step("Python's jsonschema present");
+    } else {
+        step(&format!(
+            "installing Python's jsonschema {JSONSCHEMA_VERSION} into the cache"
+        ));
+        let _ = std::fs::remove_dir_all(&python_path);
+        run_cmd(
+            Command::new("python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--root-user-action=ignore",
+                ])
+                .arg("--target")
+                .arg(&python_path)
+                .arg(format!("jsonschema=={JSONSCHEMA_VERSION}")),
+        )
+        .context("cannot install jsonschema; it needs python3 with pip")?;
+    }
     Ok(Readers {
         go,
         inferno_flamegraph,
+        python_path,
     })
 }
 

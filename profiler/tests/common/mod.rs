@@ -180,7 +180,45 @@ pub fn report_json(recording: &Path) -> Value {
         .output()
         .unwrap();
     assert_ok(&result, "pinprof report");
-    serde_json::from_slice(&result.stdout).expect("report is JSON")
+    let report = serde_json::from_slice(&result.stdout).expect("report is JSON");
+    if let Err(why) = schema_errors(&report) {
+        panic!("the report does not follow profiler/report.schema.json: {why}");
+    }
+    report
+}
+
+/// Whether a report follows the checked-in schema, as Python's `jsonschema` (set up by
+/// `cargo xtask test`) reads both: Err says where it does not.
+pub fn schema_errors(report: &Value) -> Result<(), String> {
+    use std::io::Write as _;
+    let path = std::env::var_os("PINPROF_PYTHONPATH")
+        .expect("PINPROF_PYTHONPATH is not set: run the tests with `cargo xtask test`");
+    let schema = concat!(env!("CARGO_MANIFEST_DIR"), "/report.schema.json");
+    let script = "import json, sys, jsonschema\n\
+                  schema = json.load(open(sys.argv[1]))\n\
+                  jsonschema.Draft202012Validator.check_schema(schema)\n\
+                  errors = list(jsonschema.Draft202012Validator(schema).iter_errors(json.load(sys.stdin)))\n\
+                  for e in errors[:5]: print(list(e.absolute_path), e.message[:300])\n\
+                  sys.exit(1 if errors else 0)";
+    let mut child = Command::new("python3")
+        .args(["-c", script, schema])
+        .env("PYTHONPATH", path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let input = serde_json::to_vec(report).unwrap();
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(1) => Err(String::from_utf8_lossy(&out.stdout).into_owned()),
+        _ => panic!(
+            "jsonschema could not run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
 }
 
 pub fn assert_ok(output: &Output, what: &str) {
