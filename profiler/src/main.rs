@@ -88,6 +88,8 @@ enum Command {
         /// Every frame of every stack in the text report, none folded or cut.
         #[arg(long)]
         full: bool,
+        #[command(flatten)]
+        only: FilterArgs,
     },
     /// Render a recording's blocked time as a flamegraph SVG (time-weighted, microseconds).
     Flamegraph {
@@ -103,6 +105,8 @@ enum Command {
         /// calls, or lock wait time charged to the releasing holder's stack (locks).
         #[arg(long, value_enum, default_value_t = flamegraph::Kind::OffCpu)]
         kind: flamegraph::Kind,
+        #[command(flatten)]
+        only: FilterArgs,
     },
     /// Write a recording in a format other tools read: folded stacks (.folded), pprof
     /// (.pb.gz), a Chrome trace timeline (.trace.json, for Perfetto) or the flamegraph (.svg).
@@ -120,6 +124,8 @@ enum Command {
         /// Folded stacks and the SVG: one tower per thread, named at the root.
         #[arg(long)]
         per_thread: bool,
+        #[command(flatten)]
+        only: FilterArgs,
     },
     /// A gate for CI: record a live process for a while (or read a recording) and hold it
     /// against limits. Exits 0 within limits, 1 when a limit is crossed, 2 when it could not
@@ -167,6 +173,49 @@ enum Command {
     /// Debug: dump the live JVM's VMStructs fields whose type or name contains FILTER.
     #[command(hide = true)]
     Vmstructs { pid: u32, filter: String },
+}
+
+/// Which part of a recording a view is made of: shared by `report`, `flamegraph`, `export`.
+#[derive(Args, Clone, Default)]
+struct FilterArgs {
+    /// Only these threads (repeatable, or comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    tid: Vec<u32>,
+    /// Only threads whose name matches this regular expression (`^http-`).
+    #[arg(long, value_name = "REGEX")]
+    thread: Option<String>,
+    /// Only the virtual-thread carriers.
+    #[arg(long)]
+    carriers: bool,
+    /// From this long after the recording's start (`30s`; a bare number is seconds).
+    #[arg(long, value_parser = units::duration_or_secs)]
+    from: Option<Duration>,
+    /// To this long after the recording's start.
+    #[arg(long, value_parser = units::duration_or_secs)]
+    to: Option<Duration>,
+}
+
+impl FilterArgs {
+    fn filter(&self) -> Result<model::Filter> {
+        if let (Some(from), Some(to)) = (self.from, self.to)
+            && from >= to
+        {
+            bail!("--from must come before --to");
+        }
+        let thread = self
+            .thread
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+            .context("--thread is not a regular expression")?;
+        Ok(model::Filter {
+            tids: self.tid.clone(),
+            thread,
+            carriers: self.carriers,
+            from_ns: self.from.map(|d| d.as_nanos() as u64),
+            to_ns: self.to.map(|d| d.as_nanos() as u64),
+        })
+    }
 }
 
 /// What to record and how: shared by `record` and `top`.
@@ -328,7 +377,7 @@ fn run(command: Command) -> Result<()> {
                     format,
                     flamegraph: flamegraph::Options::default(),
                 };
-                write_export(&summary.output, &path, &options)?;
+                write_export(&summary.output, &path, &options, &model::Filter::default())?;
                 if !quiet {
                     say!("pinprof: wrote {}", path.display());
                 }
@@ -372,8 +421,9 @@ fn run(command: Command) -> Result<()> {
             top,
             depth,
             full,
+            only,
         } => {
-            let model = load(&file)?;
+            let model = load_only(&file, &only.filter()?)?;
             let options = report::Options {
                 top,
                 depth,
@@ -394,10 +444,12 @@ fn run(command: Command) -> Result<()> {
             output,
             per_thread,
             kind,
+            only,
         } => {
             let options = flamegraph::Options { per_thread, kind };
+            let only = only.filter()?;
             if output.as_os_str() == "-" {
-                let model = load(&file)?;
+                let model = load_only(&file, &only)?;
                 let mut svg = Vec::new();
                 flamegraph::write_svg(&Analysis::new(&model), &options, &mut svg)?;
                 return print_stdout(&String::from_utf8_lossy(&svg));
@@ -408,7 +460,7 @@ fn run(command: Command) -> Result<()> {
                     output.display()
                 );
             }
-            let model = load(&file)?;
+            let model = load_only(&file, &only)?;
             // A temporary file beside the output, renamed over it: never written through a
             // symlink, never half-written.
             profiler::safe_fs::write_output(&output, |svg| {
@@ -424,12 +476,13 @@ fn run(command: Command) -> Result<()> {
             format,
             kind,
             per_thread,
+            only,
         } => {
             let options = export::Options {
                 format: export::Format::choose(format, &output)?,
                 flamegraph: flamegraph::Options { per_thread, kind },
             };
-            write_export(&file, &output, &options)
+            write_export(&file, &output, &options, &only.filter()?)
         }
         Command::Check { .. } => unreachable!("handled in main"),
         Command::Completions { shell } => {
@@ -550,9 +603,10 @@ fn write_export(
     file: &std::path::Path,
     output: &std::path::Path,
     options: &export::Options,
+    only: &model::Filter,
 ) -> Result<()> {
     if output.as_os_str() == "-" {
-        let model = load(file)?;
+        let model = load_only(file, only)?;
         let mut stdout = std::io::stdout().lock();
         return export::write(&Analysis::new(&model), options, &mut stdout);
     }
@@ -562,7 +616,7 @@ fn write_export(
             output.display()
         );
     }
-    let model = load(file)?;
+    let model = load_only(file, only)?;
     // A temporary file beside the output, renamed over it: never written through a symlink,
     // never half-written.
     profiler::safe_fs::write_output(output, |out| {
@@ -584,6 +638,15 @@ fn print_summary(summary: &record::Summary) {
         summary.output.display(),
         summary.reason
     );
+}
+
+/// `load`, narrowed to what the filter keeps.
+fn load_only(file: &std::path::Path, only: &model::Filter) -> Result<model::Model> {
+    let mut model = load(file)?;
+    if !only.is_empty() {
+        model.filter(only);
+    }
+    Ok(model)
 }
 
 fn load(file: &std::path::Path) -> Result<model::Model> {

@@ -99,6 +99,14 @@ fn jdk21_pprof_totals_as_go_reads_them_equal_the_report() {
         .unwrap();
     assert_ok(&report, "pinprof report");
     let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    // The report follows its checked-in schema, which is not one that anything passes.
+    schema_errors(&report).unwrap();
+    let mut bad = report.clone();
+    bad["threads"][0]["role"] = "bogus".into();
+    assert!(schema_errors(&bad).is_err());
+    let mut bad = report.clone();
+    bad.as_object_mut().unwrap().remove("starvation");
+    assert!(schema_errors(&bad).is_err());
     eprintln!("pprof totals {totals:?}");
     assert_eq!(
         totals.keys().collect::<Vec<_>>(),
@@ -348,4 +356,108 @@ fn check_fails_where_it_pins_passes_where_it_does_not_and_says_when_it_cannot_me
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("could not measure"), "{said}");
     assert_eq!(junit_counts(&junit), (1, 0, 1));
+}
+
+fn report_of(recording: &Path, args: &[&str]) -> Value {
+    let out = pinprof()
+        .args(["report", "--format", "json", "--top", "1000000"])
+        .arg(recording)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_ok(&out, "pinprof report");
+    let report = serde_json::from_slice(&out.stdout).unwrap();
+    schema_errors(&report).unwrap();
+    report
+}
+
+fn names(report: &Value) -> Vec<String> {
+    let mut names: Vec<String> = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Filters narrow every figure to the part asked for: the carriers (as the kernel names
+/// them), one carrier by id, a span of the window; the parts add up to the whole, and each
+/// thread's times fill the span it is given.
+#[test]
+fn jdk21_filters_narrow_the_report_and_the_exports() {
+    let jvm = pinning_jvm(21);
+    std::thread::sleep(Duration::from_millis(500));
+    let carriers = carrier_tids(jvm.pid);
+    let recording = record(jvm.pid, 3.0, "filters21.pinrec");
+    drop(jvm);
+    let whole = report_of(&recording, &[]);
+    let pinned = |r: &Value| r["pinned"]["total_ns"].as_u64().unwrap();
+    let only_carriers = report_of(&recording, &["--carriers"]);
+    let by_name = report_of(&recording, &["--thread", "^ForkJoinPool-"]);
+    assert_eq!(names(&only_carriers), names(&by_name));
+    assert_eq!(
+        only_carriers["threads"].as_array().unwrap().len(),
+        carriers.len()
+    );
+    assert!(
+        only_carriers["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["role"] == "carrier")
+    );
+    assert_eq!(pinned(&only_carriers), pinned(&whole));
+    // One carrier at a time: the two add up to the whole.
+    let each: u64 = carriers
+        .iter()
+        .map(|tid| {
+            let one = report_of(&recording, &["--tid", &tid.to_string()]);
+            let threads = one["threads"].as_array().unwrap();
+            assert_eq!(threads.len(), 1, "{threads:?}");
+            assert_eq!(threads[0]["tid"], *tid);
+            pinned(&one)
+        })
+        .sum();
+    assert_eq!(each, pinned(&whole));
+    // Two halves of the window add up to the whole (a pinned wait across the cut is cut in
+    // two), and each carrier's times fill each half.
+    let halves = [
+        report_of(&recording, &["--to", "1.5s"]),
+        report_of(&recording, &["--from", "1.5s"]),
+    ];
+    let sum: u64 = halves.iter().map(pinned).sum();
+    assert_within(
+        "pinned time of the two halves (ms) vs the whole",
+        sum as f64 / 1e6,
+        pinned(&whole) as f64 / 1e6,
+        0.01,
+    );
+    for half in &halves {
+        let span = half["window"]["duration_ns"].as_f64().unwrap();
+        for t in carrier_threads(half) {
+            let filled: f64 = [
+                "running_ns",
+                "preempted_ns",
+                "blocked_ns",
+                "idle_ns",
+                "pinned_ns",
+            ]
+            .iter()
+            .map(|k| t[k].as_f64().unwrap_or(0.0))
+            .sum();
+            assert_within(
+                &format!("{}'s times vs the span (ms)", t["name"]),
+                filled / 1e6,
+                span / 1e6,
+                0.01,
+            );
+        }
+    }
+    // The exports read the same narrowed recording.
+    let profile = export(&recording, "filters21.pb.gz", &["--carriers"]);
+    let (totals, text) = pprof_raw(&profile);
+    assert_eq!(totals["pinned"], u128::from(pinned(&whole)));
+    assert!(!text.contains("role:[other]"), "{text}");
 }
