@@ -49,6 +49,10 @@ pub struct Options {
     /// Put each thread's name at the root of its stacks.
     pub per_thread: bool,
     pub kind: Kind,
+    /// The innermost frame at the root: what every wait ends in, then who called it.
+    pub reverse: bool,
+    /// Drawn top down (an icicle graph).
+    pub inverted: bool,
 }
 
 /// What a flamegraph adds up: how many waits, how long in all, on how many threads.
@@ -259,6 +263,10 @@ pub fn write_svg(analysis: &Analysis, options: &Options, out: impl Write) -> Res
     inferno.subtitle = Some(subtitle(analysis, options.kind, summary));
     inferno.colors =
         inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
+    inferno.reverse_stack_order = options.reverse;
+    if options.inverted {
+        inferno.direction = inferno::flamegraph::Direction::Inverted;
+    }
     if lines.is_empty() {
         // inferno refuses empty input; say so in the picture instead.
         return write_empty(&inferno.title, out);

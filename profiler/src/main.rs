@@ -105,6 +105,12 @@ enum Command {
         /// calls, or lock wait time charged to the releasing holder's stack (locks).
         #[arg(long, value_enum, default_value_t = flamegraph::Kind::OffCpu)]
         kind: flamegraph::Kind,
+        /// The innermost frame at the root (what the waits end in, then their callers).
+        #[arg(long)]
+        reverse: bool,
+        /// Drawn top down (an icicle graph).
+        #[arg(long)]
+        inverted: bool,
         #[command(flatten)]
         only: FilterArgs,
     },
@@ -444,9 +450,16 @@ fn run(command: Command) -> Result<()> {
             output,
             per_thread,
             kind,
+            reverse,
+            inverted,
             only,
         } => {
-            let options = flamegraph::Options { per_thread, kind };
+            let options = flamegraph::Options {
+                per_thread,
+                kind,
+                reverse,
+                inverted,
+            };
             let only = only.filter()?;
             if output.as_os_str() == "-" {
                 let model = load_only(&file, &only)?;
@@ -480,7 +493,11 @@ fn run(command: Command) -> Result<()> {
         } => {
             let options = export::Options {
                 format: export::Format::choose(format, &output)?,
-                flamegraph: flamegraph::Options { per_thread, kind },
+                flamegraph: flamegraph::Options {
+                    per_thread,
+                    kind,
+                    ..Default::default()
+                },
             };
             write_export(&file, &output, &options, &only.filter()?)
         }

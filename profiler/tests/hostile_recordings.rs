@@ -52,7 +52,11 @@ fn every_view(bytes: &[u8]) {
     let _ = serde_json::to_string(&report::to_json(&analysis, &options)).unwrap();
     for &kind in flamegraph::Kind::value_variants() {
         for per_thread in [false, true] {
-            let options = flamegraph::Options { per_thread, kind };
+            let options = flamegraph::Options {
+                per_thread,
+                kind,
+                ..Default::default()
+            };
             let _ = flamegraph::write_svg(&analysis, &options, std::io::sink());
         }
     }

@@ -20,6 +20,8 @@ fuzz_target!(|data: &[u8]| {
         let options = flamegraph::Options {
             per_thread: data.len() % 2 == 0,
             kind,
+            reverse: data.len() % 3 == 0,
+            inverted: data.len() % 5 == 0,
         };
         let _ = flamegraph::write_svg(&analysis, &options, std::io::sink());
     }

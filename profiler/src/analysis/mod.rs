@@ -310,6 +310,7 @@ mod tests {
         let options = flamegraph::Options {
             per_thread: false,
             kind: Kind::OffCpu,
+            ..Default::default()
         };
         let (_, summary) = flamegraph::folded(&analysis, &options);
         // The idle park is waiting for work, the wait before thread 3's birth is not its own.

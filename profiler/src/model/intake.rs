@@ -651,7 +651,11 @@ mod tests {
             flamegraph::Kind::Locks,
         ] {
             for per_thread in [false, true] {
-                let options = flamegraph::Options { per_thread, kind };
+                let options = flamegraph::Options {
+                    per_thread,
+                    kind,
+                    ..Default::default()
+                };
                 let mut svg = Vec::new();
                 flamegraph::write_svg(&crate::analysis::Analysis::new(&model), &options, &mut svg)
                     .unwrap();
