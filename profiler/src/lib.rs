@@ -28,6 +28,7 @@ pub mod mappings;
 pub mod model;
 pub mod namespaces;
 pub mod perfmap;
+pub mod push;
 pub mod record;
 pub mod recording;
 pub mod report;

@@ -33,6 +33,19 @@ enum Command {
         /// (the name says the format: .folded, .pb.gz, .trace.json, .svg); repeatable.
         #[arg(long, value_name = "FILE")]
         export: Vec<PathBuf>,
+        /// Continuous profiling: send a pprof profile of each period to this Pyroscope
+        /// server's ingest API (`http://pyroscope:4040`) while recording, until stopped.
+        #[arg(long, value_name = "URL")]
+        push: Option<profiler::push::Server>,
+        /// With --push: one profile per this long.
+        #[arg(long, value_parser = units::duration, default_value = "15s", requires = "push")]
+        every: Duration,
+        /// With --push: the application name (default: pinprof.COMMAND of the target).
+        #[arg(long, value_name = "NAME", requires = "push")]
+        push_app: Option<String>,
+        /// With --push: a label added to every profile (repeatable).
+        #[arg(long, value_name = "KEY=VALUE", value_parser = label, requires = "push")]
+        push_label: Vec<(String, String)>,
     },
     /// Record a live process as `record` does, and show carriers, pinned sites, threads,
     /// locks and system calls live in the terminal until you quit (q).
@@ -367,6 +380,10 @@ fn run(command: Command) -> Result<()> {
             capture,
             quiet,
             export,
+            push,
+            every,
+            push_app,
+            push_label,
         } => {
             // Every export's format is known before anything is recorded.
             let exports = export
@@ -376,7 +393,29 @@ fn run(command: Command) -> Result<()> {
                     Ok((path, format))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let summary = record::run(&capture.options(!quiet)?)?;
+            let options = capture.options(!quiet && push.is_none())?;
+            let summary = match push {
+                None => record::run(&options)?,
+                Some(server) => {
+                    if every < Duration::from_secs(1) {
+                        bail!("--every must be at least 1s");
+                    }
+                    let command = profiler::target::Target::open(options.pid)?.info().command;
+                    let push = profiler::push::Options {
+                        server,
+                        every,
+                        app: push_app.unwrap_or_else(|| format!("pinprof.{command}")),
+                        labels: push_label,
+                    };
+                    let (summary, pushed) = profiler::push::run(&options, &push)?;
+                    say!(
+                        "pinprof: pushed {} profiles ({} not delivered)",
+                        pushed.sent,
+                        pushed.failed
+                    );
+                    summary
+                }
+            };
             print_summary(&summary);
             for (path, format) in exports {
                 let options = export::Options {
@@ -528,6 +567,24 @@ fn run(command: Command) -> Result<()> {
             print_stdout(&jvm::describe(pid, !no_attach, &stop)?)
         }
     }
+}
+
+/// A `KEY=VALUE` label.
+fn label(text: &str) -> Result<(String, String), String> {
+    let (k, v) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    };
+    if !ok(k) || !ok(v) {
+        return Err(format!(
+            "{text:?}: keys and values are letters, digits, _ - ."
+        ));
+    }
+    Ok((k.to_string(), v.to_string()))
 }
 
 /// `pinprof check`: 0 within the limits, 1 a limit crossed, 2 not measured.

@@ -461,3 +461,169 @@ fn jdk21_filters_narrow_the_report_and_the_exports() {
     assert_eq!(totals["pinned"], u128::from(pinned(&whole)));
     assert!(!text.contains("role:[other]"), "{text}");
 }
+
+/// One request as a Pyroscope server's `/ingest` reads it.
+struct Ingested {
+    path: String,
+    query: BTreeMap<String, String>,
+    /// Multipart parts by field name.
+    parts: BTreeMap<String, Vec<u8>>,
+}
+
+fn url_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// Reads one HTTP/1.1 request and answers 200, as the ingest API does.
+fn ingest_one(mut stream: std::net::TcpStream) -> Ingested {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line).unwrap();
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (k, v) = line.split_once(':').unwrap();
+        headers.insert(k.to_ascii_lowercase(), v.trim().to_string());
+    }
+    let length: usize = headers["content-length"].parse().unwrap();
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    stream
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        .unwrap();
+    let mut words = request_line.split_whitespace();
+    assert_eq!(words.next(), Some("POST"), "{request_line}");
+    let target = words.next().unwrap();
+    let (path, query) = target.split_once('?').unwrap();
+    let query = query
+        .split('&')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), url_decode(v))
+        })
+        .collect();
+    let boundary = headers["content-type"]
+        .strip_prefix("multipart/form-data; boundary=")
+        .expect("a multipart body")
+        .to_string();
+    let mut parts = BTreeMap::new();
+    let delimiter = format!("--{boundary}");
+    let text = body;
+    let mut rest: &[u8] = &text;
+    while let Some(at) = find(rest, delimiter.as_bytes()) {
+        rest = &rest[at + delimiter.len()..];
+        if rest.starts_with(b"--") {
+            break;
+        }
+        let head_end = find(rest, b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&rest[..head_end]).into_owned();
+        let data_start = head_end + 4;
+        let data_end = data_start + find(&rest[data_start..], delimiter.as_bytes()).unwrap() - 2;
+        let name = head
+            .split("name=\"")
+            .nth(1)
+            .and_then(|n| n.split('"').next())
+            .unwrap()
+            .to_string();
+        parts.insert(name, rest[data_start..data_end].to_vec());
+        rest = &rest[data_end..];
+    }
+    Ingested {
+        path: path.to_string(),
+        query,
+        parts,
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Continuous profiling: `record --push` sends a profile a period to a server that reads
+/// requests as Pyroscope's ingest API does (a local listener: no Pyroscope server can be
+/// built here); each profile, read by Go's pprof, holds its period, and together they hold
+/// the pinned time the recording's report says.
+#[test]
+fn jdk21_record_push_sends_a_profile_a_period_that_add_up_to_the_recording() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            if tx.send(ingest_one(stream)).is_err() {
+                break;
+            }
+        }
+    });
+    let jvm = pinning_jvm(21);
+    let url = format!("http://127.0.0.1:{port}");
+    let (recorder, recording) = spawn_record_with(
+        jvm.pid,
+        "push21.pinrec",
+        &["--push", &url, "--every", "1s", "--push-label", "env=test"],
+    );
+    std::thread::sleep(Duration::from_millis(4500));
+    interrupt(recorder);
+    drop(jvm);
+    let pushes: Vec<Ingested> = rx.try_iter().collect();
+    // One a second for 4.5 s, and the rest at the end.
+    assert!((4..=6).contains(&pushes.len()), "{} pushes", pushes.len());
+    let report = report_of(&recording, &[]);
+    let pid = report["target"]["pid"].as_u64().unwrap();
+    let mut pinned = 0u128;
+    let mut until_before: Option<u64> = None;
+    for (i, p) in pushes.iter().enumerate() {
+        assert_eq!(p.path, "/ingest");
+        assert_eq!(p.query["format"], "pprof");
+        let name = &p.query["name"];
+        assert!(name.starts_with("pinprof.java{"), "{name}");
+        assert!(
+            name.contains(&format!("pid={pid}")) && name.contains("env=test"),
+            "{name}"
+        );
+        let (from, until): (u64, u64) = (
+            p.query["from"].parse().unwrap(),
+            p.query["until"].parse().unwrap(),
+        );
+        assert!(from < until, "{:?}", p.query);
+        if let Some(before) = until_before {
+            assert!(
+                from + 1 >= before,
+                "periods follow one another: {:?}",
+                p.query
+            );
+        }
+        until_before = Some(until);
+        let config: Value = serde_json::from_slice(&p.parts["sample_type_config"]).unwrap();
+        assert_eq!(config["pinned"]["units"], "nanoseconds");
+        let file = scratch(&format!("push21-{i}.pb.gz"));
+        std::fs::write(&file, &p.parts["profile"]).unwrap();
+        let (totals, _) = pprof_raw(&file);
+        pinned += totals["pinned"];
+    }
+    assert_within(
+        "pinned time pushed (ms) vs the recording's",
+        pinned as f64 / 1e6,
+        report["pinned"]["total_ns"].as_f64().unwrap() / 1e6,
+        0.02,
+    );
+}
