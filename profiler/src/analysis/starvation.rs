@@ -11,7 +11,9 @@ use crate::model::{Model, Wait};
 pub struct Episode {
     pub start_ns: u64,
     pub end_ns: u64,
+    /// The most carriers unavailable at once in it.
     pub blocked_carriers: u32,
+    /// The most carriers alive in it.
     pub carriers: u32,
     /// The most tasks seen waiting in the scheduler for a carrier during it (None: not
     /// sampled then, or not read in this JVM).
@@ -42,7 +44,11 @@ pub fn starvation(
         let now = u32::try_from(blocked).unwrap_or(u32::MAX);
         match (&mut open, starving) {
             (None, true) => open = Some((time, now, carriers)),
-            (Some((_, peak, _)), true) => *peak = (*peak).max(now),
+            // (A pool may start carriers during an episode: the most alive in it.)
+            (Some((_, peak, n)), true) => {
+                *peak = (*peak).max(now);
+                *n = (*n).max(carriers);
+            }
             (Some((start, peak, n)), false) => {
                 out.push(Episode {
                     start_ns: *start,
