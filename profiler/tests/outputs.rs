@@ -330,13 +330,15 @@ fn check(args: &[&str], junit: &Path) -> (Option<i32>, String) {
 /// XML parser says the same.
 #[test]
 fn check_fails_where_it_pins_passes_where_it_does_not_and_says_when_it_cannot_measure() {
+    // (Starvation of a few microseconds happens anywhere, two carriers stopped at once by a
+    // page fault or the VM: CI saw 37 us on JDK 25. The limit is one a service would set.)
     let limits = [
         "--duration",
         "2s",
         "--max-pinned",
         "100ms",
         "--max-starvation",
-        "0s",
+        "100ms",
     ];
     for (major, expected) in [(21, 1), (25, 0)] {
         let jvm = pinning_jvm(major);
