@@ -226,6 +226,15 @@ impl Syscall {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
+
+    /// The thread whose release ended this futex wait, else the waiter itself: whom a lock
+    /// wait is charged to.
+    pub fn releaser(&self) -> u32 {
+        self.futex
+            .as_ref()
+            .and_then(|f| f.waker.as_ref())
+            .map_or(self.tid, |w| w.tid)
+    }
 }
 
 /// Sums of system calls below the threshold, per (thread, call), cumulative.

@@ -194,11 +194,7 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         }
         Kind::Locks => {
             for s in analysis.lock_waits() {
-                let holder = s
-                    .futex
-                    .as_ref()
-                    .and_then(|f| f.waker.as_ref())
-                    .map_or(s.tid, |w| w.tid);
+                let holder = s.releaser();
                 count(holder, s.duration_ns());
                 by_frames.push((holder, model.holder_frames(s), s.duration_ns() / 1_000));
             }

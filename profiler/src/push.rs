@@ -9,7 +9,6 @@ use std::{
     io::{Read as _, Write as _},
     net::{TcpStream, ToSocketAddrs as _},
     sync::{Arc, atomic::AtomicBool, mpsc},
-    thread,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -82,19 +81,7 @@ pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary,
     let stop = crate::signals::stop_flag()?;
     let quit = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
-    let recorder = {
-        let (record, stop, quit) = (record.clone(), Arc::clone(&stop), Arc::clone(&quit));
-        thread::Builder::new()
-            .name("recorder".into())
-            .spawn(move || {
-                let stops = record::Stops {
-                    signal: &stop,
-                    quit: &quit,
-                };
-                record::run_with(&record, stops, Some(tx))
-            })
-            .context("cannot start the recorder")?
-    };
+    let recorder = record::spawn_teed(record, &stop, &quit, tx)?;
     let mut pushed = Pushed::default();
     let mut model: Option<Model> = None;
     let mut host = String::new();

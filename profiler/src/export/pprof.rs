@@ -192,12 +192,7 @@ pub fn encode(analysis: &Analysis) -> Vec<u8> {
         one_by_one(FUTEX, s.tid, model.waiter_frames(s), s.duration_ns());
     }
     for s in analysis.lock_waits() {
-        let holder = s
-            .futex
-            .as_ref()
-            .and_then(|f| f.waker.as_ref())
-            .map_or(s.tid, |w| w.tid);
-        one_by_one(LOCK, holder, model.holder_frames(s), s.duration_ns());
+        one_by_one(LOCK, s.releaser(), model.holder_frames(s), s.duration_ns());
     }
 
     let mut profile = Message::default();

@@ -27,6 +27,17 @@ pub(super) struct JvmWatch {
     pub(super) threads: Vec<JavaThread>,
 }
 
+impl JvmWatch {
+    /// The carriers' OS thread ids, as last listed.
+    pub(super) fn carrier_tids(&self) -> Vec<u32> {
+        self.threads
+            .iter()
+            .filter(|t| t.carrier)
+            .map(|t| t.tid)
+            .collect()
+    }
+}
+
 /// A Java thread as the kernel programs are told of it: a carrier, one of the JDK's own
 /// service threads (by its class), or another.
 pub(super) fn known_thread(t: &JavaThread) -> capture::KnownThread {
@@ -335,12 +346,7 @@ impl Session {
             return Ok(());
         };
         // A look-up per carrier, not a walk of every thread's entry.
-        let carriers: Vec<u32> = jvm
-            .threads
-            .iter()
-            .filter(|t| t.carrier)
-            .map(|t| t.tid)
-            .collect();
+        let carriers = jvm.carrier_tids();
         if carriers.is_empty() {
             return Ok(());
         }

@@ -95,6 +95,35 @@ pub fn run(options: &Options) -> Result<Summary> {
     run_with(options, stops, None)
 }
 
+/// Records on a thread of its own, the stream teed to `tx` (a live view, a pusher); a bug
+/// in the recorder ends the recording with an error, not the process. Stopped by `stop` (a
+/// signal) or `quit` (the user leaving the view).
+pub fn spawn_teed(
+    options: &Options,
+    stop: &std::sync::Arc<AtomicBool>,
+    quit: &std::sync::Arc<AtomicBool>,
+    tx: std::sync::mpsc::Sender<crate::recording::Record>,
+) -> Result<std::thread::JoinHandle<Result<Summary>>> {
+    let (options, stop, quit) = (
+        options.clone(),
+        std::sync::Arc::clone(stop),
+        std::sync::Arc::clone(quit),
+    );
+    std::thread::Builder::new()
+        .name("recorder".into())
+        .spawn(move || {
+            let stops = Stops {
+                signal: &stop,
+                quit: &quit,
+            };
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_with(&options, stops, Some(tx))
+            }))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the recorder stopped on an internal error")))
+        })
+        .context("cannot start the recorder")
+}
+
 /// What ends a recording before its duration: a signal, or the user quitting a live view.
 #[derive(Clone, Copy)]
 pub struct Stops<'a> {

@@ -38,12 +38,7 @@ impl Session {
         if self.queue.unreadable {
             return Ok(());
         }
-        let carriers: Vec<u32> = jvm
-            .threads
-            .iter()
-            .filter(|t| t.carrier)
-            .map(|t| t.tid)
-            .collect();
+        let carriers = jvm.carrier_tids();
         if carriers.is_empty() {
             return Ok(());
         }

@@ -46,23 +46,7 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     let stop = crate::signals::stop_flag()?;
     let quit = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
-    let recorder = {
-        let (record, stop, quit) = (record.clone(), Arc::clone(&stop), Arc::clone(&quit));
-        thread::Builder::new()
-            .name("recorder".into())
-            .spawn(move || {
-                let stops = record::Stops {
-                    signal: &stop,
-                    quit: &quit,
-                };
-                // A bug in the recorder ends the recording with an error, not the process.
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    record::run_with(&record, stops, Some(tx))
-                }))
-                .unwrap_or_else(|_| Err(anyhow!("the recorder stopped on an internal error")))
-            })
-            .context("cannot start the recorder")?
-    };
+    let recorder = record::spawn_teed(record, &stop, &quit, tx)?;
     let join = |recorder: thread::JoinHandle<Result<record::Summary>>| {
         recorder
             .join()
