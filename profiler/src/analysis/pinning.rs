@@ -9,7 +9,7 @@ use super::monitors::{InitWaitedFor, init_waited_for, note_monitor};
 use super::stacks::{StackLabels, monitor_frames};
 use crate::analysis::jdk;
 use crate::events::{Frame, FrameKind, StackId};
-use crate::model::{Model, Wait, add};
+use crate::model::{FastMap, Model, Wait, add};
 
 /// One pinning: a mounted virtual thread blocked its carrier. A contended monitor entry that
 /// blocked several times before it got the monitor is one event.
@@ -41,7 +41,8 @@ pub fn pinned_events<'a>(
 ) -> Vec<PinnedEvent> {
     let mut out: Vec<PinnedEvent> = Vec::new();
     // Index of each carrier's last event, to merge the retries of one monitor entry.
-    let mut last: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    // (A look-up per interval, millions of them: the fast hasher.)
+    let mut last: FastMap<u32, usize> = FastMap::default();
     for (o, u, java_stack) in intervals {
         let Use::Pinned(reason, operation) = u else {
             // Anything else in between ends a monitor entry.
