@@ -206,17 +206,20 @@ struct FilterArgs {
     /// Only the virtual-thread carriers.
     #[arg(long)]
     carriers: bool,
-    /// From this long after the recording's start (`30s`; a bare number is seconds).
-    #[arg(long, value_parser = units::duration_or_secs)]
-    from: Option<Duration>,
-    /// To this long after the recording's start.
-    #[arg(long, value_parser = units::duration_or_secs)]
-    to: Option<Duration>,
+    /// From this moment: a time after the recording's start (`30s`, `1m`; a bare number is
+    /// seconds) or of the wall clock (`18:41:05`, `2026-12-02 18:41:05` on this machine's
+    /// time zone, or `2026-12-02T18:41:05Z`).
+    #[arg(long, value_parser = units::moment, value_name = "TIME")]
+    from: Option<units::Moment>,
+    /// To this moment (as --from).
+    #[arg(long, value_parser = units::moment, value_name = "TIME")]
+    to: Option<units::Moment>,
 }
 
 impl FilterArgs {
     fn filter(&self) -> Result<model::Filter> {
-        if let (Some(from), Some(to)) = (self.from, self.to)
+        if let (Some(units::Moment::AfterStart(from)), Some(units::Moment::AfterStart(to))) =
+            (self.from, self.to)
             && from >= to
         {
             bail!("--from must come before --to");
@@ -231,8 +234,8 @@ impl FilterArgs {
             tids: self.tid.clone(),
             thread,
             carriers: self.carriers,
-            from_ns: self.from.map(|d| d.as_nanos() as u64),
-            to_ns: self.to.map(|d| d.as_nanos() as u64),
+            from: self.from,
+            to: self.to,
         })
     }
 }
@@ -718,7 +721,7 @@ fn print_summary(summary: &record::Summary) {
 fn load_only(file: &std::path::Path, only: &model::Filter) -> Result<model::Model> {
     let mut model = load(file)?;
     if !only.is_empty() {
-        model.filter(only);
+        model.filter(only)?;
     }
     Ok(model)
 }

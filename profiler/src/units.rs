@@ -77,3 +77,132 @@ mod duration_tests {
         assert!(duration("").is_err());
     }
 }
+
+/// A moment of a recording, as `--from` and `--to` take it: a time after the recording's
+/// start (`30s`, `1m`, a bare number of seconds) or a time of the wall clock, which is what
+/// an alert or a log line gives (`2026-12-02T18:41:05Z`, `2026-12-02 18:41:05`, `18:41:05`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Moment {
+    /// This long after the recording's start.
+    AfterStart(std::time::Duration),
+    /// An instant: RFC 3339 with its offset, or a date and time on this machine's time zone.
+    At(jiff::Timestamp),
+    /// A time of day on this machine's time zone: the one nearest the recording's start.
+    TimeOfDay(jiff::civil::Time),
+}
+
+impl Moment {
+    /// How long after the recording's start (`start_unix_ns`, wall clock) this moment is, in
+    /// ns: 0 for a moment before it. `Err` says when the moment cannot be placed.
+    pub fn after_start_ns(&self, start_unix_ns: u64) -> Result<u64, String> {
+        let start = i128::from(start_unix_ns);
+        let at = match *self {
+            Self::AfterStart(d) => return Ok(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            Self::At(t) => t.as_nanosecond(),
+            Self::TimeOfDay(time) => {
+                let zone = jiff::tz::TimeZone::system();
+                let begun = jiff::Timestamp::from_nanosecond(start)
+                    .map_err(|e| format!("the recording's start cannot be placed: {e}"))?
+                    .to_zoned_datetime(zone.clone());
+                // The same time of day the day before, of, and after the start: the nearest.
+                [-1i64, 0, 1]
+                    .into_iter()
+                    .filter_map(|days| {
+                        let date = begun
+                            .date()
+                            .checked_add(jiff::Span::new().days(days))
+                            .ok()?;
+                        let at = date
+                            .to_datetime(time)
+                            .to_zoned_datetime(zone.clone())
+                            .ok()?;
+                        Some(at.timestamp().as_nanosecond())
+                    })
+                    .min_by_key(|at| (at - start).abs())
+                    .ok_or_else(|| format!("{time} cannot be placed near the recording"))?
+            }
+        };
+        Ok(u64::try_from((at - start).max(0)).unwrap_or(u64::MAX))
+    }
+}
+
+impl std::fmt::Display for Moment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AfterStart(d) => write!(f, "{} after the start", secs(d.as_nanos() as u64)),
+            Self::At(t) => write!(f, "{t}"),
+            Self::TimeOfDay(t) => write!(f, "{t}"),
+        }
+    }
+}
+
+/// `--from` and `--to`: a duration (a bare number is seconds), an RFC 3339 instant, a date and
+/// time, or a time of day (the last two on this machine's time zone).
+pub fn moment(text: &str) -> Result<Moment, String> {
+    let text = text.trim();
+    if let Ok(d) = duration_or_secs(text) {
+        return Ok(Moment::AfterStart(d));
+    }
+    if let Ok(t) = text.parse::<jiff::Timestamp>() {
+        return Ok(Moment::At(t));
+    }
+    if let Ok(dt) = text.parse::<jiff::civil::DateTime>() {
+        let at = dt
+            .to_zoned_datetime(jiff::tz::TimeZone::system())
+            .map_err(|e| format!("{text:?} is not a time on this machine's clock: {e}"))?;
+        return Ok(Moment::At(at.timestamp()));
+    }
+    if let Ok(t) = text.parse::<jiff::civil::Time>() {
+        return Ok(Moment::TimeOfDay(t));
+    }
+    Err(format!(
+        "{text:?} is neither a time after the start (30s, 1m) nor a time of day \
+         (18:41:05, 2026-12-02 18:41:05, 2026-12-02T18:41:05Z)"
+    ))
+}
+
+#[cfg(test)]
+mod moment_tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// 2026-12-02T18:41:05Z.
+    const START: u64 = 1_796_236_865_000_000_000;
+
+    #[test]
+    fn moments_are_offsets_or_wall_clock_times() {
+        assert_eq!(
+            moment("30s"),
+            Ok(Moment::AfterStart(Duration::from_secs(30)))
+        );
+        assert_eq!(moment("2"), Ok(Moment::AfterStart(Duration::from_secs(2))));
+        let at = |t: &str| moment(t).unwrap().after_start_ns(START).unwrap();
+        assert_eq!(at("2026-12-02T18:41:15Z"), 10_000_000_000);
+        assert_eq!(at("2026-12-02T19:41:15.5+01:00"), 10_500_000_000);
+        // Before the start: the start.
+        assert_eq!(at("2026-12-02T18:00:00Z"), 0);
+        assert!(moment("yesterday").is_err());
+        assert!(moment("25:00:00").is_err());
+    }
+
+    #[test]
+    fn a_time_of_day_is_the_nearest_to_the_start() {
+        // In the machine's own zone, whatever it is: a time of day read as that zone's.
+        let zone = jiff::tz::TimeZone::system();
+        let start = jiff::Timestamp::from_nanosecond(i128::from(START))
+            .unwrap()
+            .to_zoned_datetime(zone);
+        let later = start.checked_add(jiff::Span::new().seconds(90)).unwrap();
+        let text = later.time().to_string();
+        assert_eq!(
+            moment(&text).unwrap().after_start_ns(START),
+            Ok(90_000_000_000)
+        );
+        // A local date and time names the same instant.
+        let text = later.datetime().to_string();
+        assert_eq!(
+            moment(&text).unwrap().after_start_ns(START),
+            Ok(90_000_000_000)
+        );
+    }
+}

@@ -457,6 +457,47 @@ fn jdk21_filters_narrow_the_report_and_the_exports() {
             );
         }
     }
+    // The same moment given as the wall clock says it (as `date` writes it, from the
+    // report's own start), as an instant and as a time of day on this machine's zone, names
+    // the same span to the nanosecond.
+    let start_ns = whole["window"]["start_unix_ns"].as_u64().unwrap();
+    let at = start_ns + 1_500_000_000;
+    let clock = |format: &str| {
+        let out = std::process::Command::new("date")
+            .arg(format!(
+                "--date=@{}.{:09}",
+                at / 1_000_000_000,
+                at % 1_000_000_000
+            ))
+            .arg(format)
+            .output()
+            .unwrap();
+        assert_ok(&out, "date");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let instant = clock("+%Y-%m-%dT%H:%M:%S.%N%:z");
+    let time_of_day = clock("+%H:%M:%S.%N");
+    for moment in [&instant, &time_of_day] {
+        assert_eq!(
+            report_of(&recording, &["--from", moment]),
+            halves[1],
+            "--from {moment}"
+        );
+        assert_eq!(
+            report_of(&recording, &["--to", moment]),
+            halves[0],
+            "--to {moment}"
+        );
+    }
+    // A moment outside the window is an error that says where the window is.
+    let out = pinprof()
+        .args(["report", "--from", "1h"])
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("after the recording's end"), "{said}");
     // The exports read the same narrowed recording.
     let profile = export(&recording, "filters21.pb.gz", &["--carriers"]);
     let (totals, text) = pprof_raw(&profile);

@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use super::Model;
+use crate::units::Moment;
 
 /// What to keep. Empty: everything.
 #[derive(Clone, Debug, Default)]
@@ -16,10 +17,10 @@ pub struct Filter {
     pub thread: Option<regex::Regex>,
     /// Only carriers.
     pub carriers: bool,
-    /// From this long after the window's start (ns).
-    pub from_ns: Option<u64>,
-    /// To this long after the window's start (ns).
-    pub to_ns: Option<u64>,
+    /// From this moment (a time after the window's start, or of the wall clock).
+    pub from: Option<Moment>,
+    /// To this moment.
+    pub to: Option<Moment>,
 }
 
 impl Filter {
@@ -27,8 +28,8 @@ impl Filter {
         self.tids.is_empty()
             && self.thread.is_none()
             && !self.carriers
-            && self.from_ns.is_none()
-            && self.to_ns.is_none()
+            && self.from.is_none()
+            && self.to.is_none()
     }
 
     fn narrows_threads(&self) -> bool {
@@ -37,21 +38,59 @@ impl Filter {
 }
 
 impl Model {
-    /// Keeps only what `filter` asks for (see the module's comment).
-    pub fn filter(&mut self, filter: &Filter) {
+    /// Keeps only what `filter` asks for (see the module's comment). A span that misses the
+    /// window, or ends before it begins, is an error that says where the window is.
+    pub fn filter(&mut self, filter: &Filter) -> anyhow::Result<()> {
         if filter.narrows_threads() {
             self.keep_threads(filter);
         }
-        if filter.from_ns.is_some() || filter.to_ns.is_some() {
-            let start = self.start_mono_ns;
-            let from = start.saturating_add(filter.from_ns.unwrap_or(0));
-            let to = filter
-                .to_ns
-                .map_or(self.end_mono_ns, |t| start.saturating_add(t))
-                .min(self.end_mono_ns)
-                .max(from);
+        if filter.from.is_some() || filter.to.is_some() {
+            let (from, to) = self.span(filter)?;
             self.keep_span(from, to);
         }
+        Ok(())
+    }
+
+    /// The kernel-clock span that `filter`'s moments name, inside the window.
+    fn span(&self, filter: &Filter) -> anyhow::Result<(u64, u64)> {
+        let start = self.start_mono_ns;
+        let length = self.end_mono_ns.saturating_sub(start);
+        let place = |moment: &Moment| -> anyhow::Result<u64> {
+            moment
+                .after_start_ns(self.start_unix_ns)
+                .map_err(anyhow::Error::msg)
+        };
+        let from = filter.from.as_ref().map(place).transpose()?.unwrap_or(0);
+        let to = filter.to.as_ref().map(place).transpose()?;
+        let window = || {
+            format!(
+                "the recording runs {} from {}",
+                crate::units::secs(length),
+                jiff::Timestamp::from_nanosecond(i128::from(self.start_unix_ns))
+                    .map_or_else(|_| "an unknown time".into(), |t| t.to_string())
+            )
+        };
+        if from >= length {
+            anyhow::bail!(
+                "--from {} is after the recording's end: {}",
+                filter.from.expect("from is past 0"),
+                window()
+            );
+        }
+        if let Some(to) = to {
+            if to == 0 {
+                anyhow::bail!(
+                    "--to {} is before the recording's start: {}",
+                    filter.to.expect("to is set"),
+                    window()
+                );
+            }
+            if to <= from {
+                anyhow::bail!("--from must come before --to");
+            }
+        }
+        let to = to.map_or(length, |t| t.min(length));
+        Ok((start.saturating_add(from), start.saturating_add(to)))
     }
 
     fn keep_threads(&mut self, filter: &Filter) {

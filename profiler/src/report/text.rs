@@ -56,6 +56,27 @@ pub fn container_label(model: &Model) -> Option<String> {
     Some(label)
 }
 
+/// When the window ran, on this machine's clock and zone: what `--from` and `--to` take.
+pub fn window_label(model: &Model) -> String {
+    let zone = jiff::tz::TimeZone::system();
+    let at = |unix_ns: u64| {
+        jiff::Timestamp::from_nanosecond(i128::from(unix_ns))
+            .ok()
+            .map(|t| t.to_zoned_datetime(zone.clone()))
+    };
+    let start = model.start_unix_ns;
+    let end = start.saturating_add(model.duration_ns());
+    match (at(start), at(end)) {
+        (Some(from), Some(to)) => format!(
+            "window: {} to {} ({})",
+            from.strftime("%Y-%m-%d %H:%M:%S%.3f"),
+            to.strftime("%H:%M:%S%.3f"),
+            from.strftime("%Z")
+        ),
+        _ => "window: start unknown".to_string(),
+    }
+}
+
 /// One line that says what was profiled and how well.
 pub fn headline(analysis: &Analysis) -> String {
     let model = analysis.model();
@@ -76,6 +97,7 @@ pub fn headline(analysis: &Analysis) -> String {
 fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
     let model = analysis.model();
     writeln!(out, "{}", headline(analysis))?;
+    writeln!(out, "{}", window_label(model))?;
     if let Some(container) = container_label(model) {
         writeln!(out, "{container}")?;
     }
