@@ -34,7 +34,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         export: Vec<PathBuf>,
         /// Continuous profiling: send a pprof profile of each period to this Pyroscope
-        /// server's ingest API (`http://pyroscope:4040`) while recording, until stopped.
+        /// server's ingest API (`http://pyroscope:4040`, `https://...`) while recording, until
+        /// stopped. Credentials come from the environment: PINPROF_PUSH_BASIC_AUTH=USER:PASSWORD
+        /// or PINPROF_PUSH_BEARER_TOKEN=TOKEN.
         #[arg(long, value_name = "URL")]
         push: Option<profiler::push::Server>,
         /// With --push: one profile per this long.
@@ -46,6 +48,13 @@ enum Command {
         /// With --push: a label added to every profile (repeatable).
         #[arg(long, value_name = "KEY=VALUE", value_parser = label, requires = "push")]
         push_label: Vec<(String, String)>,
+        /// With --push: the tenant of a multi-tenant server (sent as X-Scope-OrgID).
+        #[arg(long, value_name = "ID", requires = "push")]
+        push_tenant: Option<String>,
+        /// With an https:// --push: also trust the certificate authorities of this PEM file
+        /// (beside the system's).
+        #[arg(long, value_name = "FILE", requires = "push")]
+        push_ca: Option<PathBuf>,
     },
     /// Record a live process as `record` does, and show carriers, pinned sites, threads,
     /// locks and system calls live in the terminal until you quit (q).
@@ -387,6 +396,8 @@ fn run(command: Command) -> Result<()> {
             every,
             push_app,
             push_label,
+            push_tenant,
+            push_ca,
         } => {
             // Every export's format is known before anything is recorded.
             let exports = export
@@ -403,12 +414,28 @@ fn run(command: Command) -> Result<()> {
                     if every < Duration::from_secs(1) {
                         bail!("--every must be at least 1s");
                     }
+                    // Settings and credentials are checked before anything is recorded.
+                    let tls = match server.scheme {
+                        profiler::push::Scheme::Https => {
+                            Some(profiler::push::tls_config(push_ca.as_deref())?)
+                        }
+                        profiler::push::Scheme::Http if push_ca.is_some() => {
+                            bail!("--push-ca is for an https:// server")
+                        }
+                        profiler::push::Scheme::Http => None,
+                    };
+                    if let Some(tenant) = &push_tenant {
+                        profiler::push::header_value(tenant).context("--push-tenant")?;
+                    }
                     let command = profiler::target::Target::open(options.pid)?.info().command;
                     let push = profiler::push::Options {
                         server,
                         every,
                         app: push_app.unwrap_or_else(|| format!("pinprof.{command}")),
                         labels: push_label,
+                        auth: profiler::push::Auth::from_env()?,
+                        tenant: push_tenant,
+                        tls,
                     };
                     let (summary, pushed) = profiler::push::run(&options, &push)?;
                     say!(

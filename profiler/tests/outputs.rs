@@ -508,6 +508,8 @@ fn jdk21_filters_narrow_the_report_and_the_exports() {
 /// One request as a Pyroscope server's `/ingest` reads it.
 struct Ingested {
     path: String,
+    /// Headers by lower-case name.
+    headers: BTreeMap<String, String>,
     query: BTreeMap<String, String>,
     /// Multipart parts by field name.
     parts: BTreeMap<String, Vec<u8>>,
@@ -591,6 +593,7 @@ fn ingest_one(mut stream: std::net::TcpStream) -> Ingested {
     }
     Ingested {
         path: path.to_string(),
+        headers,
         query,
         parts,
     }
@@ -604,8 +607,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// requests as Pyroscope's ingest API does (a local listener: no Pyroscope server can be
 /// built here); each profile, read by Go's pprof, holds its period, and together they hold
 /// the pinned time the recording's report says.
-#[test]
-fn jdk21_record_push_sends_a_profile_a_period_that_add_up_to_the_recording() {
+/// A local listener that reads each request as Pyroscope's ingest API does; its port, and
+/// the requests as they come.
+fn ingest_listener() -> (u16, std::sync::mpsc::Receiver<Ingested>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -617,20 +621,15 @@ fn jdk21_record_push_sends_a_profile_a_period_that_add_up_to_the_recording() {
             }
         }
     });
-    let jvm = pinning_jvm(21);
-    let url = format!("http://127.0.0.1:{port}");
-    let (recorder, recording) = spawn_record_with(
-        jvm.pid,
-        "push21.pinrec",
-        &["--push", &url, "--every", "1s", "--push-label", "env=test"],
-    );
-    std::thread::sleep(Duration::from_millis(4500));
-    interrupt(recorder);
-    drop(jvm);
-    let pushes: Vec<Ingested> = rx.try_iter().collect();
+    (port, rx)
+}
+
+/// The pushes of a 4.5 s recording with `--every 1s`: one a period, in order, each a pprof
+/// profile Go's pprof reads, that together hold the recording's pinned time.
+fn check_pushes(pushes: &[Ingested], recording: &Path, tag: &str) {
     // One a second for 4.5 s, and the rest at the end.
     assert!((4..=6).contains(&pushes.len()), "{} pushes", pushes.len());
-    let report = report_of(&recording, &[]);
+    let report = report_of(recording, &[]);
     let pid = report["target"]["pid"].as_u64().unwrap();
     let mut pinned = 0u128;
     let mut until_before: Option<u64> = None;
@@ -658,7 +657,7 @@ fn jdk21_record_push_sends_a_profile_a_period_that_add_up_to_the_recording() {
         until_before = Some(until);
         let config: Value = serde_json::from_slice(&p.parts["sample_type_config"]).unwrap();
         assert_eq!(config["pinned"]["units"], "nanoseconds");
-        let file = scratch(&format!("push21-{i}.pb.gz"));
+        let file = scratch(&format!("{tag}-{i}.pb.gz"));
         std::fs::write(&file, &p.parts["profile"]).unwrap();
         let (totals, _) = pprof_raw(&file);
         pinned += totals["pinned"];
@@ -669,4 +668,210 @@ fn jdk21_record_push_sends_a_profile_a_period_that_add_up_to_the_recording() {
         report["pinned"]["total_ns"].as_f64().unwrap() / 1e6,
         0.02,
     );
+}
+
+/// Continuous profiling: `record --push` sends a profile a period to a server that reads
+/// requests as Pyroscope's ingest API does (a local listener: no Pyroscope server can be
+/// built here); each profile, read by Go's pprof, holds its period, and together they hold
+/// the pinned time the recording's report says.
+#[test]
+fn jdk21_record_push_sends_a_profile_a_period_that_add_up_to_the_recording() {
+    let (port, rx) = ingest_listener();
+    let jvm = pinning_jvm(21);
+    let url = format!("http://127.0.0.1:{port}");
+    let (recorder, recording) = spawn_record_with(
+        jvm.pid,
+        "push21.pinrec",
+        &["--push", &url, "--every", "1s", "--push-label", "env=test"],
+    );
+    std::thread::sleep(Duration::from_millis(4500));
+    interrupt(recorder);
+    drop(jvm);
+    let pushes: Vec<Ingested> = rx.try_iter().collect();
+    check_pushes(&pushes, &recording, "push21");
+    assert!(
+        pushes
+            .iter()
+            .all(|p| !p.headers.contains_key("authorization")),
+        "no credentials were given"
+    );
+}
+
+/// A TLS server in front of `backend`: OpenSSL's certificate for localhost, served by
+/// Python's ssl module, each connection's bytes passed on once its handshake succeeded.
+/// Returns the server, its port and the certificate authority's PEM file.
+fn tls_front(backend: u16) -> (std::process::Child, u16, PathBuf) {
+    // A certificate authority of the test's own, and localhost's certificate signed by it.
+    let (ca_key, ca) = (scratch("push-ca.key"), scratch("push-ca.pem"));
+    let (key, csr, cert) = (
+        scratch("push-tls.key"),
+        scratch("push-tls.csr"),
+        scratch("push-tls.pem"),
+    );
+    let extensions = scratch("push-tls.ext");
+    std::fs::write(
+        &extensions,
+        "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    let openssl = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_ok(&out, "openssl");
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let new_key = [
+        os("-newkey"),
+        os("ec"),
+        os("-pkeyopt"),
+        os("ec_paramgen_curve:P-256"),
+    ];
+    let mut args = vec![os("req"), os("-x509"), os("-nodes"), os("-days"), os("1")];
+    args.extend(new_key);
+    args.extend([os("-subj"), os("/CN=pinprof test CA"), os("-keyout")]);
+    args.extend([ca_key.as_os_str(), os("-out"), ca.as_os_str()]);
+    openssl(&args);
+    let mut args = vec![os("req"), os("-nodes"), os("-subj"), os("/CN=localhost")];
+    args.extend(new_key);
+    args.extend([os("-keyout"), key.as_os_str(), os("-out"), csr.as_os_str()]);
+    openssl(&args);
+    openssl(&[
+        os("x509"),
+        os("-req"),
+        os("-days"),
+        os("1"),
+        os("-set_serial"),
+        os("1"),
+        os("-in"),
+        csr.as_os_str(),
+        os("-CA"),
+        ca.as_os_str(),
+        os("-CAkey"),
+        ca_key.as_os_str(),
+        os("-extfile"),
+        extensions.as_os_str(),
+        os("-out"),
+        cert.as_os_str(),
+    ]);
+    const SERVER: &str = r#"
+import socket, ssl, sys, threading
+cert, key, backend = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+def pump(a, b):
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def serve(raw):
+    raw.settimeout(20)
+    try:
+        tls = ctx.wrap_socket(raw, server_side=True)
+    except (ssl.SSLError, OSError) as e:
+        print("handshake refused:", e, file=sys.stderr, flush=True)
+        raw.close()
+        return
+    plain = socket.create_connection(("127.0.0.1", backend))
+    threading.Thread(target=pump, args=(plain, tls), daemon=True).start()
+    pump(tls, plain)
+while True:
+    conn, _ = listener.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"#;
+    let mut server = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(SERVER)
+        .arg(&cert)
+        .arg(&key)
+        .arg(backend.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port = line.trim().parse().expect("the TLS server's port");
+    (server, port, ca)
+}
+
+/// The same over https with credentials and a tenant: the certificate is checked (against
+/// `--push-ca`; without it, nothing is delivered and pinprof says why), and the server gets
+/// `Authorization: Basic` as coreutils' `base64` encodes the credentials, and the tenant.
+#[test]
+fn jdk21_record_push_over_https_with_credentials() {
+    let (port, rx) = ingest_listener();
+    let (mut front, tls_port, ca) = tls_front(port);
+    let url = format!("https://localhost:{tls_port}");
+    // A certificate nobody trusts: every push fails, is counted and said, and the
+    // recording is whole all the same.
+    let out = pinprof()
+        .args(["record", "--quiet", "--duration", "2s", "--every", "1s"])
+        .args(["--pid", &front.id().to_string(), "--push", &url, "--output"])
+        .arg(scratch("push-untrusted.pinrec"))
+        .output()
+        .unwrap();
+    assert_ok(&out, "pinprof record --push to an untrusted server");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("pushed 0 profiles"), "{said}");
+    assert!(said.to_lowercase().contains("certificate"), "{said}");
+    assert_eq!(
+        rx.try_iter().count(),
+        0,
+        "nothing passed an unchecked handshake"
+    );
+
+    let jvm = pinning_jvm(21);
+    let recording = scratch("push21-tls.pinrec");
+    let recorder = pinprof()
+        .args([
+            "record",
+            "--quiet",
+            "--pid",
+            &jvm.pid.to_string(),
+            "--output",
+        ])
+        .arg(&recording)
+        .args(["--push", &url, "--every", "1s", "--push-label", "env=test"])
+        .args(["--push-tenant", "team-a", "--push-ca"])
+        .arg(&ca)
+        .env("PINPROF_PUSH_BASIC_AUTH", "pinprof:s3cret word")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !recording.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(4500));
+    let output = interrupt(recorder);
+    drop(jvm);
+    let _ = front.kill();
+    let _ = front.wait();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("(0 not delivered)"), "{said}");
+    let pushes: Vec<Ingested> = rx.try_iter().collect();
+    check_pushes(&pushes, &recording, "push21-tls");
+    let encoded = std::process::Command::new("sh")
+        .args(["-c", "printf %s 'pinprof:s3cret word' | base64"])
+        .output()
+        .unwrap();
+    let expected = format!("Basic {}", String::from_utf8_lossy(&encoded.stdout).trim());
+    for p in &pushes {
+        assert_eq!(p.headers["authorization"], expected);
+        assert_eq!(p.headers["x-scope-orgid"], "team-a");
+    }
 }

@@ -113,7 +113,10 @@ pub fn build() -> Result<Dist> {
             .env(
                 "CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS",
                 "-C target-feature=+crt-static -C relocation-model=static -C strip=symbols",
-            ),
+            )
+            // The C parts of dependencies (ring) against musl's headers and libc, with
+            // Debian's wrapper (musl-tools).
+            .env("CC_x86_64_unknown_linux_musl", "musl-gcc"),
     )?;
     let built = setup::target_dir().join(TARGET).join("release/pinprof");
     let data = std::fs::read(&built).with_context(|| format!("cannot read {}", built.display()))?;

@@ -9,7 +9,9 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{root, run_cmd};
 
-const APT_PACKAGES: [&str; 7] = [
+const APT_PACKAGES: [&str; 8] = [
+    // musl-gcc: the static binary's C code (ring, the TLS of --push) is built for musl libc.
+    "musl-tools",
     // LLVM 22 to build bpf-linker against the same LLVM as the nightly rustc.
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -94,7 +96,8 @@ pub fn run() -> Result<Env> {
 /// The readers the tests hand pinprof's exports to: Debian's Go (its `go tool pprof`), and
 /// inferno's `inferno-flamegraph` built once into the cache.
 pub fn readers() -> Result<Readers> {
-    apt_install(&["golang-go"])?;
+    // Go's pprof; openssl makes the certificates of the https push test's server.
+    apt_install(&["golang-go", "openssl"])?;
     let go = PathBuf::from("/usr/bin/go");
     let works = Command::new(&go)
         .arg("version")
