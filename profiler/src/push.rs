@@ -138,7 +138,8 @@ pub fn tls_config(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>> {
     Ok(Arc::new(config))
 }
 
-/// A file the user names, refused when it is not a regular file or is larger than `cap`.
+/// A file the user names: opened without blocking (never a FIFO's writer to wait for), then
+/// held to `safe_fs`'s checks (a regular file, at most `cap` bytes, read no further).
 fn read_small(path: &Path, cap: u64) -> Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
@@ -146,16 +147,12 @@ fn read_small(path: &Path, cap: u64) -> Result<Vec<u8>> {
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > cap {
-        bail!(
-            "{} is not a regular file of at most {cap} bytes",
-            path.display()
-        );
-    }
-    let mut bytes = Vec::new();
-    file.take(cap).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    let expect = crate::safe_fs::Expect {
+        max_bytes: cap,
+        owner: crate::safe_fs::Owner::Anyone,
+    };
+    crate::safe_fs::check_file(&file, path, expect)?;
+    crate::safe_fs::read_capped(&file, path, cap)
 }
 
 /// Standard base64 with padding (RFC 4648), for basic authentication.
