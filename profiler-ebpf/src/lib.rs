@@ -26,6 +26,10 @@ pub mod kind {
     pub const THREAD_START: u32 = 9;
     /// [`crate::ThreadLife`]: a thread of the target left the CPU for the last time.
     pub const THREAD_EXIT: u32 = 10;
+    /// [`crate::OnCpuSample`]
+    pub const ON_CPU: u32 = 11;
+    /// [`crate::LateWakeup`]
+    pub const LATE_WAKEUP: u32 = 12;
 }
 
 /// `clone(2)` flag of a new thread (as opposed to a new process).
@@ -85,7 +89,11 @@ pub mod counter {
     /// return from a system call ended either: lost, and counted apart from the ring buffer's
     /// losses, since a larger buffer would not have kept it.
     pub const MISSED_SWITCH_INS: u32 = 9;
-    pub const COUNT: u32 = 10;
+    /// A thread's scheduler histograms could not be kept (their map was full).
+    pub const SCHED_MAP_FULL: u32 = 10;
+    /// On-CPU samples of the target's threads taken (sent or lost).
+    pub const ON_CPU_SAMPLES: u32 = 11;
+    pub const COUNT: u32 = 12;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames
@@ -482,6 +490,8 @@ pub struct OffCpuStart {
     /// Thread that woke it (`sched_waking` in the waker's context); 0 until then.
     pub waker_tid: u32,
     pub _pad: u32,
+    /// When it was first made runnable again (`sched_waking`); 0 until then.
+    pub wake_ns: u64,
     pub java: JavaState,
 }
 
@@ -524,6 +534,130 @@ pub struct OffCpuEvent {
     pub waker_tid: u32,
     pub cpu: u32,
     pub java: JavaState,
+}
+
+/// One on-CPU sample of a thread of the target (a perf clock event, `ON_CPU_HZ` a second
+/// per CPU), with what its Java thread was running; its Java stack, when copied, follows as a
+/// stack copy keyed by `time_ns`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OnCpuSample {
+    pub kind: u32,
+    pub tid: u32,
+    pub time_ns: u64,
+    pub cpu: u32,
+    /// Negative: none (in user mode there is no kernel stack).
+    pub kernel_stack_id: i32,
+    pub user_stack_id: i32,
+    pub _pad: u32,
+    pub java: JavaState,
+}
+
+/// A thread of the target that waited at least `LATE_WAKEUP_NS` from being made runnable
+/// (`sched_waking`) to running: the scheduler ran something else meanwhile.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LateWakeup {
+    pub kind: u32,
+    pub tid: u32,
+    pub wake_ns: u64,
+    pub run_ns: u64,
+    pub waker_tid: u32,
+    pub cpu: u32,
+}
+
+/// Buckets of a [`Histogram`]: values below 16 units are exact, then 16 buckets per power of
+/// two (each at most 1/16 of its values wide) up to 2^31 units.
+pub const HISTOGRAM_BUCKETS: usize = 448;
+/// A histogram's unit: 1,024 ns (about a microsecond).
+pub const HISTOGRAM_UNIT_SHIFT: u32 = 10;
+
+/// The bucket of `ns` in a [`Histogram`].
+#[inline(always)]
+pub fn histogram_bucket(ns: u64) -> usize {
+    let mut v = ns >> HISTOGRAM_UNIT_SHIFT;
+    if v >= 1 << 31 {
+        v = (1 << 31) - 1;
+    }
+    if v < 16 {
+        return v as usize;
+    }
+    // The highest set bit, by halving (BPF has no count-leading-zeros instruction).
+    let mut msb = 0u32;
+    let mut x = v;
+    if x >= 1 << 16 {
+        x >>= 16;
+        msb += 16;
+    }
+    if x >= 1 << 8 {
+        x >>= 8;
+        msb += 8;
+    }
+    if x >= 1 << 4 {
+        x >>= 4;
+        msb += 4;
+    }
+    if x >= 1 << 2 {
+        x >>= 2;
+        msb += 2;
+    }
+    if x >= 1 << 1 {
+        msb += 1;
+    }
+    let sub = (v >> (msb - 4)) & 15;
+    ((msb as u64 - 3) * 16 + sub) as usize
+}
+
+/// The smallest value (ns) of bucket `i` of a [`Histogram`], and the one after its largest.
+pub fn histogram_bucket_range(i: usize) -> (u64, u64) {
+    let units = |i: usize| -> u64 {
+        if i < 16 {
+            i as u64
+        } else {
+            let msb = (i / 16) as u32 + 3;
+            (1u64 << msb) + ((i % 16) as u64) * (1u64 << (msb - 4))
+        }
+    };
+    (
+        units(i) << HISTOGRAM_UNIT_SHIFT,
+        units(i + 1) << HISTOGRAM_UNIT_SHIFT,
+    )
+}
+
+/// Counts of durations by bucket (see [`histogram_bucket`]), with their largest.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Histogram {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    pub buckets: [u32; HISTOGRAM_BUCKETS],
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            count: 0,
+            total_ns: 0,
+            max_ns: 0,
+            buckets: [0; HISTOGRAM_BUCKETS],
+        }
+    }
+}
+
+/// A thread's scheduling, summed in the kernel: how long it waited from being woken to
+/// running (wakeup latency) and, once preempted, to running again (run-queue delay); how often
+/// it moved to another CPU, and how often it was switched out while still runnable.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SchedStats {
+    pub wakeup: Histogram,
+    pub runqueue: Histogram,
+    pub migrations: u64,
+    pub involuntary_switches: u64,
+    /// The CPU it last ran on, plus one (0: not seen yet).
+    pub last_cpu: u32,
+    pub _pad: u32,
 }
 
 /// The target's last thread exited (`sched_process_exit` with `group_dead`).
@@ -584,6 +718,7 @@ mod user {
     unsafe impl aya::Pod for super::FdLayout {}
     unsafe impl aya::Pod for super::SyscallStart {}
     unsafe impl aya::Pod for super::TaskLayout {}
+    unsafe impl aya::Pod for super::SchedStats {}
 }
 
 #[cfg(test)]
@@ -626,7 +761,12 @@ mod tests {
             size_of::<StackChunkCopy>(),
             stack_head + chunk_head + STACK_CHUNK_DATA_BYTES
         );
-        assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + java);
+        assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + 8 + java);
+        assert_eq!(size_of::<OnCpuSample>(), 4 + 4 + 8 + 4 * 4 + java);
+        assert_eq!(size_of::<LateWakeup>(), 4 + 4 + 8 + 8 + 4 + 4);
+        let histogram = 8 * 3 + 4 * HISTOGRAM_BUCKETS;
+        assert_eq!(size_of::<Histogram>(), histogram);
+        assert_eq!(size_of::<SchedStats>(), 2 * histogram + 8 + 8 + 4 + 4);
         assert_eq!(
             size_of::<OffCpuEvent>(),
             4 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 4 + java
@@ -635,6 +775,27 @@ mod tests {
         assert_eq!(size_of::<ThreadLife>(), 4 + 4 + 8 * 3);
         assert_eq!(size_of::<TaskLayout>(), 8);
         assert_eq!(size_of::<ShortOffCpu>(), 8 + 8 + 8);
+    }
+
+    // Every value falls in the bucket whose range holds it, buckets are at most 1/16 of their
+    // values wide, and the last one takes everything larger.
+    #[test]
+    fn histogram_buckets_hold_their_values() {
+        let mut v = 0u64;
+        while v < 1 << 41 {
+            let i = histogram_bucket(v);
+            assert!(i < HISTOGRAM_BUCKETS, "{v}");
+            let (low, high) = histogram_bucket_range(i);
+            assert!(low <= v && v < high, "{v} in {i}: {low}..{high}");
+            if low >= 16 << HISTOGRAM_UNIT_SHIFT {
+                assert!((high - low) * 16 <= low, "{i}: {low}..{high}");
+            }
+            v = v * 9 / 8 + 1;
+        }
+        assert_eq!(histogram_bucket(u64::MAX), HISTOGRAM_BUCKETS - 1);
+        for i in 1..HISTOGRAM_BUCKETS {
+            assert_eq!(histogram_bucket_range(i - 1).1, histogram_bucket_range(i).0);
+        }
     }
 
     // The kernel sends the used prefix of these: the heads first, the bytes after, nothing

@@ -467,6 +467,85 @@ pub enum Event {
         tasks: u64,
         queues: u32,
     },
+    /// The target's threads were sampled on CPU `hz` times a second (format 8; written once,
+    /// after the header, when they were).
+    Sampling {
+        hz: u32,
+    },
+    /// An on-CPU sample; its Java stack, when walked, is the `JavaStack` of (`tid`,
+    /// `time_ns`) that follows.
+    OnCpu(OnCpu),
+    /// Cumulative snapshot of every living thread's scheduler histograms (the last one of a
+    /// thread wins), with the samples taken so far.
+    SchedStats {
+        time_ns: u64,
+        threads: Vec<ThreadSched>,
+        samples: u64,
+        /// Threads whose histograms had no room in the kernel.
+        threads_not_kept: u64,
+    },
+    /// Thread `tid`, made runnable at `wake_ns` by `waker_tid`, ran only at `run_ns`.
+    LateWakeup(LateWakeup),
+}
+
+/// One on-CPU sample of a thread of the target (a CPU clock event).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OnCpu {
+    pub tid: u32,
+    pub time_ns: u64,
+    pub cpu: u32,
+    pub kernel_stack: Option<StackId>,
+    pub user_stack: Option<StackId>,
+    /// What its Java thread was running (the mounted virtual thread among it).
+    pub java: Option<JavaBlock>,
+}
+
+/// Durations counted by bucket (see `profiler_ebpf::histogram_bucket`): the buckets that
+/// are not empty, (index, count).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Histogram {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    pub buckets: Vec<(u16, u32)>,
+}
+
+impl From<&profiler_ebpf::Histogram> for Histogram {
+    fn from(h: &profiler_ebpf::Histogram) -> Self {
+        Self {
+            count: h.count,
+            total_ns: h.total_ns,
+            max_ns: h.max_ns,
+            buckets: h
+                .buckets
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n != 0)
+                .map(|(i, n)| (i as u16, *n))
+                .collect(),
+        }
+    }
+}
+
+/// A thread's scheduling, cumulative: wakeup latency (woken to running), run-queue delay
+/// (preempted to running again), CPU migrations and involuntary switches.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadSched {
+    pub tid: u32,
+    pub wakeup: Histogram,
+    pub runqueue: Histogram,
+    pub migrations: u64,
+    pub involuntary_switches: u64,
+}
+
+/// A wake-up that waited long for a CPU.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LateWakeup {
+    pub tid: u32,
+    pub wake_ns: u64,
+    pub run_ns: u64,
+    pub waker_tid: Option<u32>,
+    pub cpu: u32,
 }
 
 /// The object a thread parks on (`Thread.parkBlocker`): a `java.util.concurrent` lock's sync,
@@ -530,6 +609,9 @@ impl Event {
     pub fn time_ns(&self) -> Option<u64> {
         match self {
             Event::OffCpu(o) => Some(o.end_ns),
+            Event::OnCpu(s) => Some(s.time_ns),
+            Event::LateWakeup(w) => Some(w.run_ns),
+            Event::SchedStats { time_ns, .. } => Some(*time_ns),
             Event::Syscall(s) => Some(s.end_ns),
             Event::Counters { time_ns, .. }
             | Event::ShortOffCpu { time_ns, .. }

@@ -301,6 +301,14 @@ struct CaptureArgs {
     /// JVM's perf map (needs -XX:+PreserveFramePointer and `jcmd <pid> Compiler.perfmap`).
     #[arg(long, hide = true)]
     fp_cross_check: bool,
+    /// On-CPU samples a second of each CPU, charged to the sampled thread's stack and, on a
+    /// carrier, to the mounted virtual thread (monopolization); 0 turns sampling off.
+    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    oncpu_hz: u32,
+    /// A thread that waits at least this long from its wake-up to running (`2ms`) is
+    /// recorded with its waker (every wake-up counts in the latency histograms).
+    #[arg(long, value_parser = units::duration, default_value = "2ms")]
+    late_wakeup: Duration,
 }
 
 impl CaptureArgs {
@@ -330,6 +338,8 @@ impl CaptureArgs {
             min_syscall: (!self.no_syscalls).then(|| micros(self.min_syscall_us, self.min_syscall)),
             fp_cross_check: self.fp_cross_check,
             progress,
+            on_cpu_hz: (self.oncpu_hz > 0).then_some(self.oncpu_hz),
+            late_wakeup: self.late_wakeup.max(Duration::from_nanos(1)),
         })
     }
 }
@@ -666,6 +676,8 @@ fn check(
                     fp_cross_check: false,
                     min_java_stack: Duration::from_millis(1),
                     progress: false,
+                    on_cpu_hz: Some(99),
+                    late_wakeup: Duration::from_millis(2),
                 };
                 let recorded = record::run(&options);
                 if let Err(e) = recorded {

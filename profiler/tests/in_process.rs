@@ -49,6 +49,8 @@ fn an_in_process_capture_sees_the_naps_the_program_measured() {
         fp_cross_check: false,
         min_java_stack: Duration::from_millis(1),
         progress: false,
+        on_cpu_hz: Some(99),
+        late_wakeup: Duration::from_millis(2),
     };
     let (signal, quit) = (AtomicBool::new(false), AtomicBool::new(false));
     let mut naps = common::naps::Naps::default();

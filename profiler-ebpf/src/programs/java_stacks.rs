@@ -1,10 +1,10 @@
 //! Java stacks (frozen chunks too), copied as a thread leaves its system call, still as it blocked.
 
-use aya_ebpf::bindings::BPF_RB_NO_WAKEUP;
+use aya_ebpf::{bindings::BPF_RB_NO_WAKEUP, maps::PerCpuArray};
 use profiler_ebpf::{
-    CARRIER_BIT, CHUNK_COPY_BYTES, ChunkHead, CopiedChunk, JvmLayout, MAX_COPIED_CHUNKS,
-    OffCpuStart, STACK_COPY_BYTES, StackChunkCopy, StackHead, StackRequest, THREAD_BITS, counter,
-    java_flags, kind, task_state,
+    CARRIER_BIT, CHUNK_COPY_BYTES, ChunkHead, CopiedChunk, JavaState, JvmLayout, MAX_COPIED_CHUNKS,
+    OffCpuStart, STACK_COPY_BYTES, StackChunkCopy, StackCopy, StackHead, StackRequest, THREAD_BITS,
+    counter, java_flags, kind, task_state,
 };
 
 use super::{
@@ -60,26 +60,87 @@ pub(crate) fn copy_java_stack(tid: u32) {
         count(counter::STACK_COPY_MISSES);
         return;
     }
+    let pc = read_user::<u64>(thread + layout.anchor_pc as u64).unwrap_or(0);
+    let fp = read_user::<u64>(thread + layout.anchor_fp as u64).unwrap_or(0);
+    let scratch = Scratch {
+        stack: &STACK_SCRATCH,
+        chunked: &STACK_CHUNK_SCRATCH,
+    };
+    copy_stack_from(
+        tid,
+        request.start_ns,
+        entry,
+        &layout,
+        [sp, pc, fp],
+        &scratch,
+    );
+}
+
+/// Where a program makes its stack copies (one for each program that can interrupt another).
+pub(crate) struct Scratch {
+    pub stack: &'static PerCpuArray<StackCopy>,
+    pub chunked: &'static PerCpuArray<StackChunkCopy>,
+}
+
+/// Copies the Java stack of the current thread `tid` as an on-CPU sample finds it, keyed by
+/// the sample's time: from its frame anchor when it is out of Java code (in the VM or native
+/// code, the anchor is set), else from its user registers (`regs`: sp, pc, fp) in Java code.
+#[inline(always)]
+pub(crate) fn copy_sampled_java_stack(
+    tid: u32,
+    time_ns: u64,
+    java: &JavaState,
+    regs: [u64; 3],
+    scratch: &Scratch,
+) {
+    let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
+        return;
+    };
+    let layout: JvmLayout = setting(&JVM_LAYOUT);
+    let from = if java.anchor_sp != 0 {
+        [java.anchor_sp, java.anchor_pc, java.anchor_fp]
+    } else {
+        regs
+    };
+    if from[0] == 0 {
+        return;
+    }
+    copy_stack_from(tid, time_ns, entry, &layout, from, scratch);
+}
+
+/// Copies the stack of Java thread `tid` (its `JAVA_THREADS` entry) from `start` (sp, pc,
+/// fp), with its mounted virtual thread's frozen frames, and sends it keyed by `key_ns`.
+#[inline(always)]
+fn copy_stack_from(
+    tid: u32,
+    key_ns: u64,
+    entry: u64,
+    layout: &JvmLayout,
+    start: [u64; 3],
+    scratch: &Scratch,
+) {
+    let thread = entry & !THREAD_BITS;
+    let sp = start[0];
     let base = read_user::<u64>(thread + layout.stack_base as u64).unwrap_or(0);
     let len = if base > sp {
         (base - sp).min(STACK_COPY_BYTES as u64)
     } else {
         STACK_COPY_BYTES as u64
     };
-    let frozen = frozen_frames(&layout, thread, entry);
+    let frozen = frozen_frames(layout, thread, entry);
     // A virtual thread with frames frozen in a chunk: those frames are copied too, now, while
     // they are where the chunk says (later, the GC may move the chunk, or the thread thaw them).
     // Either copy is made in its scratch map and only its used part sent.
     if frozen.chunk != 0
         && layout.chunk_stack != 0
-        && let Some(copy) = STACK_CHUNK_SCRATCH.get_ptr_mut(0)
+        && let Some(copy) = scratch.chunked.get_ptr_mut(0)
     {
         unsafe {
             let data = (*copy).data.as_mut_ptr();
             let used = copy_chunks(
                 core::ptr::addr_of_mut!((*copy).chunk),
                 data,
-                &layout,
+                layout,
                 &frozen,
             );
             // A bound the verifier can see for where the stack goes (never false).
@@ -87,31 +148,21 @@ pub(crate) fn copy_java_stack(tid: u32) {
                 return;
             }
             let head = core::ptr::addr_of_mut!((*copy).stack);
-            let len = fill_stack_copy(
-                head,
-                data.add(used),
-                tid,
-                &request,
-                &layout,
-                thread,
-                sp,
-                len,
-                &frozen,
-            );
+            let len = fill_stack_copy(head, data.add(used), tid, key_ns, start, len, &frozen);
             (*head).kind = kind::STACK_CHUNK_COPY;
             let heads = size_of::<StackHead>() + size_of::<ChunkHead>();
             send_stack(copy.cast(), heads + used, len);
         }
         return;
     }
-    let Some(copy) = STACK_SCRATCH.get_ptr_mut(0) else {
+    let Some(copy) = scratch.stack.get_ptr_mut(0) else {
         count(counter::STACK_COPY_MISSES);
         return;
     };
     unsafe {
         let head = core::ptr::addr_of_mut!((*copy).head);
         let data = (*copy).data.as_mut_ptr();
-        let len = fill_stack_copy(head, data, tid, &request, &layout, thread, sp, len, &frozen);
+        let len = fill_stack_copy(head, data, tid, key_ns, start, len, &frozen);
         send_stack(copy.cast(), size_of::<StackHead>(), len);
     }
 }
@@ -135,30 +186,27 @@ unsafe fn send_stack(copy: *const u8, before: usize, len: usize) {
     }
 }
 
-/// Fills a stack copy's head (the frame anchor, the frozen frames' whereabouts) and copies
-/// `len` bytes of the stack from `sp` to `data`; returns the bytes copied (0: none, counted
-/// as a miss), `STACK_COPY_BYTES` at most.
+/// Fills a stack copy's head (where the walk starts: sp, pc, fp; the frozen frames'
+/// whereabouts) and copies `len` bytes of the stack from sp to `data`; returns the bytes
+/// copied (0: none, counted as a miss), `STACK_COPY_BYTES` at most.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn fill_stack_copy(
     copy: *mut StackHead,
     data: *mut u8,
     tid: u32,
-    request: &StackRequest,
-    layout: &JvmLayout,
-    thread: u64,
-    sp: u64,
+    key_ns: u64,
+    start: [u64; 3],
     len: u64,
     frozen: &Frozen,
 ) -> usize {
-    let field = |offset: u32| thread + offset as u64;
+    let sp = start[0];
     unsafe {
         (*copy).kind = kind::STACK_COPY;
         (*copy).tid = tid;
-        (*copy).start_ns = request.start_ns;
+        (*copy).start_ns = key_ns;
         (*copy).anchor_sp = sp;
-        (*copy).anchor_pc = read_user::<u64>(field(layout.anchor_pc)).unwrap_or(0);
-        (*copy).anchor_fp = read_user::<u64>(field(layout.anchor_fp)).unwrap_or(0);
+        (*copy).anchor_pc = start[1];
+        (*copy).anchor_fp = start[2];
         (*copy).vthread = frozen.vthread;
         (*copy).vthread_id = frozen.vthread_id;
         (*copy).chunk = frozen.chunk;

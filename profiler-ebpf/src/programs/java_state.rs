@@ -1,5 +1,6 @@
 //! What a Java thread is doing as it blocks: its state, monitors, and mounted virtual thread.
 
+use aya_ebpf::maps::PerCpuArray;
 use profiler_ebpf::{
     CARRIER_BIT, JAVA_WINDOW_BYTES, JavaState, JvmLayout, SERVICE_BIT, THREAD_BITS, java_flags,
 };
@@ -16,6 +17,16 @@ use super::{
 /// thread's own context, so its memory is the current address space.
 #[inline(always)]
 pub(crate) fn java_state(tid: u32) -> JavaState {
+    java_state_with(tid, &JAVA_WINDOW)
+}
+
+/// `java_state`, reading the `JavaThread` into `scratch` (a program that can interrupt
+/// others has one of its own).
+#[inline(always)]
+pub(crate) fn java_state_with(
+    tid: u32,
+    scratch: &PerCpuArray<[u8; JAVA_WINDOW_BYTES]>,
+) -> JavaState {
     let mut state = JavaState::default();
     let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
         return state;
@@ -24,7 +35,7 @@ pub(crate) fn java_state(tid: u32) -> JavaState {
     let layout: JvmLayout = setting(&JVM_LAYOUT);
     // One read of the span of `JavaThread` that holds every field below, instead of one read
     // per field: this runs at every switch-out of a Java thread.
-    let window = JAVA_WINDOW.get_ptr_mut(0).filter(|buf| {
+    let window = scratch.get_ptr_mut(0).filter(|buf| {
         layout.window_len != 0
             && unsafe {
                 aya_ebpf::helpers::generated::bpf_probe_read_user(

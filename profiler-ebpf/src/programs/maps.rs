@@ -5,8 +5,8 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
 };
 use profiler_ebpf::{
-    JAVA_WINDOW_BYTES, KernelStackReuse, OffCpuStart, ShortOffCpu, StackChunkCopy, StackCopy,
-    StackRequest, SyscallKey, SyscallStart, WaitAmendment, WaitSum, counter,
+    JAVA_WINDOW_BYTES, KernelStackReuse, OffCpuStart, SchedStats, ShortOffCpu, StackChunkCopy,
+    StackCopy, StackRequest, SyscallKey, SyscallStart, WaitAmendment, WaitSum, counter,
 };
 
 #[map]
@@ -71,9 +71,31 @@ pub(crate) static STACK_SCRATCH: PerCpuArray<StackCopy> = PerCpuArray::with_max_
 #[map]
 pub(crate) static STACK_CHUNK_SCRATCH: PerCpuArray<StackChunkCopy> =
     PerCpuArray::with_max_entries(1, 0);
+/// The same three for the on-CPU sampler: it can interrupt the system call programs (raw
+/// tracepoints, which do not keep other programs out) while they fill theirs.
+#[map]
+pub(crate) static SAMPLE_JAVA_WINDOW: PerCpuArray<[u8; JAVA_WINDOW_BYTES]> =
+    PerCpuArray::with_max_entries(1, 0);
+#[map]
+pub(crate) static SAMPLE_STACK_SCRATCH: PerCpuArray<StackCopy> =
+    PerCpuArray::with_max_entries(1, 0);
+#[map]
+pub(crate) static SAMPLE_STACK_CHUNK_SCRATCH: PerCpuArray<StackChunkCopy> =
+    PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: when a waker's stacks were last captured (see `capture_budget`).
 #[map]
 pub(crate) static LAST_WAKER_CAPTURE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+/// Per thread: its wakeup latency and run-queue delay histograms, migrations and involuntary
+/// switches (see `SchedStats`). Allocated as threads run (`BPF_F_NO_PREALLOC`: 3.6 KiB
+/// each), removed as they end.
+#[map]
+pub(crate) static SCHED_STATS: HashMap<u32, SchedStats> =
+    HashMap::with_max_entries(16 * 1024, NO_PREALLOC);
+/// Never written: the zeroed first value of a thread's `SCHED_STATS` entry (too large for the
+/// program's stack).
+#[map]
+pub(crate) static SCHED_STATS_ZERO: PerCpuArray<SchedStats> = PerCpuArray::with_max_entries(1, 0);
+const NO_PREALLOC: u32 = 1;
 #[map]
 pub(crate) static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 

@@ -7,6 +7,7 @@ mod java_state;
 mod locks;
 mod maps;
 mod memory;
+mod oncpu;
 mod scheduler;
 mod settings;
 mod stacks;

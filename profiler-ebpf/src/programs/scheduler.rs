@@ -1,4 +1,5 @@
-//! Off-CPU time, the profile itself: `sched_switch` times each wait, `sched_waking` its waker.
+//! Off-CPU time, the profile itself: `sched_switch` times each wait, `sched_waking` its waker;
+//! and how long the scheduler kept each thread waiting for a CPU once it could run.
 
 use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
@@ -7,8 +8,9 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use profiler_ebpf::{
-    OffCpuEvent, OffCpuStart, ShortOffCpu, WAIT_ENDED, Waker, counter, java_flags, kind,
-    syscall_flags, sysno, task_state,
+    HISTOGRAM_BUCKETS, Histogram, LateWakeup, OffCpuEvent, OffCpuStart, SchedStats, ShortOffCpu,
+    WAIT_ENDED, Waker, counter, histogram_bucket, java_flags, kind, syscall_flags, sysno,
+    task_state,
 };
 
 use super::{
@@ -16,11 +18,11 @@ use super::{
     java_stacks::{request_java_stack, request_waker_java_stack},
     java_state::java_state,
     maps::{
-        AMENDMENTS, EVENTS, IN_SYSCALL, JAVA_THREADS, KSTACKS, LAST_WAKER_CAPTURE, SHORT_OFF_CPU,
-        STARTS, count,
+        AMENDMENTS, EVENTS, IN_SYSCALL, JAVA_THREADS, KSTACKS, LAST_WAKER_CAPTURE, SCHED_STATS,
+        SCHED_STATS_ZERO, SHORT_OFF_CPU, STARTS, count,
     },
     settings::{
-        MIN_JAVA_STACK_NS, MIN_OFF_CPU_NS, MIN_PREEMPTED_NS, MIN_SYSCALL_NS,
+        LATE_WAKEUP_NS, MIN_JAVA_STACK_NS, MIN_OFF_CPU_NS, MIN_PREEMPTED_NS, MIN_SYSCALL_NS,
         SWITCH_NEXT_PID_OFFSET, SWITCH_PREV_STATE_OFFSET, TARGET_TGID, WAKEUP_PID_OFFSET, setting,
     },
     stacks::{NOT_CAPTURED, copy_native_stack, kernel_stack, stack_id},
@@ -45,6 +47,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             let _ = STARTS.remove(tid);
             let _ = AMENDMENTS.remove(tid);
             let _ = KSTACKS.remove(tid);
+            let _ = SCHED_STATS.remove(tid);
             forget_ns_tid();
             thread_life(kind::THREAD_EXIT, tid, now, true);
         } else {
@@ -71,6 +74,9 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
     // A preempted thread waits for a CPU, not on anything: its stacks would say where it
     // happened to be, and nothing reads them (about half of all switches of a busy target).
     let preempted = prev_state == task_state::RUNNING;
+    if preempted && let Some(stats) = sched_stats(tid) {
+        unsafe { (*stats).involuntary_switches += 1 };
+    }
     // A JDK service thread waits for work (JDK 25's timer for virtual threads' sleeps parks
     // thousands of times a second): no native stacks; its long waits get Java stacks.
     let service = java.flags & java_flags::SERVICE != 0;
@@ -89,6 +95,7 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
         user_stack_id,
         waker_tid: 0,
         _pad: 0,
+        wake_ns: 0,
         java,
     };
     // An entry still there is a wait whose end the program never saw (its switch back in
@@ -127,8 +134,97 @@ fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
     if next == 0 {
         return 0;
     }
+    account_run(next, now);
     end_wait(next, now);
     0
+}
+
+/// The thread's scheduler histograms, created the first time.
+#[inline(always)]
+fn sched_stats(tid: u32) -> Option<*mut SchedStats> {
+    if let Some(stats) = SCHED_STATS.get_ptr_mut(tid) {
+        return Some(stats);
+    }
+    let zero = SCHED_STATS_ZERO.get_ptr(0)?;
+    if SCHED_STATS.insert(tid, unsafe { &*zero }, 0).is_err() {
+        count(counter::SCHED_MAP_FULL);
+        return None;
+    }
+    SCHED_STATS.get_ptr_mut(tid)
+}
+
+#[inline(always)]
+unsafe fn add_to_histogram(histogram: *mut Histogram, ns: u64) {
+    unsafe {
+        (*histogram).count += 1;
+        (*histogram).total_ns += ns;
+        if ns > (*histogram).max_ns {
+            (*histogram).max_ns = ns;
+        }
+        let i = histogram_bucket(ns);
+        if i < HISTOGRAM_BUCKETS {
+            (*histogram).buckets[i] += 1;
+        }
+    }
+}
+
+/// The target's thread `tid` runs now, on this CPU: how long it waited for the CPU since it
+/// was woken (or preempted), and whether it changed CPU. Only a thread's own switches touch
+/// its entry, one CPU at a time.
+#[inline(always)]
+fn account_run(tid: u32, now: u64) {
+    let Some(start) = STARTS.get_ptr(tid) else {
+        return;
+    };
+    let (start_ns, prev_state, wake_ns, waker_tid) = unsafe {
+        let s = &*start;
+        (s.start_ns, s.prev_state, s.wake_ns, s.waker_tid)
+    };
+    // A wait whose start was not seen (a seed, or one already ended) times nothing.
+    if start_ns == WAIT_ENDED || start_ns == 0 {
+        return;
+    }
+    let Some(stats) = sched_stats(tid) else {
+        return;
+    };
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    unsafe {
+        let last = (*stats).last_cpu;
+        if last != 0 && last != cpu + 1 {
+            (*stats).migrations += 1;
+        }
+        (*stats).last_cpu = cpu + 1;
+        if prev_state == task_state::RUNNING {
+            add_to_histogram(
+                core::ptr::addr_of_mut!((*stats).runqueue),
+                now.saturating_sub(start_ns),
+            );
+            return;
+        }
+        if wake_ns < start_ns {
+            return; // woken by nothing the programs saw
+        }
+        let latency = now.saturating_sub(wake_ns);
+        add_to_histogram(core::ptr::addr_of_mut!((*stats).wakeup), latency);
+        if latency < setting(&LATE_WAKEUP_NS) {
+            return;
+        }
+    }
+    match EVENTS.reserve::<LateWakeup>(0) {
+        Some(mut slot) => {
+            let event = slot.as_mut_ptr();
+            unsafe {
+                (*event).kind = kind::LATE_WAKEUP;
+                (*event).tid = tid;
+                (*event).wake_ns = wake_ns;
+                (*event).run_ns = now;
+                (*event).waker_tid = waker_tid;
+                (*event).cpu = cpu;
+            }
+            slot.submit(BPF_RB_NO_WAKEUP as u64);
+        }
+        None => count(counter::LOST_EVENTS),
+    }
 }
 
 /// The off-CPU interval of the target's thread `tid` ends now, if it is in one.
@@ -262,8 +358,15 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let (waker_tgid, waker_tid) = current_ids();
+    let now = unsafe { bpf_ktime_get_ns() };
     if let Some(start) = STARTS.get_ptr_mut(pid) {
-        unsafe { (*start).waker_tid = waker_tid };
+        unsafe {
+            (*start).waker_tid = waker_tid;
+            // The first wake-up of a wait starts its wakeup latency.
+            if (*start).start_ns != WAIT_ENDED && (*start).wake_ns == 0 {
+                (*start).wake_ns = now;
+            }
+        }
     }
     // A thread of the target waking from a long futex wait: remember who released it, and
     // where (the releasing code), and ask for the waker's Java stack too.
@@ -278,7 +381,6 @@ pub fn sched_waking(ctx: TracePointContext) -> u32 {
     {
         return 0;
     }
-    let now = unsafe { bpf_ktime_get_ns() };
     if now.saturating_sub(unsafe { (*call).start_ns }) < setting(&MIN_SYSCALL_NS) {
         return 0;
     }

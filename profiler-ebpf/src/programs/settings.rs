@@ -19,6 +19,10 @@ pub(crate) static MIN_OFF_CPU_NS: u64 = 0;
 /// busy target's switches, and its run-queue time is in the scheduler's own account.
 #[unsafe(no_mangle)]
 pub(crate) static MIN_PREEMPTED_NS: u64 = 0;
+/// A thread that waits at least this long from its wake-up to running is sent as a
+/// `LateWakeup`, with its waker (`u64::MAX`: never).
+#[unsafe(no_mangle)]
+pub(crate) static LATE_WAKEUP_NS: u64 = u64::MAX;
 #[unsafe(no_mangle)]
 pub(crate) static SWITCH_PREV_STATE_OFFSET: u32 = 32;
 #[unsafe(no_mangle)]

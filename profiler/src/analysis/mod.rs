@@ -13,7 +13,10 @@ pub mod jdk;
 pub mod kinds;
 pub mod locks;
 pub mod monitors;
+pub mod monopoly;
+pub mod oncpu;
 pub mod pinning;
+pub mod scheduler;
 pub mod stacks;
 pub mod starvation;
 pub mod threads;
@@ -49,6 +52,9 @@ pub struct Analysis<'m> {
     gridlocks: OnceCell<Vec<gridlock::Gridlock>>,
     deadlocks: OnceCell<Vec<deadlock::Deadlock>>,
     waiting_on: OnceCell<Vec<Option<causes::WaitingOn>>>,
+    on_cpu_sites: OnceCell<Vec<oncpu::OnCpuSite>>,
+    monopolized: OnceCell<Vec<monopoly::Monopolized>>,
+    scheduling: OnceCell<Vec<scheduler::ThreadScheduling>>,
 }
 
 impl<'m> Analysis<'m> {
@@ -71,7 +77,27 @@ impl<'m> Analysis<'m> {
             gridlocks: OnceCell::new(),
             deadlocks: OnceCell::new(),
             waiting_on: OnceCell::new(),
+            on_cpu_sites: OnceCell::new(),
+            monopolized: OnceCell::new(),
+            scheduling: OnceCell::new(),
         }
+    }
+
+    /// On-CPU samples by stack, most first.
+    pub fn on_cpu_sites(&self) -> &[oncpu::OnCpuSite] {
+        self.on_cpu_sites.get_or_init(|| oncpu::sites(self.model))
+    }
+
+    /// Virtual threads that held their carrier, running, for long (see `monopoly`).
+    pub fn monopolized(&self) -> &[monopoly::Monopolized] {
+        self.monopolized
+            .get_or_init(|| monopoly::monopolized(self.model, monopoly::DEFAULT_THRESHOLD_NS))
+    }
+
+    /// Each thread's wakeup latency and run-queue delay, carriers first.
+    pub fn scheduling(&self) -> &[scheduler::ThreadScheduling] {
+        self.scheduling
+            .get_or_init(|| scheduler::threads(self.model))
     }
 
     /// The store the figures come from (names, stacks, counters).

@@ -9,7 +9,7 @@ use crate::events::Frame;
 pub const NO_JAVA_STACK: &str = "[no Java stack: short wait, or unreadable]";
 
 /// A stack as views show it, innermost frame first.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StackLabels {
     pub frames: Vec<String>,
     /// What each frame is: kernel, native, jit, or how a Java frame ran.

@@ -80,7 +80,8 @@ impl Capture {
             .filter(|name| {
                 !matches!(
                     **name,
-                    "sched_waking" | "contention_begin" | "contention_end"
+                    // (Samples are statistics: one skipped loses no event.)
+                    "sched_waking" | "contention_begin" | "contention_end" | "on_cpu"
                 )
             })
             .filter_map(|name| {
@@ -221,6 +222,20 @@ impl Capture {
         let mut start = self.amended(tid, self.open_start(tid)?);
         start.start_ns = self.seen_from(start.start_ns)?;
         Some(start)
+    }
+
+    /// Each thread's scheduler histograms and counts, cumulative (threads that ended are
+    /// gone from the map).
+    pub fn sched_stats(&self) -> Vec<(u32, profiler_ebpf::SchedStats)> {
+        self.sched_stats.iter().flatten().collect()
+    }
+
+    /// On-CPU samples taken so far, and threads whose scheduler histograms had no room.
+    pub fn sampling_counts(&self) -> (u64, u64) {
+        (
+            self.counter(counter::ON_CPU_SAMPLES),
+            self.counter(counter::SCHED_MAP_FULL),
+        )
     }
 
     /// Per-thread sums of the intervals below the threshold.

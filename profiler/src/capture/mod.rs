@@ -31,6 +31,8 @@ enum Hook {
     Tracepoint(&'static str, &'static str),
     /// A raw tracepoint: the tracepoint's own arguments, without a record made first.
     Raw(&'static str),
+    /// The CPU clock of every online CPU, sampled this many times a second.
+    CpuClock(u64),
 }
 
 impl Hook {
@@ -38,6 +40,7 @@ impl Hook {
         match (self, program) {
             (Self::Tracepoint(..), Program::TracePoint(p)) => p.load()?,
             (Self::Raw(_), Program::RawTracePoint(p)) => p.load()?,
+            (Self::CpuClock(_), Program::PerfEvent(p)) => p.load()?,
             (hook, _) => bail!("the kernel object's program for {hook} is of another kind"),
         }
         Ok(())
@@ -51,6 +54,21 @@ impl Hook {
             (Self::Raw(name), Program::RawTracePoint(p)) => {
                 p.attach(name)?;
             }
+            (Self::CpuClock(hz), Program::PerfEvent(p)) => {
+                use aya::programs::perf_event::{
+                    PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
+                };
+                let cpus = aya::util::online_cpus()
+                    .map_err(|(what, e)| anyhow!("cannot list the online CPUs ({what}): {e}"))?;
+                for cpu in cpus {
+                    p.attach(
+                        PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                        PerfEventScope::AllProcessesOneCpu { cpu },
+                        SamplePolicy::Frequency(hz),
+                        false,
+                    )?;
+                }
+            }
             (hook, _) => bail!("the kernel object's program for {hook} is of another kind"),
         }
         Ok(())
@@ -60,6 +78,7 @@ impl Hook {
         match program {
             Program::TracePoint(p) => p.unload()?,
             Program::RawTracePoint(p) => p.unload()?,
+            Program::PerfEvent(p) => p.unload()?,
             _ => {}
         }
         Ok(())
@@ -71,6 +90,7 @@ impl std::fmt::Display for Hook {
         match self {
             Self::Tracepoint(category, name) => write!(f, "{category}:{name}"),
             Self::Raw(name) => write!(f, "raw tracepoint {name}"),
+            Self::CpuClock(hz) => write!(f, "the CPU clock at {hz} Hz"),
         }
     }
 }
@@ -103,6 +123,10 @@ pub struct Options {
     pub min_syscall_ns: Option<u64>,
     /// The Java threads known at start: registered before any program attaches, so the first events already see them as Java threads.
     pub java_threads: Vec<KnownThread>,
+    /// On-CPU samples a second, per CPU (None: not sampled).
+    pub on_cpu_hz: Option<u64>,
+    /// A thread that waits at least this long from its wake-up to running is an event.
+    pub late_wakeup_ns: u64,
 }
 
 /// A thread asleep as capture starts, in a wait the programs cannot see begin: seeded into
@@ -136,6 +160,7 @@ pub struct Capture {
     syscall_sums: Option<HashMap<MapData, SyscallKey, WaitSum>>,
     kernel_locks: Option<PerCpuHashMap<MapData, u64, WaitSum>>,
     kernel_lock_threads: Option<HashMap<MapData, u32, WaitSum>>,
+    sched_stats: HashMap<MapData, u32, profiler_ebpf::SchedStats>,
     /// What could not be traced on this kernel, said to the user.
     pub warnings: Vec<String>,
     in_syscall: Option<HashMap<MapData, u32, profiler_ebpf::SyscallStart>>,
@@ -231,6 +256,7 @@ impl Capture {
             .override_global("PID_NS_DEV", &options.pid_ns.map_or(0, |ns| ns.0), true)
             .override_global("PID_NS_INO", &options.pid_ns.map_or(0, |ns| ns.1), true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
+            .override_global("LATE_WAKEUP_NS", &options.late_wakeup_ns, true)
             .override_global(
                 "MIN_PREEMPTED_NS",
                 &options.min_off_cpu_ns.max(MIN_PREEMPTED_NS),
@@ -280,6 +306,9 @@ impl Capture {
         if syscalls || min_java_stack_ns > 0 {
             programs.push(("sys_exit", Hook::Raw("sys_exit")));
         }
+        if let Some(hz) = options.on_cpu_hz {
+            programs.push(("on_cpu", Hook::CpuClock(hz)));
+        }
         if let (Err(e), true) = (&lock_addr, syscalls) {
             warnings.push(format!("kernel lock contention is not traced: {e:#}"));
         }
@@ -298,6 +327,7 @@ impl Capture {
         let stacks = StackTraceMap::try_from(take(&mut ebpf, "STACKS")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
+        let sched_stats = HashMap::try_from(take(&mut ebpf, "SCHED_STATS")?)?;
         let starts = take(&mut ebpf, "STARTS")?;
         let (registry, spare_registry) = JavaThreadRegistry::pair(
             [
@@ -329,6 +359,7 @@ impl Capture {
             syscall_sums,
             kernel_locks,
             kernel_lock_threads,
+            sched_stats,
             warnings,
             in_syscall,
             events,

@@ -8,9 +8,9 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use profiler_ebpf::{
-    CHUNK_COPY_BYTES, ChunkCopy, ChunkHead, ExitEvent, MAX_COPIED_CHUNKS, NativeStackCopy,
-    OffCpuEvent, STACK_COPY_BYTES, StackCopy, StackHead, SyscallEvent, ThreadLife, ThreadRename,
-    kind,
+    CHUNK_COPY_BYTES, ChunkCopy, ChunkHead, ExitEvent, LateWakeup, MAX_COPIED_CHUNKS,
+    NativeStackCopy, OffCpuEvent, OnCpuSample, STACK_COPY_BYTES, StackCopy, StackHead,
+    SyscallEvent, ThreadLife, ThreadRename, kind,
 };
 
 use super::Capture;
@@ -32,6 +32,10 @@ pub enum Raw {
     ThreadStart(ThreadLife),
     /// A thread of the target ended, with its final scheduler account.
     ThreadExit(ThreadLife),
+    /// An on-CPU sample of a thread of the target.
+    OnCpu(OnCpuSample),
+    /// A thread that waited long for a CPU after its wake-up.
+    LateWakeup(LateWakeup),
 }
 
 impl Raw {
@@ -45,7 +49,12 @@ impl Raw {
             }
             Raw::Syscall(e) => (e.start_ns == 0).then_some(e.tid),
             Raw::NativeStack(copy) => (copy.key_ns == 0).then_some(copy.tid),
-            Raw::Exit(_) | Raw::Rename(_) | Raw::ThreadStart(_) | Raw::ThreadExit(_) => None,
+            Raw::Exit(_)
+            | Raw::Rename(_)
+            | Raw::ThreadStart(_)
+            | Raw::ThreadExit(_)
+            | Raw::OnCpu(_)
+            | Raw::LateWakeup(_) => None,
         }
     }
 
@@ -64,6 +73,15 @@ impl Raw {
             // Keyed by its call's start, or by a wake-up.
             Raw::NativeStack(copy) => (&mut copy.key_ns, None),
             Raw::Exit(_) | Raw::Rename(_) => return Some(self),
+            // Samples and wake-ups are instants: in the span or not.
+            Raw::OnCpu(sample) => {
+                let t = sample.time_ns;
+                return (t >= start_ns && t < end_ns).then_some(self);
+            }
+            Raw::LateWakeup(late) => {
+                let t = late.run_ns;
+                return (late.wake_ns >= start_ns && t < end_ns).then_some(self);
+            }
             // A thread born or ended after the capture stopped is none of its business.
             Raw::ThreadStart(life) | Raw::ThreadExit(life) => {
                 return (life.time_ns < end_ns).then_some(self);
@@ -141,6 +159,8 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
         kind::RENAME => read(bytes).map(Raw::Rename),
         kind::THREAD_START => read(bytes).map(Raw::ThreadStart),
         kind::THREAD_EXIT => read(bytes).map(Raw::ThreadExit),
+        kind::ON_CPU => read(bytes).map(Raw::OnCpu),
+        kind::LATE_WAKEUP => read(bytes).map(Raw::LateWakeup),
         _ => None,
     }
 }

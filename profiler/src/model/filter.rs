@@ -122,6 +122,10 @@ impl Model {
         self.exits.retain(|tid, _| keep(tid));
         self.syscall_sums.retain(|(tid, _), _| keep(tid));
         self.kernel_lock_threads.retain(|tid, _| keep(tid));
+        self.samples.retain(|s| keep(&s.tid));
+        self.sched_first.retain(|tid, _| keep(tid));
+        self.sched_last.retain(|tid, _| keep(tid));
+        self.late_wakeups.retain(|w| keep(&w.tid));
         // (Names and Java threads stay: a kept wait names the thread that woke it.)
         self.only_threads = Some(tids);
     }
@@ -157,6 +161,19 @@ impl Model {
         self.cpu_first.clear();
         self.cpu_last.clear();
         self.cpu_start_ns = None;
+        // The scheduler's histograms are sums over the recording, like the sums above.
+        if !self.sched_last.is_empty() {
+            self.sched_first.clear();
+            self.sched_last.clear();
+            self.warnings.push(
+                "the scheduler's latency histograms cover the whole recording, not a part of \
+                 it: with --from/--to, only the late wake-ups inside the span are shown"
+                    .into(),
+            );
+        }
+        self.samples.retain(|s| s.time_ns >= from && s.time_ns < to);
+        self.late_wakeups
+            .retain(|w| w.run_ns > from && w.wake_ns < to);
         self.exits.retain(|_, (t, _)| *t > from);
         for (_, account) in self.exits.values_mut() {
             *account = None;

@@ -40,6 +40,9 @@ pub const MAX_FRAME_TEXT: usize = 1024;
 pub const MAX_TEXT: usize = 4096;
 
 /// The last time a window starting at `start_ns` may reach.
+/// Threads in one scheduler snapshot at most (the kernel map holds 16 Ki).
+const MAX_SCHED_THREADS: usize = 64 * 1024;
+
 pub fn window_limit(start_ns: u64) -> u64 {
     start_ns.saturating_add(MAX_SPAN_NS)
 }
@@ -90,6 +93,7 @@ impl Model {
             Event::OffCpu(o) => ok(o.start_ns) && ok(o.end_ns) && o.start_ns <= o.end_ns,
             Event::Syscall(s) => ok(s.start_ns) && ok(s.end_ns) && s.start_ns <= s.end_ns,
             Event::JavaStack { start_ns, .. } => ok(*start_ns),
+            Event::LateWakeup(w) => ok(w.wake_ns) && ok(w.run_ns) && w.wake_ns <= w.run_ns,
             Event::OpenWaits { time_ns, waits } => {
                 ok(*time_ns)
                     && waits
@@ -257,7 +261,29 @@ fn cut_event(event: &mut Event) -> u64 {
         Event::MonitorClass { class, .. }
         | Event::MonitorClassObject { class, .. }
         | Event::ClassInitLock { class, .. } => return text(class, MAX_TEXT),
-        Event::OpenWaits { .. } | Event::ThreadStart { .. } => {}
+        Event::OpenWaits { .. }
+        | Event::ThreadStart { .. }
+        | Event::Sampling { .. }
+        | Event::OnCpu(_)
+        | Event::LateWakeup(_) => {}
+        Event::SchedStats { threads, .. } => {
+            // Each histogram's buckets are bounded by the kernel's; a thread list by the
+            // kernel map's size.
+            let mut cut = 0;
+            if threads.len() > MAX_SCHED_THREADS {
+                cut += (threads.len() - MAX_SCHED_THREADS) as u64;
+                threads.truncate(MAX_SCHED_THREADS);
+            }
+            for t in threads.iter_mut() {
+                for h in [&mut t.wakeup, &mut t.runqueue] {
+                    let before = h.buckets.len();
+                    h.buckets
+                        .retain(|(i, _)| usize::from(*i) < profiler_ebpf::HISTOGRAM_BUCKETS);
+                    cut += (before - h.buckets.len()) as u64;
+                }
+            }
+            return cut;
+        }
         Event::Queued { tasks, .. } => count(tasks),
         Event::MonitorOwner { owner, .. } => {
             return owner.name.as_mut().map_or(0, |n| text(n, MAX_TEXT));

@@ -98,6 +98,32 @@ pub struct Model {
     pub forgotten_before: Option<u64>,
     /// What the checks of the events taken in found (see `intake`).
     pub intake: intake::Intake,
+    /// On-CPU samples a second of each CPU, when the recording sampled.
+    pub on_cpu_hz: Option<u32>,
+    /// On-CPU samples, in the order recorded (time order per CPU).
+    pub samples: Vec<Sample>,
+    /// Samples taken in the kernel (some may have been lost), and threads whose scheduler
+    /// histograms had no room there: the latest snapshot.
+    pub samples_taken: u64,
+    pub sched_threads_not_kept: u64,
+    /// Each thread's first and latest scheduler histograms: (time, snapshot).
+    pub sched_first: HashMap<u32, (u64, crate::events::ThreadSched)>,
+    pub sched_last: HashMap<u32, (u64, crate::events::ThreadSched)>,
+    /// Wake-ups that waited long for a CPU.
+    pub late_wakeups: Vec<crate::events::LateWakeup>,
+}
+
+/// An on-CPU sample as the model keeps it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub tid: u32,
+    pub cpu: u32,
+    pub time_ns: u64,
+    pub kernel_stack: Option<StackId>,
+    pub user_stack: Option<StackId>,
+    /// The virtual thread mounted on the sampled carrier (`Some(0)`: one whose id could not
+    /// be read), None when nothing was.
+    pub vthread: Option<u64>,
 }
 
 /// A thread's intervals that were folded away, summed as `analysis::threads` would count them.
@@ -309,6 +335,37 @@ impl Model {
             }
             Event::Queued { time_ns, tasks, .. } => {
                 self.queued.insert(time_ns, tasks);
+            }
+            Event::Sampling { hz } => self.on_cpu_hz = Some(hz),
+            Event::OnCpu(s) => {
+                self.end_mono_ns = self.end_mono_ns.max(s.time_ns);
+                self.samples.push(Sample {
+                    tid: s.tid,
+                    cpu: s.cpu,
+                    time_ns: s.time_ns,
+                    kernel_stack: s.kernel_stack,
+                    user_stack: s.user_stack,
+                    vthread: s.java.and_then(|j| j.vthread),
+                });
+            }
+            Event::SchedStats {
+                time_ns,
+                threads,
+                samples,
+                threads_not_kept,
+            } => {
+                self.samples_taken = samples;
+                self.sched_threads_not_kept = threads_not_kept;
+                for t in threads {
+                    self.sched_first
+                        .entry(t.tid)
+                        .or_insert_with(|| (time_ns, t.clone()));
+                    self.sched_last.insert(t.tid, (time_ns, t));
+                }
+            }
+            Event::LateWakeup(w) => {
+                self.end_mono_ns = self.end_mono_ns.max(w.run_ns);
+                self.late_wakeups.push(w);
             }
             Event::ParkBlocker {
                 time_ns,

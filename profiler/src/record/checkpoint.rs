@@ -6,7 +6,7 @@ use anyhow::Result;
 use super::{Session, translate::syscall_name};
 use crate::{
     capture,
-    events::{Event, KernelLock, SyscallSum, ThreadCpu},
+    events::{Event, KernelLock, SyscallSum, ThreadCpu, ThreadSched},
 };
 
 impl Session {
@@ -82,7 +82,31 @@ impl Session {
             self.writer
                 .write_event(&Event::ShortOffCpu { time_ns, threads })?;
         }
+        self.sched_snapshot(time_ns)?;
         self.writer.flush()
+    }
+
+    /// Every thread's scheduler histograms, as the kernel has them now.
+    fn sched_snapshot(&mut self, time_ns: u64) -> Result<()> {
+        let threads: Vec<ThreadSched> = self
+            .capture
+            .sched_stats()
+            .iter()
+            .map(|(tid, s)| ThreadSched {
+                tid: *tid,
+                wakeup: (&s.wakeup).into(),
+                runqueue: (&s.runqueue).into(),
+                migrations: s.migrations,
+                involuntary_switches: s.involuntary_switches,
+            })
+            .collect();
+        let (samples, threads_not_kept) = self.capture.sampling_counts();
+        self.writer.write_event(&Event::SchedStats {
+            time_ns,
+            threads,
+            samples,
+            threads_not_kept,
+        })
     }
 
     fn cpu_snapshot(&mut self) -> Result<()> {

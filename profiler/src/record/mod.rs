@@ -64,6 +64,10 @@ pub struct Options {
     pub min_java_stack: Duration,
     /// Print the progress line on stderr.
     pub progress: bool,
+    /// On-CPU samples a second of each CPU (None: not sampled).
+    pub on_cpu_hz: Option<u32>,
+    /// Wake-ups that wait at least this long for a CPU are events, with their waker.
+    pub late_wakeup: Duration,
 }
 
 #[derive(Debug)]
@@ -199,6 +203,8 @@ pub fn run_with(
             min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
             min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
             java_threads,
+            on_cpu_hz: options.on_cpu_hz.map(u64::from),
+            late_wakeup_ns: options.late_wakeup.as_nanos() as u64,
         },
         || {
             let waits = waits_at_start(&target, jvm.as_ref(), syscalls);
@@ -253,6 +259,9 @@ pub fn run_with(
     }
     if let Some(container) = crate::namespaces::container(options.pid) {
         writer.write_event(&Event::Container(container))?;
+    }
+    if let Some(hz) = options.on_cpu_hz {
+        writer.write_event(&Event::Sampling { hz })?;
     }
     // The target's mapped files, copied once for naming and unwinding alike.
     let mut mappings = Mappings::new(options.pid);

@@ -56,6 +56,7 @@ pub(super) fn waits_at_start(
             user_stack_id: -1,
             waker_tid: 0,
             _pad: 0,
+            wake_ns: 0,
             java,
         });
         let syscall = syscalls

@@ -9,8 +9,8 @@ use super::Session;
 use crate::{
     capture::Raw,
     events::{
-        Event, FutexWait, FutexWaker, JavaBlock, JavaThreadState, OffCpu, OffCpuState, Syscall,
-        ThreadCpu, ThreadName,
+        Event, FutexWait, FutexWaker, JavaBlock, JavaThreadState, LateWakeup, OffCpu, OffCpuState,
+        OnCpu, Syscall, ThreadCpu, ThreadName,
     },
     fdname,
     jvm::hotspot::ThreadStates,
@@ -115,6 +115,34 @@ impl Session {
                             wait_ns: life.wait_ns,
                         }),
                     })?;
+                }
+                Raw::OnCpu(e) => {
+                    let sample = OnCpu {
+                        tid: e.tid,
+                        time_ns: e.time_ns,
+                        cpu: e.cpu,
+                        kernel_stack: self.stack(e.kernel_stack_id, true)?,
+                        user_stack: self.stack(e.user_stack_id, false)?,
+                        java: self.java_block(&e.java),
+                    };
+                    self.thread(e.tid)?;
+                    self.writer.write_event(&Event::OnCpu(sample))?;
+                    self.events += 1;
+                }
+                Raw::LateWakeup(e) => {
+                    let late = LateWakeup {
+                        tid: e.tid,
+                        wake_ns: e.wake_ns,
+                        run_ns: e.run_ns,
+                        waker_tid: (e.waker_tid != 0).then_some(e.waker_tid),
+                        cpu: e.cpu,
+                    };
+                    self.thread(e.tid)?;
+                    if let Some(waker) = late.waker_tid {
+                        self.thread(waker)?;
+                    }
+                    self.writer.write_event(&Event::LateWakeup(late))?;
+                    self.events += 1;
                 }
                 Raw::Exit(e) => {
                     self.writer

@@ -159,6 +159,55 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
             })
         })
         .collect();
+    let on_cpu_sites: Vec<Value> = analysis
+        .on_cpu_sites()
+        .iter()
+        .take(options.top)
+        .map(|s| with_stack(&s.stack, json!({ "samples": s.samples })))
+        .collect();
+    let monopolized: Vec<Value> = analysis
+        .monopolized()
+        .iter()
+        .map(|m| {
+            let frames = model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
+            let labels =
+                StackLabels::new(&frames, crate::analysis::stacks::monitor_frames(&frames));
+            with_stack(
+                &labels,
+                json!({
+                    "carrier_tid": m.carrier,
+                    "vthread_id": m.vthread,
+                    "start_ns": m.start_ns.saturating_sub(model.start_mono_ns),
+                    "duration_ns": m.duration_ns(),
+                    "samples": m.samples,
+                }),
+            )
+        })
+        .collect();
+    let scheduling = analysis.scheduling();
+    let sched_row = |t: &crate::analysis::scheduler::ThreadScheduling| {
+        json!({
+            "tid": t.tid,
+            "name": model.thread_name(t.tid),
+            "wakeup_latency_ns": {"p50": t.wakeup.p50, "p99": t.wakeup.p99, "max": t.wakeup.max, "count": t.wakeup.count},
+            "runqueue_ns": {"p50": t.runqueue.p50, "p99": t.runqueue.p99, "max": t.runqueue.max, "count": t.runqueue.count},
+            "migrations": t.migrations,
+            "involuntary_switches": t.involuntary_switches,
+        })
+    };
+    let late_wakeups: Vec<Value> = model
+        .late_wakeups
+        .iter()
+        .map(|w| {
+            json!({
+                "tid": w.tid,
+                "start_ns": w.wake_ns.saturating_sub(model.start_mono_ns),
+                "delay_ns": w.run_ns.saturating_sub(w.wake_ns),
+                "waker_tid": w.waker_tid,
+                "cpu": w.cpu,
+            })
+        })
+        .collect();
     json!({
         "schema": 1,
         "target": {
@@ -203,6 +252,22 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
         },
         "locks": locks,
         "syscalls": syscalls,
+        // Where the target's threads ran, from samples of every CPU `hz` times a second.
+        "oncpu": {
+            "hz": model.on_cpu_hz.unwrap_or(0),
+            "samples": model.samples.len(),
+            "samples_taken": model.samples_taken,
+            "sites": on_cpu_sites,
+        },
+        // Virtual threads that held their carrier, running, for long.
+        "monopolized": monopolized,
+        "scheduler": {
+            "carriers": scheduling.iter().filter(|t| t.carrier).map(sched_row).collect::<Vec<_>>(),
+            "threads": scheduling.iter().filter(|t| !t.carrier).map(sched_row).collect::<Vec<_>>(),
+            "late_wakeups": late_wakeups,
+            "threads_not_kept": model.sched_threads_not_kept,
+            "cgroup": Value::Null,
+        },
         // Every long futex wait, locks or not: how they ended, by operation.
         "futex_waits": {
             "events": futex.waits,

@@ -1,0 +1,156 @@
+//! Monopolization: a virtual thread that keeps its carrier, running, for long. Virtual threads
+//! are not time-sliced, so while one computes, its carrier serves no other.
+//!
+//! Seen from the carrier's on-CPU samples, each of which says which virtual thread was mounted,
+//! and from its waits: a run of samples of one virtual thread, with no wait of the carrier in
+//! between (a blocked wait ends it: that is pinning, not computing; a preemption does not), is
+//! a spell of that virtual thread on the carrier. Its ends lie between the run's first and
+//! last samples and the observations around them: halfway to a sample of something else, or
+//! at the edge of a wait (a carrier mounts a virtual thread as it wakes, and parks as it is
+//! left with none).
+
+use super::oncpu::{SampleStacks, stacks_of};
+use crate::model::{FastMap, Model, Sample, Wait};
+
+/// Spells shorter than this are not monopolization (a virtual thread's CPU burst between two
+/// blocking calls is usually well under a millisecond).
+pub const DEFAULT_THRESHOLD_NS: u64 = 20_000_000;
+
+/// A virtual thread that held its carrier, running, for at least the threshold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Monopolized {
+    pub carrier: u32,
+    /// `Thread.threadId()` (0: mounted, but its id could not be read).
+    pub vthread: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub samples: u64,
+    /// The stack most of its samples were in.
+    pub stacks: SampleStacks,
+}
+
+impl Monopolized {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// What a carrier was seen doing, in time order.
+#[derive(Clone, Copy, Debug)]
+enum Seen<'m> {
+    Sample(&'m Sample),
+    /// A wait: preempted (still running its virtual thread, in the scheduler's eyes) or not.
+    Wait {
+        start_ns: u64,
+        end_ns: u64,
+        preempted: bool,
+    },
+}
+
+impl Seen<'_> {
+    fn time(&self) -> u64 {
+        match self {
+            Seen::Sample(s) => s.time_ns,
+            Seen::Wait { start_ns, .. } => *start_ns,
+        }
+    }
+}
+
+/// Every spell of a virtual thread on a carrier of at least `threshold_ns`, in time order.
+pub fn monopolized(model: &Model, threshold_ns: u64) -> Vec<Monopolized> {
+    let mut by_carrier: FastMap<u32, Vec<Seen>> = FastMap::default();
+    for s in &model.samples {
+        if model.is_carrier(s.tid) {
+            by_carrier.entry(s.tid).or_default().push(Seen::Sample(s));
+        }
+    }
+    if by_carrier.is_empty() {
+        return Vec::new();
+    }
+    for o in &model.off_cpu {
+        if let Some(seen) = by_carrier.get_mut(&o.tid) {
+            seen.push(wait(o));
+        }
+    }
+    let mut out = Vec::new();
+    for (carrier, mut seen) in by_carrier {
+        seen.sort_by_key(Seen::time);
+        spells(model, carrier, &seen, threshold_ns, &mut out);
+    }
+    out.sort_by_key(|m| (m.start_ns, m.carrier));
+    out
+}
+
+fn wait(o: &Wait) -> Seen<'_> {
+    Seen::Wait {
+        start_ns: o.start_ns,
+        end_ns: o.end_ns,
+        preempted: !o.state.is_blocked(),
+    }
+}
+
+/// The spells of one carrier's observations `seen`.
+fn spells(
+    model: &Model,
+    carrier: u32,
+    seen: &[Seen],
+    threshold_ns: u64,
+    out: &mut Vec<Monopolized>,
+) {
+    let mut i = 0;
+    while i < seen.len() {
+        let Seen::Sample(first) = seen[i] else {
+            i += 1;
+            continue;
+        };
+        let Some(vthread) = first.vthread else {
+            i += 1;
+            continue;
+        };
+        // The run: samples of the same virtual thread, and preemptions.
+        let mut j = i;
+        let mut last = first;
+        let mut samples: FastMap<SampleStacks, u64> = FastMap::default();
+        let mut count = 0;
+        while j < seen.len() {
+            match seen[j] {
+                Seen::Sample(s) if s.vthread == Some(vthread) => {
+                    last = s;
+                    count += 1;
+                    *samples.entry(stacks_of(model, s)).or_default() += 1;
+                }
+                Seen::Wait {
+                    preempted: true, ..
+                } => {}
+                _ => break,
+            }
+            j += 1;
+        }
+        let start_ns = match i.checked_sub(1).map(|k| seen[k]) {
+            Some(Seen::Sample(s)) => s.time_ns + (first.time_ns - s.time_ns) / 2,
+            Some(Seen::Wait { end_ns, .. }) => end_ns.min(first.time_ns),
+            None => first.time_ns.max(model.start_mono_ns),
+        };
+        let end_ns = match seen.get(j) {
+            Some(Seen::Sample(s)) => last.time_ns + (s.time_ns - last.time_ns) / 2,
+            Some(Seen::Wait { start_ns, .. }) => (*start_ns).max(last.time_ns),
+            None => last.time_ns.min(model.end_mono_ns),
+        };
+        if end_ns.saturating_sub(start_ns) >= threshold_ns {
+            let stacks = samples
+                .into_iter()
+                .max_by_key(|(ids, n)| (*n, std::cmp::Reverse(*ids)))
+                .map(|(ids, _)| ids)
+                .unwrap_or_default();
+            out.push(Monopolized {
+                carrier,
+                vthread,
+                start_ns,
+                end_ns,
+                samples: count,
+                stacks,
+            });
+        }
+        i = j.max(i + 1);
+    }
+}

@@ -1,0 +1,50 @@
+import java.util.concurrent.ExecutorService;
+
+/**
+ * Virtual threads that compute for a long time without ever unmounting (virtual threads are not
+ * time-sliced), then sleep a little: with few carriers each burst holds its carrier for its whole
+ * length while the other virtual threads wait. Each burst is printed as it ends, timed with
+ * System.nanoTime (CLOCK_MONOTONIC, the kernel's clock):
+ * `burst <Thread.threadId> <start ns> <duration ns>`.
+ * Arguments: virtual threads (default 2), burst ms (default 200), pause ms (default 50).
+ */
+public final class Monopolize {
+    static volatile long sink;
+
+    /** The hot method: computes until `nanos` have passed, never blocking. */
+    static long crunch(long nanos) {
+        long until = System.nanoTime() + nanos;
+        long x = 1;
+        while (System.nanoTime() < until) {
+            for (int i = 0; i < 1000; i++) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
+        }
+        return x;
+    }
+
+    public static void main(String[] args) throws Exception {
+        int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
+        long burstMs = args.length > 1 ? Long.parseLong(args[1]) : 200;
+        long pauseMs = args.length > 2 ? Long.parseLong(args[2]) : 50;
+        ExecutorService executor = Vt.executor();
+        for (int i = 0; i < threads; i++) {
+            executor.submit(() -> {
+                long id = Thread.currentThread().getId();
+                while (true) {
+                    long start = System.nanoTime();
+                    sink += crunch(burstMs * 1_000_000L);
+                    long end = System.nanoTime();
+                    synchronized (System.out) {
+                        System.out.println("burst " + id + " " + start + " " + (end - start));
+                    }
+                    Thread.sleep(pauseMs);
+                }
+            });
+        }
+        Vt.ready();
+        while (true) {
+            Thread.sleep(1000);
+        }
+    }
+}
