@@ -17,6 +17,7 @@ pub mod pinning;
 pub mod stacks;
 pub mod starvation;
 pub mod threads;
+pub mod throttling;
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
@@ -49,6 +50,7 @@ pub struct Analysis<'m> {
     gridlocks: OnceCell<Vec<gridlock::Gridlock>>,
     deadlocks: OnceCell<Vec<deadlock::Deadlock>>,
     waiting_on: OnceCell<Vec<Option<causes::WaitingOn>>>,
+    throttling: OnceCell<Option<throttling::Throttling>>,
 }
 
 impl<'m> Analysis<'m> {
@@ -71,6 +73,7 @@ impl<'m> Analysis<'m> {
             gridlocks: OnceCell::new(),
             deadlocks: OnceCell::new(),
             waiting_on: OnceCell::new(),
+            throttling: OnceCell::new(),
         }
     }
 
@@ -226,6 +229,14 @@ impl<'m> Analysis<'m> {
             };
             findings::findings(&evidence, &findings::Thresholds::default())
         })
+    }
+
+    /// The CPU quota of the target's cgroup and its throttling over the window (None: no
+    /// cgroup of the CPU controller was read).
+    pub fn throttling(&self) -> Option<&throttling::Throttling> {
+        self.throttling
+            .get_or_init(|| throttling::throttling(self.model))
+            .as_ref()
     }
 
     /// Whether the recording knows the JVM's threads (carriers, mounted state).

@@ -27,10 +27,11 @@ use serde::{Deserialize, Serialize};
 use crate::events::{Event, TargetInfo};
 
 pub const MAGIC: &[u8; 8] = b"PINPREC\0";
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 /// The oldest format this pinprof still reads: formats add kinds of records (3 added
 /// `MonitorClass` and `OpenWaits`), 4 changed the framing into blocks, 5 added source lines to
-/// frames (older stacks are read by `legacy`), 6 added `ParkBlocker`, 7 `Queued`.
+/// frames (older stacks are read by `legacy`), 6 added `ParkBlocker`, 7 `Queued`,
+/// 8 added `CgroupCpu`.
 pub const OLDEST_FORMAT_READ: u32 = 2;
 /// The first format written in blocks.
 pub const BLOCK_FORMAT: u32 = 4;
