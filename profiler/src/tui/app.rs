@@ -93,6 +93,10 @@ pub struct View {
     pub pinned_per_second: Vec<u64>,
     /// The second of the window (from its start) that `pinned_per_second` begins with.
     pub first_second: u64,
+    /// Time the CPU quota throttled the target's cgroup in each of the same seconds (ms).
+    pub throttled_per_second: Vec<u64>,
+    /// The quota and its throttling, in a line (None: no quota, no throttling).
+    pub throttling: Option<String>,
 }
 
 impl View {
@@ -296,6 +300,8 @@ impl App {
         // One analysis per refresh; the view keeps its figures until the next.
         let analysis = Analysis::new(model);
         let starving_now = analysis.starving_now();
+        let throttling = crate::report::throttling_label(&analysis);
+        let throttled = analysis.throttling().cloned();
         let crate::analysis::Parts {
             threads,
             pinned_events: pinned,
@@ -318,6 +324,20 @@ impl App {
         });
         let before = (self.view.first_second, &self.view.pinned_per_second);
         for (second, ms) in (first_second..forgotten).zip(per_second.iter_mut()) {
+            *ms = second
+                .checked_sub(before.0)
+                .and_then(|i| before.1.get(usize::try_from(i).ok()?))
+                .copied()
+                .unwrap_or(0);
+        }
+        let mut throttled_per_second: Vec<u64> = throttled
+            .map(|t| t.per_second(first_second, per_second.len()))
+            .unwrap_or_else(|| vec![0; per_second.len()])
+            .into_iter()
+            .map(|ns| ns.div_ceil(1_000_000))
+            .collect();
+        let before = (self.view.first_second, &self.view.throttled_per_second);
+        for (second, ms) in (first_second..forgotten).zip(throttled_per_second.iter_mut()) {
             *ms = second
                 .checked_sub(before.0)
                 .and_then(|i| before.1.get(usize::try_from(i).ok()?))
@@ -357,6 +377,8 @@ impl App {
             findings,
             pinned_per_second: per_second,
             first_second,
+            throttled_per_second,
+            throttling,
         };
         // The selection follows its row when the table re-sorts; a row gone leaves it where
         // it was, within the table.
