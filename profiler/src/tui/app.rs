@@ -551,6 +551,54 @@ mod tests {
         assert_eq!(app.selected(), 0, "the selection stayed on thread 2");
     }
 
+    #[test]
+    fn throttled_seconds_are_marked_and_said() {
+        use crate::{
+            events::{CgroupCpu, Event},
+            model::intake::hostile,
+        };
+        let start = 5_000_000_000;
+        let mut app = App::new("test".into(), false, None);
+        app.on_record(Record::Header(hostile::header(start)));
+        // Throttled 300 ms in the second second, nothing in the others.
+        for (second, throttled, throttled_ns) in [(0, 0, 0), (1, 0, 0), (2, 3, 300_000_000)] {
+            app.on_record(Record::Event(Event::CgroupCpu(CgroupCpu {
+                time_ns: start + second * SECOND,
+                path: "/shop".into(),
+                version: 2,
+                cpu_max: Some("20000 100000".into()),
+                nr_periods: second * 10,
+                nr_throttled: throttled,
+                throttled_ns,
+            })));
+        }
+        app.on_record(Record::End(crate::recording::End {
+            end_mono_ns: start + 3 * SECOND,
+            reason: crate::recording::StopReason::Duration,
+        }));
+        app.refresh();
+        assert_eq!(app.view.throttled_per_second, [0, 300, 0]);
+        assert_eq!(
+            app.view.throttling.as_deref(),
+            Some("CPU quota: 20000 100000 (cgroup v2 /shop): throttled 3 of 20 periods, 300.0ms")
+        );
+        let backend = ratatui::backend::TestBackend::new(100, 30);
+        let mut terminal = ratatui::Terminal::new(backend).unwrap();
+        terminal
+            .draw(|frame| super::super::draw::draw(frame, &app))
+            .unwrap();
+        let screen: String = terminal
+            .backend()
+            .buffer()
+            .content()
+            .chunks(100)
+            .map(|row| row.iter().map(|c| c.symbol()).collect::<String>() + "\n")
+            .collect();
+        assert!(screen.contains("CPU quota: 20000 100000"), "{screen}");
+        assert!(screen.contains("CPU quota throttled (1 s)"), "{screen}");
+        assert!(screen.contains(" \u{2580} "), "{screen}");
+    }
+
     /// A replay of a hostile recording: its records through the app's state, as the view
     /// takes them, with the figures recomputed between them.
     fn replay(recording: crate::recording::Recording, window: Option<u64>) -> App {
