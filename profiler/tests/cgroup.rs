@@ -179,17 +179,16 @@ fn throttling_is_counted_as_cpu_stat_counts_it() {
     // Let the JVM's start-up work end before the window opens.
     std::thread::sleep(Duration::from_secs(2));
 
+    // pinprof's first reading is taken as the window opens, before the file appears; its
+    // last as it stops. The test reads cpu.stat just inside that window, around the burst:
+    // what pinprof adds is the idle JVM's throttling in the few ms at either end.
     let (recorder, recording) = spawn_record_with(jvm.pid, "cgroup-throttling.pinrec", &[]);
-    // The first reading is written as the window opens; give the recorder a checkpoint.
-    std::thread::sleep(Duration::from_millis(1500));
     let before = cgroup.stat();
-    // Two threads busy for 4 s on a fifth of a CPU: throttled in nearly every period.
-    say(&mut jvm, "burst 4000 2");
+    // Two threads busy for 6 s on a fifth of a CPU: throttled in nearly every period.
+    say(&mut jvm, "burst 6000 2");
     jvm.wait_for("burst-done ", Duration::from_secs(60))
         .expect("the burst ends");
     let after = cgroup.stat();
-    // A reading after the burst (a checkpoint), then the end.
-    std::thread::sleep(Duration::from_millis(1200));
     interrupt(recorder);
 
     let report = report_json(&recording);
@@ -205,8 +204,8 @@ fn throttling_is_counted_as_cpu_stat_counts_it() {
     let throttled = (after.1 - before.1) as f64;
     let throttled_ns = (after.2 - before.2) as f64;
     assert!(
-        throttled >= 20.0,
-        "the burst should be throttled in most of its 40 periods: {before:?} -> {after:?}"
+        throttled >= 30.0,
+        "the burst should be throttled in most of its 60 periods: {before:?} -> {after:?}"
     );
     assert_within(
         "periods throttled (pinprof vs cpu.stat read around the burst, 5%)",
