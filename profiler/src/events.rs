@@ -486,6 +486,9 @@ pub enum Event {
     },
     /// Thread `tid`, made runnable at `wake_ns` by `waker_tid`, ran only at `run_ns`.
     LateWakeup(LateWakeup),
+    /// The CPU limit and throttling counters of the target's cgroup, read at the window's
+    /// start, at every checkpoint and at the end (format 8).
+    CgroupCpu(CgroupCpu),
 }
 
 /// One on-CPU sample of a thread of the target (a CPU clock event).
@@ -546,6 +549,27 @@ pub struct LateWakeup {
     pub run_ns: u64,
     pub waker_tid: Option<u32>,
     pub cpu: u32,
+}
+
+/// A snapshot of the cgroup that limits the target's CPU (its own, or the nearest ancestor
+/// with a quota): the counters are cumulative, as the kernel's `cpu.stat` gives them.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CgroupCpu {
+    /// When it was read (`CLOCK_MONOTONIC`).
+    pub time_ns: u64,
+    /// The cgroup, as /proc/PID/cgroup names it.
+    pub path: String,
+    /// The cgroup hierarchy: 1 or 2.
+    pub version: u8,
+    /// The quota as cgroup v2's `cpu.max` says it (`20000 100000`: 20 ms of CPU every
+    /// 100 ms; `max 100000`: none), v1's rendered alike; None when it could not be read.
+    pub cpu_max: Option<String>,
+    /// Periods of the quota that went by with the cgroup's threads runnable.
+    pub nr_periods: u64,
+    /// Periods in which the quota ran out and the cgroup was throttled.
+    pub nr_throttled: u64,
+    /// Time spent throttled, ns.
+    pub throttled_ns: u64,
 }
 
 /// The object a thread parks on (`Thread.parkBlocker`): a `java.util.concurrent` lock's sync,
@@ -630,6 +654,7 @@ impl Event {
             | Event::ParkBlocker { time_ns, .. }
             | Event::MonitorOwner { time_ns, .. }
             | Event::Queued { time_ns, .. } => Some(*time_ns),
+            Event::CgroupCpu(c) => Some(c.time_ns),
             _ => None,
         }
     }

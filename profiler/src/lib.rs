@@ -18,6 +18,7 @@ macro_rules! say {
 pub mod analysis;
 pub mod capabilities;
 pub mod capture;
+pub mod cgroup;
 pub mod check;
 pub mod events;
 pub mod export;

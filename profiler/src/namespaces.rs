@@ -4,21 +4,12 @@
 //! `OSThread::_thread_id` (its `gettid()`) is such a number, while /proc, as pinprof reads
 //! it, names the same thread by pinprof's numbering. `/proc/PID/task/TID/status` says both
 //! (`NSpid:`, from /proc's namespace down to the thread's own), which is how they are
-//! matched here. The container a target runs in (its PID namespace, cgroup and CPU limit) is
-//! described for the header of every view.
+//! matched here. The container a target runs in (its PID namespace, cgroup and CPU limit, read
+//! by `cgroup`) is described for the header of every view.
 
-use std::{
-    collections::HashMap,
-    fs::File,
-    io,
-    os::unix::fs::MetadataExt as _,
-    path::{Path, PathBuf},
-};
+use std::{collections::HashMap, io, os::unix::fs::MetadataExt as _};
 
-use crate::{
-    events::ContainerInfo,
-    safe_fs::{Expect, Owner, check_file, read_capped},
-};
+use crate::events::ContainerInfo;
 
 /// Inode of the initial PID namespace (`PROC_PID_INIT_INO`): the host's.
 pub const INITIAL_PID_NS_INO: u64 = 0xEFFF_FFFC;
@@ -171,9 +162,6 @@ impl ThreadIds {
     }
 }
 
-/// Largest cgroup file read (`cpu.max` is two numbers).
-const MAX_CGROUP_FILE: u64 = 4096;
-
 /// The container `pid` runs in, when it runs in a PID namespace other than the host's:
 /// None for a process of the host's (its cgroup alone does not make a container).
 pub fn container(pid: u32) -> Option<ContainerInfo> {
@@ -183,78 +171,16 @@ pub fn container(pid: u32) -> Option<ContainerInfo> {
     }
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let ns_pid = *parse_nspid(&status)?.last()?;
-    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .ok()
-        .and_then(|text| cgroup_v2_path(&text));
-    let cpu_max = cgroup.as_deref().and_then(|path| read_cpu_max(path).ok());
+    let cgroup = crate::cgroup::v2_path_of(pid);
+    let cpu_max = cgroup
+        .as_deref()
+        .and_then(|path| crate::cgroup::v2_cpu_max(path).ok());
     Some(ContainerInfo {
         pid_ns_inode: ns.ino,
         ns_pid,
         cgroup,
         cpu_max,
     })
-}
-
-/// The cgroup v2 path in `/proc/PID/cgroup` (its `0::` line).
-fn cgroup_v2_path(text: &str) -> Option<String> {
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
-    path.starts_with('/').then(|| path.to_string())
-}
-
-/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
-/// on a host that also mounts v1 controllers).
-fn cgroup2_mount() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mounts.lines().find_map(|line| {
-        // `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPER`
-        let (left, right) = line.split_once(" - ")?;
-        if right.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        let mut fields = left.split_whitespace();
-        // Only a mount of the hierarchy's root maps a cgroup path to a directory.
-        let root = fields.nth(3)?;
-        let mount_point = fields.next()?;
-        (root == "/").then(|| PathBuf::from(mount_point))
-    })
-}
-
-/// A cgroup's `cpu.max` (`max 100000`, `50000 100000`), None when its hierarchy has no CPU
-/// controller there. The path comes from the kernel, but a delegated cgroup is named by
-/// whoever made it: no `..`, no symlink on the way, a regular file of the kernel's, capped.
-fn read_cpu_max(cgroup: &str) -> anyhow::Result<String> {
-    use anyhow::{Context as _, bail};
-    let relative = Path::new(cgroup.trim_start_matches('/'));
-    if relative
-        .components()
-        .any(|c| !matches!(c, std::path::Component::Normal(_)))
-    {
-        bail!("unexpected cgroup path {cgroup}");
-    }
-    let path = cgroup2_mount()
-        .context("no cgroup v2 hierarchy is mounted")?
-        .join(relative)
-        .join("cpu.max");
-    let file =
-        open_no_symlinks(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let expect = Expect {
-        max_bytes: MAX_CGROUP_FILE,
-        owner: Owner::Anyone,
-    };
-    check_file(&file, &path, expect)?;
-    let bytes = read_capped(&file, &path, MAX_CGROUP_FILE)?;
-    let text = String::from_utf8_lossy(&bytes).trim().to_string();
-    if text.is_empty() || text.len() > 64 {
-        bail!("unexpected {}: {text:?}", path.display());
-    }
-    Ok(text)
-}
-
-/// Opens a file for reading through no symlink at all, never blocking: resolved from
-/// pinprof's own root as the target's files are from the target's (`openat2`, no symlinks).
-fn open_no_symlinks(path: &Path) -> anyhow::Result<File> {
-    let root = crate::safe_fs::TargetRoot::open(std::process::id())?;
-    Ok(root.open_file(path)?)
 }
 
 #[cfg(test)]
@@ -269,23 +195,6 @@ mod tests {
         assert_eq!(parse_nspid("NSpid:\t12\tx\n"), None);
         assert_eq!(parse_nspid("NSpid:\n"), None);
         assert_eq!(parse_nspid("Name:\tx\n"), None);
-    }
-
-    #[test]
-    fn cgroup_lines() {
-        let v1_and_v2 = "4:memory:/a\n0::/kubepods/pod1/c2\n";
-        assert_eq!(
-            cgroup_v2_path(v1_and_v2).as_deref(),
-            Some("/kubepods/pod1/c2")
-        );
-        assert_eq!(cgroup_v2_path("1:cpu:/\n"), None);
-        assert_eq!(cgroup_v2_path("0::relative\n"), None);
-    }
-
-    #[test]
-    fn odd_cgroup_paths_are_refused() {
-        assert!(read_cpu_max("/../../etc").is_err());
-        assert!(read_cpu_max("/a/../b").is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod scheduler;
 pub mod stacks;
 pub mod starvation;
 pub mod threads;
+pub mod throttling;
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
@@ -55,6 +56,7 @@ pub struct Analysis<'m> {
     on_cpu_sites: OnceCell<Vec<oncpu::OnCpuSite>>,
     monopolized: OnceCell<Vec<monopoly::Monopolized>>,
     scheduling: OnceCell<Vec<scheduler::ThreadScheduling>>,
+    throttling: OnceCell<Option<throttling::Throttling>>,
 }
 
 impl<'m> Analysis<'m> {
@@ -80,6 +82,7 @@ impl<'m> Analysis<'m> {
             on_cpu_sites: OnceCell::new(),
             monopolized: OnceCell::new(),
             scheduling: OnceCell::new(),
+            throttling: OnceCell::new(),
         }
     }
 
@@ -252,6 +255,14 @@ impl<'m> Analysis<'m> {
             };
             findings::findings(&evidence, &findings::Thresholds::default())
         })
+    }
+
+    /// The CPU quota of the target's cgroup and its throttling over the window (None: no
+    /// cgroup of the CPU controller was read).
+    pub fn throttling(&self) -> Option<&throttling::Throttling> {
+        self.throttling
+            .get_or_init(|| throttling::throttling(self.model))
+            .as_ref()
     }
 
     /// Whether the recording knows the JVM's threads (carriers, mounted state).

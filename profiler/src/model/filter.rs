@@ -183,6 +183,8 @@ impl Model {
             .range(from..=to)
             .map(|(t, n)| (*t, *n))
             .collect();
+        // Counters are differences of snapshots: those around the span are kept too.
+        self.cgroup_cpu = super::bracketing(&self.cgroup_cpu, from, to);
         self.start_unix_ns = self
             .start_unix_ns
             .saturating_add(from.saturating_sub(self.start_mono_ns));

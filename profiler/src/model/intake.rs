@@ -285,6 +285,14 @@ fn cut_event(event: &mut Event) -> u64 {
             return cut;
         }
         Event::Queued { tasks, .. } => count(tasks),
+        Event::CgroupCpu(c) => {
+            count(&mut c.nr_periods);
+            count(&mut c.nr_throttled);
+            count(&mut c.throttled_ns);
+            return cut
+                + text(&mut c.path, MAX_TEXT)
+                + c.cpu_max.as_mut().map_or(0, |t| text(t, MAX_TEXT));
+        }
         Event::MonitorOwner { owner, .. } => {
             return owner.name.as_mut().map_or(0, |n| text(n, MAX_TEXT));
         }
@@ -564,6 +572,35 @@ pub(crate) mod hostile {
                     })
                     .collect(),
             },
+            // Throttling counters beyond any count that go back, a path that would act on a
+            // terminal, and a reading outside the window.
+            Event::CgroupCpu(crate::events::CgroupCpu {
+                time_ns: start,
+                path: format!("/\u{1b}[2J{}", "p".repeat(1 << 20)),
+                version: u8::MAX,
+                cpu_max: Some("\u{1b}]52;c;AAAA\u{7}".into()),
+                nr_periods: u64::MAX,
+                nr_throttled: u64::MAX,
+                throttled_ns: u64::MAX,
+            }),
+            Event::CgroupCpu(crate::events::CgroupCpu {
+                time_ns: last,
+                path: format!("/\u{1b}[2J{}", "p".repeat(1 << 20)),
+                version: u8::MAX,
+                cpu_max: None,
+                nr_periods: 0,
+                nr_throttled: 0,
+                throttled_ns: 0,
+            }),
+            Event::CgroupCpu(crate::events::CgroupCpu {
+                time_ns: u64::MAX,
+                path: "/x".into(),
+                version: 1,
+                cpu_max: None,
+                nr_periods: 0,
+                nr_throttled: 0,
+                throttled_ns: 0,
+            }),
             // Born after it ended, with an account beyond any life, said to be another's.
             Event::ThreadStart {
                 tid: 2,
@@ -716,6 +753,13 @@ mod tests {
             assert_eq!(counted("cut to fit"), 1);
             assert!(model.counters.lost() >= MAX_COUNT);
             assert!(model.target.command.len() <= MAX_TEXT + 3);
+            // The cgroup's counters, cut and gone back, stay in bounds; its texts are clean.
+            let t = crate::analysis::Analysis::new(&model)
+                .throttling()
+                .cloned()
+                .unwrap();
+            assert!(t.path.len() <= MAX_TEXT + 3 && !t.path.contains('\u{1b}'));
+            assert_eq!((t.nr_throttled, t.throttled_ns), (0, 0));
             // The wait time of 600 windows stays at the largest sum.
             let json = report::to_json(
                 &crate::analysis::Analysis::new(&model),

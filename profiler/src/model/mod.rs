@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::{
     analysis::classify::{StackMarks, Use, classify_with},
     events::{
-        BlockerOwner, Counters, Event, Frame, JavaThreadInfo, ParkBlocker, ShortOffCpu, StackId,
-        Syscall, TargetInfo, ThreadCpu,
+        BlockerOwner, CgroupCpu, Counters, Event, Frame, JavaThreadInfo, ParkBlocker, ShortOffCpu,
+        StackId, Syscall, TargetInfo, ThreadCpu,
     },
     recording::{End, Header},
 };
@@ -89,6 +89,8 @@ pub struct Model {
     pub only_threads: Option<std::collections::HashSet<u32>>,
     /// Tasks waiting in the virtual-thread scheduler for a carrier: by read time.
     pub queued: BTreeMap<u64, u64>,
+    /// Snapshots of the CPU limit and throttling of the target's cgroup: by read time.
+    pub cgroup_cpu: BTreeMap<u64, CgroupCpu>,
     /// Intervals a live view folded into per-thread sums (see `fold_settled`).
     pub folded: HashMap<u32, FoldedIntervals>,
     /// The carriers' waits still under way at the latest checkpoint: (time, waits).
@@ -143,6 +145,19 @@ pub struct ClassInitWait {
     pub class: String,
     /// The thread running the class's static initializer, if it could be told.
     pub initializer: Option<crate::events::Initializer>,
+}
+
+/// The snapshots of `snapshots` that bracket `[from, to]`: the last one at or before `from`,
+/// every one between, the first one at or after `to` (what a difference over the span needs).
+pub fn bracketing<T: Clone>(snapshots: &BTreeMap<u64, T>, from: u64, to: u64) -> BTreeMap<u64, T> {
+    let before = snapshots.range(..=from).next_back();
+    let after = snapshots.range(to..).next();
+    before
+        .into_iter()
+        .chain(snapshots.range(from..=to))
+        .chain(after)
+        .map(|(t, s)| (*t, s.clone()))
+        .collect()
 }
 
 /// Adds to a sum of times or counts from events: many of them can exceed what a `u64`
@@ -367,6 +382,9 @@ impl Model {
                 self.end_mono_ns = self.end_mono_ns.max(w.run_ns);
                 self.late_wakeups.push(w);
             }
+            Event::CgroupCpu(c) => {
+                self.cgroup_cpu.insert(c.time_ns, c);
+            }
             Event::ParkBlocker {
                 time_ns,
                 tid,
@@ -416,6 +434,7 @@ impl Model {
         self.syscalls
             .retain(|s| s.end_ns >= before_ns || s.unfinished);
         self.queued = self.queued.split_off(&before_ns);
+        self.cgroup_cpu = bracketing(&self.cgroup_cpu, before_ns, u64::MAX);
         // Java stacks are keyed by when their wait began (or their release, for a holder):
         // keep those of the waits still kept, thread by thread (one thread's wait as long as
         // the recording would otherwise keep every thread's stacks).

@@ -1,5 +1,5 @@
-//! Checkpoints: once a second, the threads' CPU accounts, the counters and the kernel's sums
-//! go into the recording, and the file is flushed.
+//! Checkpoints: once a second, the threads' CPU accounts, the counters, the kernel's sums and
+//! the cgroup's throttling go into the recording, and the file is flushed.
 
 use anyhow::Result;
 
@@ -14,6 +14,7 @@ impl Session {
         self.cpu_snapshot()?;
         self.open_carrier_waits()?;
         self.sample_queued(true)?;
+        self.sample_cgroup()?;
         let sums: Vec<SyscallSum> = self
             .capture
             .syscall_sums()

@@ -5,7 +5,7 @@
 //! Here: the options, the summary, the start and the drain loop with its stops. Beside it,
 //! one concern a file: `seed` (what is read before the programs attach), `jvm_watch` (the
 //! JVM while it runs), `translate` (kernel records into events), `stacks`, `checkpoint`
-//! (the once-a-second snapshots), `progress` (the line on stderr), `queue_watch` (the work
+//! (the once-a-second snapshots), `cgroup_watch` (the cgroup's CPU throttling), `progress` (the line on stderr), `queue_watch` (the work
 //! waiting for a carrier), `thread_watch` (the JVM's thread list followed from a thread of
 //! its own).
 
@@ -18,6 +18,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
+mod cgroup_watch;
 mod checkpoint;
 mod jvm_watch;
 mod progress;
@@ -190,6 +191,9 @@ pub fn run_with(
         .collect();
     let syscalls = options.min_syscall.is_some();
     let mut first_accounts = Vec::new();
+    let (mut cgroup, cgroup_warning) = cgroup_watch::CgroupWatch::find(options.pid);
+    warnings.extend(cgroup_warning);
+    let mut first_cgroup = None;
     // A reader of its own follows the JVM's thread list from the moment the programs attach
     // (opened first: that takes a while, and threads born meanwhile would go unknown).
     let list_reader = jvm.as_ref().map(|j| j.hotspot.reopen());
@@ -211,6 +215,8 @@ pub fn run_with(
             // Threads' times are counted from their first account: read just before the
             // window opens, so that a thread born after it is not in it.
             first_accounts = target.cpu_accounts();
+            // And the throttling counters (stamped with the window's start below).
+            first_cgroup = cgroup.read(0);
             waits
         },
     )?;
@@ -291,10 +297,15 @@ pub fn run_with(
         registration_failed: false,
         exit_ns: None,
         queue: Default::default(),
+        cgroup,
     };
     session.warm_up();
     let started_ns = session.capture.started_ns();
     session.write_accounts(started_ns, first_accounts)?;
+    if let Some(Ok(first)) = &mut first_cgroup {
+        first.time_ns = started_ns;
+    }
+    session.write_cgroup(first_cgroup)?;
     let result = session.run(options, stop);
     let reason = match &result {
         Ok(reason) => reason.clone(),
@@ -385,6 +396,7 @@ struct Session {
     /// When the target exited, if the kernel said so: the end of the window.
     exit_ns: Option<u64>,
     queue: queue_watch::QueueWatch,
+    cgroup: cgroup_watch::CgroupWatch,
 }
 
 impl Session {

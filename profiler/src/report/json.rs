@@ -261,12 +261,28 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
         },
         // Virtual threads that held their carrier, running, for long.
         "monopolized": monopolized,
+        // The scheduler's view of the threads, and the CPU quota of the target's cgroup
+        // with its throttling over the window (null: no cgroup of the CPU controller).
         "scheduler": {
             "carriers": scheduling.iter().filter(|t| t.carrier).map(sched_row).collect::<Vec<_>>(),
             "threads": scheduling.iter().filter(|t| !t.carrier).map(sched_row).collect::<Vec<_>>(),
             "late_wakeups": late_wakeups,
             "threads_not_kept": model.sched_threads_not_kept,
-            "cgroup": Value::Null,
+            "cgroup": analysis.throttling().map(|t| json!({
+                "path": t.path,
+                "version": t.version,
+                "cpu_max": t.cpu_max,
+                "nr_periods": t.nr_periods,
+                "nr_throttled": t.nr_throttled,
+                "throttled_ns": t.throttled_ns,
+                // Throttled time between consecutive readings (about a second apart), from
+                // the window's start.
+                "series": t.series.iter().map(|s| json!({
+                    "time_ns": s.time_ns,
+                    "duration_ns": s.duration_ns,
+                    "throttled_ns": s.throttled_ns,
+                })).collect::<Vec<_>>(),
+            })),
         },
         // Every long futex wait, locks or not: how they ended, by operation.
         "futex_waits": {

@@ -5,7 +5,9 @@ mod stack;
 mod text;
 
 pub use json::to_json;
-pub use text::{container_label, headline, owner_label, runtime_label, secs, to_text};
+pub use text::{
+    container_label, headline, owner_label, runtime_label, secs, throttling_label, to_text,
+};
 
 /// How much of each list the reports show.
 #[derive(Clone, Debug)]

@@ -56,6 +56,30 @@ pub fn container_label(model: &Model) -> Option<String> {
     Some(label)
 }
 
+/// The CPU quota of the target's cgroup and how often it throttled the target in the
+/// window: None when there was no quota and no throttling (or no cgroup was read).
+pub fn throttling_label(analysis: &Analysis) -> Option<String> {
+    let t = analysis.throttling()?;
+    let quota = t.cpu_max.as_deref().unwrap_or("unknown");
+    if !t.throttled() && quota.starts_with("max") {
+        return None;
+    }
+    let which = format!("cgroup v{} {}", t.version, t.path);
+    Some(if t.throttled() {
+        format!(
+            "CPU quota: {quota} ({which}): throttled {} of {} periods, {}",
+            t.nr_throttled,
+            t.nr_periods,
+            secs(t.throttled_ns)
+        )
+    } else {
+        format!(
+            "CPU quota: {quota} ({which}): not throttled in {} periods",
+            t.nr_periods
+        )
+    })
+}
+
 /// When the window ran, on this machine's clock and zone: what `--from` and `--to` take.
 pub fn window_label(model: &Model) -> String {
     let zone = jiff::tz::TimeZone::system();
@@ -100,6 +124,9 @@ fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std
     writeln!(out, "{}", window_label(model))?;
     if let Some(container) = container_label(model) {
         writeln!(out, "{container}")?;
+    }
+    if let Some(throttling) = throttling_label(analysis) {
+        writeln!(out, "{throttling}")?;
     }
     if model.target.runtime.is_none() {
         writeln!(

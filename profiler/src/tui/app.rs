@@ -93,6 +93,10 @@ pub struct View {
     pub pinned_per_second: Vec<u64>,
     /// The second of the window (from its start) that `pinned_per_second` begins with.
     pub first_second: u64,
+    /// Time the CPU quota throttled the target's cgroup in each of the same seconds (ms).
+    pub throttled_per_second: Vec<u64>,
+    /// The quota and its throttling, in a line (None: no quota, no throttling).
+    pub throttling: Option<String>,
 }
 
 impl View {
@@ -296,6 +300,8 @@ impl App {
         // One analysis per refresh; the view keeps its figures until the next.
         let analysis = Analysis::new(model);
         let starving_now = analysis.starving_now();
+        let throttling = crate::report::throttling_label(&analysis);
+        let throttled = analysis.throttling().cloned();
         let crate::analysis::Parts {
             threads,
             pinned_events: pinned,
@@ -318,6 +324,20 @@ impl App {
         });
         let before = (self.view.first_second, &self.view.pinned_per_second);
         for (second, ms) in (first_second..forgotten).zip(per_second.iter_mut()) {
+            *ms = second
+                .checked_sub(before.0)
+                .and_then(|i| before.1.get(usize::try_from(i).ok()?))
+                .copied()
+                .unwrap_or(0);
+        }
+        let mut throttled_per_second: Vec<u64> = throttled
+            .map(|t| t.per_second(first_second, per_second.len()))
+            .unwrap_or_else(|| vec![0; per_second.len()])
+            .into_iter()
+            .map(|ns| ns.div_ceil(1_000_000))
+            .collect();
+        let before = (self.view.first_second, &self.view.throttled_per_second);
+        for (second, ms) in (first_second..forgotten).zip(throttled_per_second.iter_mut()) {
             *ms = second
                 .checked_sub(before.0)
                 .and_then(|i| before.1.get(usize::try_from(i).ok()?))
@@ -357,6 +377,8 @@ impl App {
             findings,
             pinned_per_second: per_second,
             first_second,
+            throttled_per_second,
+            throttling,
         };
         // The selection follows its row when the table re-sorts; a row gone leaves it where
         // it was, within the table.
@@ -527,6 +549,54 @@ mod tests {
         app.refresh();
         assert_eq!(tids(&app), [2, 1]);
         assert_eq!(app.selected(), 0, "the selection stayed on thread 2");
+    }
+
+    #[test]
+    fn throttled_seconds_are_marked_and_said() {
+        use crate::{
+            events::{CgroupCpu, Event},
+            model::intake::hostile,
+        };
+        let start = 5_000_000_000;
+        let mut app = App::new("test".into(), false, None);
+        app.on_record(Record::Header(hostile::header(start)));
+        // Throttled 300 ms in the second second, nothing in the others.
+        for (second, throttled, throttled_ns) in [(0, 0, 0), (1, 0, 0), (2, 3, 300_000_000)] {
+            app.on_record(Record::Event(Event::CgroupCpu(CgroupCpu {
+                time_ns: start + second * SECOND,
+                path: "/shop".into(),
+                version: 2,
+                cpu_max: Some("20000 100000".into()),
+                nr_periods: second * 10,
+                nr_throttled: throttled,
+                throttled_ns,
+            })));
+        }
+        app.on_record(Record::End(crate::recording::End {
+            end_mono_ns: start + 3 * SECOND,
+            reason: crate::recording::StopReason::Duration,
+        }));
+        app.refresh();
+        assert_eq!(app.view.throttled_per_second, [0, 300, 0]);
+        assert_eq!(
+            app.view.throttling.as_deref(),
+            Some("CPU quota: 20000 100000 (cgroup v2 /shop): throttled 3 of 20 periods, 300.0ms")
+        );
+        let backend = ratatui::backend::TestBackend::new(100, 30);
+        let mut terminal = ratatui::Terminal::new(backend).unwrap();
+        terminal
+            .draw(|frame| super::super::draw::draw(frame, &app))
+            .unwrap();
+        let screen: String = terminal
+            .backend()
+            .buffer()
+            .content()
+            .chunks(100)
+            .map(|row| row.iter().map(|c| c.symbol()).collect::<String>() + "\n")
+            .collect();
+        assert!(screen.contains("CPU quota: 20000 100000"), "{screen}");
+        assert!(screen.contains("CPU quota throttled (1 s)"), "{screen}");
+        assert!(screen.contains(" \u{2580} "), "{screen}");
     }
 
     /// A replay of a hostile recording: its records through the app's state, as the view

@@ -197,7 +197,7 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
             u16::try_from(carriers.len().max(1)).map_or(u16::MAX, |n| n.saturating_add(3)),
         ),
         Constraint::Length(5),
-        Constraint::Length(2),
+        Constraint::Length(2 + u16::from(view.throttling.is_some())),
         Constraint::Min(3),
     ])
     .areas(area);
@@ -259,16 +259,47 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
     let per_second = &view.pinned_per_second;
     let shown = &per_second[per_second.len().saturating_sub(width)..];
     let peak = shown.iter().copied().max().unwrap_or(0);
+    // The seconds the CPU quota throttled the target, marked under the same seconds.
+    let throttled = view
+        .throttled_per_second
+        .get(per_second.len().saturating_sub(width)..)
+        .unwrap_or_default();
+    let marked = throttled.iter().filter(|ms| **ms > 0).count();
+    let title = if marked > 0 {
+        format!(
+            " Carrier time pinned per second (peak {peak} ms, last {} s); \u{2580} CPU quota throttled ({marked} s) ",
+            shown.len()
+        )
+    } else {
+        format!(
+            " Carrier time pinned per second (peak {peak} ms, last {} s) ",
+            shown.len()
+        )
+    };
+    let block = Block::bordered().title(title);
+    let inner = block.inner(timeline);
+    frame.render_widget(block, timeline);
+    let (spark, marks) = if marked > 0 {
+        let [spark, marks] =
+            Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
+        (spark, Some(marks))
+    } else {
+        (inner, None)
+    };
     frame.render_widget(
-        Sparkline::default()
-            .block(Block::bordered().title(format!(
-                " Carrier time pinned per second (peak {peak} ms, last {} s) ",
-                shown.len()
-            )))
-            .data(shown)
-            .style(Style::new().red()),
-        timeline,
+        Sparkline::default().data(shown).style(Style::new().red()),
+        spark,
     );
+    if let Some(marks) = marks {
+        let line: String = throttled
+            .iter()
+            .map(|ms| if *ms > 0 { '\u{2580}' } else { ' ' })
+            .collect();
+        frame.render_widget(
+            Paragraph::new(Line::styled(line, Style::new().yellow().bold())),
+            marks,
+        );
+    }
 
     let note = app.window_note();
     let starvation = if let (0, Some((for_ns, _))) = (view.episodes, view.starving_now) {
@@ -302,7 +333,16 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         secs(view.pinned_ns),
         view.sites.len()
     ));
-    frame.render_widget(Paragraph::new(vec![starvation, pinned]), summary);
+    let mut lines = vec![starvation, pinned];
+    if let Some(throttling) = &view.throttling {
+        let style = if view.throttled_per_second.iter().any(|ms| *ms > 0) {
+            Style::new().yellow().bold()
+        } else {
+            Style::new()
+        };
+        lines.push(Line::styled(format!("{throttling}{note}"), style));
+    }
+    frame.render_widget(Paragraph::new(lines), summary);
 
     let lines: Vec<Line> = view
         .sites
