@@ -33,6 +33,9 @@ const INTERPRETER_BCP: i64 = -8;
 const MAX_LINE_TABLE: usize = 4096;
 const MORE_FRAMES: &str = "[more frames not walked]";
 const MAX_FRAMES: usize = 128;
+/// Native frames followed up to the return into Java code of a sample taken in native code
+/// that Java code called without leaving Java (see `walk`).
+const LEAF_FRAMES: usize = 8;
 /// Bounds each name cache: their keys (code addresses, `Method*`s) come from the target.
 const MAX_CACHED: usize = 1 << 16;
 
@@ -313,6 +316,28 @@ impl Walker {
         } else {
             mem.u64(sp.wrapping_sub(8)).unwrap_or(0)
         };
+        // A sample taken from the registers can land in native code that compiled Java code
+        // calls without leaving Java (a leaf call, such as `System.nanoTime`'s clock): no
+        // anchor is set, so the walk starts at the return into Java code, found up the native
+        // frames' frame pointers (a word that merely looks like code, left on the stack, would
+        // be taken for a caller by a plain scan).
+        if !self.is_code(mem, pc) {
+            let mut link = fp;
+            for _ in 0..LEAF_FRAMES {
+                if link <= sp || !link.is_multiple_of(8) {
+                    break;
+                }
+                let (Some(ret), Some(up)) = (stack.word(link.wrapping_add(8)), stack.word(link))
+                else {
+                    break;
+                };
+                if self.is_code(mem, ret) {
+                    (sp, pc, fp) = (link.wrapping_add(16), ret, up);
+                    break;
+                }
+                link = up;
+            }
+        }
         loop {
             if frames.len() >= MAX_FRAMES {
                 // Say where the walk stopped rather than end the stack silently.
@@ -470,6 +495,14 @@ impl Walker {
             self.code_frames(mem, &empty, &blob, 0, pc, &mut frames);
         }
         frames
+    }
+
+    /// Whether `pc` is in Java code: the interpreter, a code blob, or the call stub's return.
+    fn is_code(&mut self, mem: &impl Target, pc: u64) -> bool {
+        pc != 0
+            && (self.interpreted(pc)
+                || pc == self.layout.call_stub_return
+                || self.blob(mem, pc).is_some())
     }
 
     fn interpreted(&self, pc: u64) -> bool {
