@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{root, run_cmd};
 
-const APT_PACKAGES: [&str; 8] = [
+const APT_PACKAGES: [&str; 9] = [
     // musl-gcc: the static binary's C code (ring, the TLS of --push) is built for musl libc.
     "musl-tools",
     // LLVM 22 to build bpf-linker against the same LLVM as the nightly rustc.
@@ -19,6 +19,8 @@ const APT_PACKAGES: [&str; 8] = [
     "zlib1g-dev",
     // javac for the test workloads (the JDK test runtimes from PyPI have none).
     "openjdk-17-jdk-headless",
+    // `perf sched`, the scheduler-latency tests' independent measurement.
+    "linux-perf",
     // `unshare`, which makes the container tests' PID and mount namespaces.
     "util-linux",
     // `man`, which reads the manual pages `cargo xtask dist` makes, in the tests.

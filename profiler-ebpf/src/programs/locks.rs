@@ -1,17 +1,21 @@
 //! Kernel lock contention of the target's threads, summed per lock address and per thread.
 
-use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::tracepoint, programs::TracePointContext};
+//!
+//! Raw tracepoints (`contention_begin(lock, flags)`, `contention_end(lock, ret)`): a
+//! tracepoint program's verdict would decide for every other tool on the host whether it sees
+//! the event, and these fire at every contended kernel lock of the machine.
+
+use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::raw_tracepoint, programs::RawTracePointContext};
 use profiler_ebpf::counter;
 
 use super::{
     ids::target_tid,
     maps::{CONTENTION_STARTS, KERNEL_LOCK_THREADS, KERNEL_LOCKS, add_wait, count},
-    settings::{LOCK_ADDR_OFFSET, setting},
 };
 
 /// Kernel lock contention of the target's threads: begins.
-#[tracepoint]
-pub fn contention_begin(_ctx: TracePointContext) -> u32 {
+#[raw_tracepoint(tracepoint = "contention_begin")]
+pub fn contention_begin(_ctx: RawTracePointContext) -> i32 {
     let Some(tid) = target_tid() else {
         return 0;
     };
@@ -23,8 +27,8 @@ pub fn contention_begin(_ctx: TracePointContext) -> u32 {
 }
 
 /// Kernel lock contention of the target's threads: ends; summed per lock address.
-#[tracepoint]
-pub fn contention_end(ctx: TracePointContext) -> u32 {
+#[raw_tracepoint(tracepoint = "contention_end")]
+pub fn contention_end(ctx: RawTracePointContext) -> i32 {
     let Some(tid) = target_tid() else {
         return 0;
     };
@@ -33,7 +37,7 @@ pub fn contention_end(ctx: TracePointContext) -> u32 {
     };
     let start = unsafe { *start };
     let _ = CONTENTION_STARTS.remove(tid);
-    let lock = unsafe { ctx.read_at::<u64>(setting(&LOCK_ADDR_OFFSET) as usize) }.unwrap_or(0);
+    let lock: u64 = ctx.arg(0);
     let now = unsafe { bpf_ktime_get_ns() };
     add_wait!(KERNEL_LOCKS, &lock, now.saturating_sub(start));
     add_wait!(KERNEL_LOCK_THREADS, &tid, now.saturating_sub(start));

@@ -3,9 +3,9 @@
 
 use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
-    macros::tracepoint,
-    programs::TracePointContext,
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    macros::raw_tracepoint,
+    programs::RawTracePointContext,
 };
 use profiler_ebpf::{
     HISTOGRAM_BUCKETS, Histogram, LateWakeup, OffCpuEvent, OffCpuStart, SchedStats, ShortOffCpu,
@@ -23,14 +23,17 @@ use super::{
     },
     settings::{
         LATE_WAKEUP_NS, MIN_JAVA_STACK_NS, MIN_OFF_CPU_NS, MIN_PREEMPTED_NS, MIN_SYSCALL_NS,
-        SWITCH_NEXT_PID_OFFSET, SWITCH_PREV_STATE_OFFSET, TARGET_TGID, WAKEUP_PID_OFFSET, setting,
+        TARGET_TGID, TASK_PID_OFFSET, TASK_STATE_OFFSET, setting,
     },
     stacks::{NOT_CAPTURED, copy_native_stack, kernel_stack, stack_id},
     threads::thread_life,
 };
 
-#[tracepoint]
-pub fn sched_switch(ctx: TracePointContext) -> u32 {
+/// A raw tracepoint (`sched_switch(preempt, prev, next, ...)`), not a tracepoint: cheaper
+/// (no record is made first), and a tracepoint program's verdict would decide for every
+/// other tool on the host (`perf sched`, other tracers) whether it sees the event at all.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn sched_switch(ctx: RawTracePointContext) -> i32 {
     let now = unsafe { bpf_ktime_get_ns() };
     let target = setting(&TARGET_TGID);
     let (tgid, tid) = current_ids();
@@ -38,10 +41,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     // The current task is still `prev`: its stacks are the ones that go off CPU.
     if tgid == target && tid != 0 {
         seen_running(tid, now);
-        // The low byte is the state; TASK_REPORT_MAX (0x100) marks a preemption in the kernel.
-        let prev_state = unsafe { ctx.read_at::<i64>(setting(&SWITCH_PREV_STATE_OFFSET) as usize) }
-            .unwrap_or(0) as u64
-            & 0xff;
+        let prev_state = switch_state(&ctx);
         if prev_state & task_state::DEAD != 0 {
             // Its last switch (do_task_dead): its life ends here, and no wait begins.
             let _ = STARTS.remove(tid);
@@ -57,10 +57,40 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     switch_in(&ctx, now)
 }
 
+/// Why `prev` leaves the CPU, as the `sched_switch` tracepoint reports it in `prev_state`:
+/// 0 (still runnable) when preempted, `task_state::DEAD` for its last switch, else its state's
+/// report bits (interruptible, uninterruptible...).
+#[inline(always)]
+fn switch_state(ctx: &RawTracePointContext) -> u64 {
+    const TASK_REPORT: u64 = 0x7f;
+    const TASK_DEAD: u64 = 0x80;
+    let preempt: u64 = ctx.arg(0);
+    if preempt & 0xff != 0 {
+        return task_state::RUNNING;
+    }
+    let prev: u64 = ctx.arg(1);
+    let raw =
+        unsafe { bpf_probe_read_kernel((prev + setting(&TASK_STATE_OFFSET) as u64) as *const u32) }
+            .unwrap_or(0) as u64;
+    if raw & TASK_DEAD != 0 {
+        task_state::DEAD
+    } else {
+        raw & TASK_REPORT
+    }
+}
+
+/// The (host) id of a task the tracepoint hands over.
+#[inline(always)]
+fn task_pid(task: u64) -> Option<u32> {
+    unsafe { bpf_probe_read_kernel((task + setting(&TASK_PID_OFFSET) as u64) as *const i32) }
+        .ok()
+        .map(|pid| pid as u32)
+}
+
 /// A thread of the target goes off CPU: where, and what its Java thread was doing, kept until
 /// it runs again.
 #[inline(always)]
-fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
+fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) {
     let java = java_state(tid);
     // A carrier with nothing mounted is going idle: its stack is always the scheduler's
     // own wait, and on JDK 24+ these are most switches, so skip the two stack walks.
@@ -123,12 +153,11 @@ fn switch_out(ctx: &TracePointContext, tid: u32, now: u64, prev_state: u64) {
 
 /// A thread goes on CPU: if it is the target's, its off-CPU interval ends.
 #[inline(always)]
-fn switch_in(ctx: &TracePointContext, now: u64) -> u32 {
-    let Ok(next) = (unsafe { ctx.read_at::<i32>(setting(&SWITCH_NEXT_PID_OFFSET) as usize) })
-    else {
+fn switch_in(ctx: &RawTracePointContext, now: u64) -> i32 {
+    let Some(next) = task_pid(ctx.arg(2)) else {
         return 0;
     };
-    let Some(next) = own_id(next as u32) else {
+    let Some(next) = own_id(next) else {
         return 0;
     };
     if next == 0 {
@@ -348,13 +377,14 @@ fn add_short(tid: u32, duration: u64, prev_state: u64) {
     }
 }
 
-#[tracepoint]
-pub fn sched_waking(ctx: TracePointContext) -> u32 {
+/// A raw tracepoint (`sched_waking(p)`), as `sched_switch`.
+#[raw_tracepoint(tracepoint = "sched_waking")]
+pub fn sched_waking(ctx: RawTracePointContext) -> i32 {
     // Runs in the waker's context: the current thread is the one that made `pid` runnable.
-    let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&WAKEUP_PID_OFFSET) as usize) }) else {
+    let Some(pid) = task_pid(ctx.arg(0)) else {
         return 0;
     };
-    let Some(pid) = own_id(pid as u32) else {
+    let Some(pid) = own_id(pid) else {
         return 0;
     };
     let (waker_tgid, waker_tid) = current_ids();

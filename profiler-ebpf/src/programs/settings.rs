@@ -23,12 +23,11 @@ pub(crate) static MIN_PREEMPTED_NS: u64 = 0;
 /// `LateWakeup`, with its waker (`u64::MAX`: never).
 #[unsafe(no_mangle)]
 pub(crate) static LATE_WAKEUP_NS: u64 = u64::MAX;
+/// In `task_struct`, from the kernel's BTF: `pid` (the thread id) and `__state`.
 #[unsafe(no_mangle)]
-pub(crate) static SWITCH_PREV_STATE_OFFSET: u32 = 32;
+pub(crate) static TASK_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
-pub(crate) static SWITCH_NEXT_PID_OFFSET: u32 = 56;
-#[unsafe(no_mangle)]
-pub(crate) static WAKEUP_PID_OFFSET: u32 = 24;
+pub(crate) static TASK_STATE_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 pub(crate) static EXIT_GROUP_DEAD_OFFSET: u32 = 32;
 /// HotSpot's layout, from the target's VMStructs; all zero for other processes.
@@ -41,8 +40,6 @@ pub(crate) static MIN_JAVA_STACK_NS: u64 = 0;
 /// stacks; shorter ones are summed per (thread, call). `u64::MAX`: system calls not tracked.
 #[unsafe(no_mangle)]
 pub(crate) static MIN_SYSCALL_NS: u64 = u64::MAX;
-#[unsafe(no_mangle)]
-pub(crate) static LOCK_ADDR_OFFSET: u32 = 8;
 /// Where a file descriptor's inode is, for this kernel (see `FdLayout`).
 #[unsafe(no_mangle)]
 pub(crate) static FD_LAYOUT: FdLayout = FdLayout {

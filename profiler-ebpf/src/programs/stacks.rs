@@ -3,7 +3,7 @@
 use aya_ebpf::{
     bindings::{BPF_RB_NO_WAKEUP, pt_regs},
     helpers::bpf_probe_read_kernel,
-    programs::{TracePointContext, tracing::StackIdContext},
+    programs::tracing::StackIdContext,
 };
 use profiler_ebpf::{
     KernelStackReuse, NATIVE_COPY_BYTES, NativeStackCopy, counter, kind, syscall_flags,
@@ -34,7 +34,7 @@ const KSTACK_REUSES: u32 = 64;
 /// futex; a read: the same descriptor) blocks down the same kernel path: there it is walked
 /// once in a while and reused in between.
 #[inline(always)]
-pub(crate) fn kernel_stack(ctx: &TracePointContext, tid: u32) -> i32 {
+pub(crate) fn kernel_stack(ctx: &impl StackIdContext, tid: u32) -> i32 {
     let Some(call) = IN_SYSCALL.get_ptr(tid) else {
         return stack_id(ctx, 0);
     };

@@ -23,11 +23,21 @@ use super::{
 /// could read their name, so the kernel sends it.
 #[tracepoint]
 pub fn task_rename(ctx: TracePointContext) -> u32 {
+    renamed(&ctx);
+    SEEN_BY_OTHERS
+}
+
+/// What a tracepoint program returns: 1, the event still goes to every other tool on the host
+/// that traces it (0 would hide it from them: `perf`, other tracers). These fire seldom.
+const SEEN_BY_OTHERS: u32 = 1;
+
+#[inline(always)]
+fn renamed(ctx: &TracePointContext) {
     let Some(current) = target_tid() else {
-        return 0;
+        return;
     };
     let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&RENAME_PID_OFFSET) as usize) }) else {
-        return 0;
+        return;
     };
     // Mostly a thread naming itself; in a PID namespace, another by the id it ran with.
     let pid = if pid as u32 == bpf_get_current_pid_tgid() as u32 {
@@ -35,12 +45,12 @@ pub fn task_rename(ctx: TracePointContext) -> u32 {
     } else {
         match own_id(pid as u32) {
             Some(pid) => pid,
-            None => return 0,
+            None => return,
         }
     };
     let Ok(comm) = (unsafe { ctx.read_at::<[u8; 16]>(setting(&RENAME_NEWCOMM_OFFSET) as usize) })
     else {
-        return 0;
+        return;
     };
     match EVENTS.reserve::<ThreadRename>(0) {
         Some(mut slot) => {
@@ -53,7 +63,6 @@ pub fn task_rename(ctx: TracePointContext) -> u32 {
         }
         None => count(counter::LOST_EVENTS),
     }
-    0
 }
 
 /// Sends a thread's start or end; at its end, with its scheduler account (it is the current
@@ -94,15 +103,21 @@ pub(crate) fn thread_life(kind: u32, tid: u32, now: u64, account: bool) {
 /// A thread (not a process) created by the target.
 #[tracepoint]
 pub fn task_newtask(ctx: TracePointContext) -> u32 {
+    born(&ctx);
+    SEEN_BY_OTHERS
+}
+
+#[inline(always)]
+fn born(ctx: &TracePointContext) {
     if target_tid().is_none() {
-        return 0;
+        return;
     }
     let flags = unsafe { ctx.read_at::<u64>(setting(&NEWTASK_FLAGS_OFFSET) as usize) }.unwrap_or(0);
     if flags & CLONE_THREAD == 0 {
-        return 0;
+        return;
     }
     let Ok(pid) = (unsafe { ctx.read_at::<i32>(setting(&NEWTASK_PID_OFFSET) as usize) }) else {
-        return 0;
+        return;
     };
     let now = unsafe { bpf_ktime_get_ns() };
     if setting(&PID_NS_DEV) != 0 {
@@ -110,17 +125,22 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
         if NS_BIRTHS.insert(pid as u32, now, 0).is_err() {
             count(counter::START_MAP_FULL);
         }
-        return 0;
+        return;
     }
     thread_life(kind::THREAD_START, pid as u32, now, false);
-    0
 }
 
 #[tracepoint]
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+    exited(&ctx);
+    SEEN_BY_OTHERS
+}
+
+#[inline(always)]
+fn exited(ctx: &TracePointContext) {
     let (tgid, tid) = current_ids();
     if tgid != setting(&TARGET_TGID) || tgid == 0 {
-        return 0;
+        return;
     }
     // A thread ends inside exit(2), whose sys_exit never comes: drop what it left open.
     let _ = STARTS.remove(tid);
@@ -143,5 +163,4 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
             None => count(counter::LOST_EVENTS),
         }
     }
-    0
 }

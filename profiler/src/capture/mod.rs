@@ -204,9 +204,7 @@ impl Capture {
         }
         let tracefs = tracefs::ensure_mounted()?;
         let offset = |cat, name, field| tracefs::field_offset(&tracefs, cat, name, field);
-        let prev_state = offset("sched", "sched_switch", "prev_state")?;
-        let next_pid = offset("sched", "sched_switch", "next_pid")?;
-        let wakeup_pid = offset("sched", "sched_waking", "pid")?;
+        let (task_pid, task_state) = task_ids_layout()?;
         // Kernel lock contention needs CONFIG_LOCKDEP-free lock tracepoints (5.19+).
         let lock_addr = offset("lock", "contention_end", "lock_addr");
         // Names of short-lived threads; optional.
@@ -245,7 +243,6 @@ impl Capture {
             .override_global("JVM_LAYOUT", &jvm, true)
             .override_global("MIN_JAVA_STACK_NS", &min_java_stack_ns, true)
             .override_global("MIN_SYSCALL_NS", &min_syscall_ns, true)
-            .override_global("LOCK_ADDR_OFFSET", lock_addr.as_ref().unwrap_or(&8), true)
             .override_global("FD_LAYOUT", &fd_layout, true)
             .override_global("RENAME_PID_OFFSET", &rename_pid, true)
             .override_global("RENAME_NEWCOMM_OFFSET", &rename_comm, true)
@@ -262,9 +259,8 @@ impl Capture {
                 &options.min_off_cpu_ns.max(MIN_PREEMPTED_NS),
                 true,
             )
-            .override_global("SWITCH_PREV_STATE_OFFSET", &prev_state, true)
-            .override_global("SWITCH_NEXT_PID_OFFSET", &next_pid, true)
-            .override_global("WAKEUP_PID_OFFSET", &wakeup_pid, true)
+            .override_global("TASK_PID_OFFSET", &task_pid, true)
+            .override_global("TASK_STATE_OFFSET", &task_state, true)
             .override_global("EXIT_GROUP_DEAD_OFFSET", &group_dead, true)
             .map_max_entries("EVENTS", options.ring_buffer_bytes)
             .load(EBPF_OBJECT)
@@ -283,12 +279,12 @@ impl Capture {
             )),
         }
         programs.extend([
-            ("sched_waking", Hook::Tracepoint("sched", "sched_waking")),
+            ("sched_waking", Hook::Raw("sched_waking")),
             (
                 "sched_process_exit",
                 Hook::Tracepoint("sched", "sched_process_exit"),
             ),
-            ("sched_switch", Hook::Tracepoint("sched", "sched_switch")),
+            ("sched_switch", Hook::Raw("sched_switch")),
         ]);
         match &rename {
             Ok(_) => programs.push(("task_rename", Hook::Tracepoint("task", "task_rename"))),
@@ -313,11 +309,8 @@ impl Capture {
             warnings.push(format!("kernel lock contention is not traced: {e:#}"));
         }
         if syscalls && lock_addr.is_ok() {
-            programs.push((
-                "contention_begin",
-                Hook::Tracepoint("lock", "contention_begin"),
-            ));
-            programs.push(("contention_end", Hook::Tracepoint("lock", "contention_end")));
+            programs.push(("contention_begin", Hook::Raw("contention_begin")));
+            programs.push(("contention_end", Hook::Raw("contention_end")));
         }
         let take = |ebpf: &mut Ebpf, name: &str| {
             ebpf.take_map(name)
@@ -521,6 +514,18 @@ fn fd_layout() -> Result<profiler_ebpf::FdLayout> {
         _pad: 0,
         fd_syscalls,
     })
+}
+
+/// Where this kernel keeps a task's id (`pid`) and state (`__state`, `state` before 5.14), read
+/// from the tasks the scheduler's raw tracepoints hand over.
+fn task_ids_layout() -> Result<(u32, u32)> {
+    let btf = btf::Btf::from_sys_fs()
+        .context("pinprof needs the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
+    let pid = btf.offset("task_struct", "pid")?;
+    let state = btf
+        .offset("task_struct", "__state")
+        .or_else(|_| btf.offset("task_struct", "state"))?;
+    Ok((pid, state))
 }
 
 /// Where this kernel keeps a task's scheduler account (`/proc/<pid>/task/<tid>/schedstat`).
