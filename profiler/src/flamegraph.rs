@@ -30,6 +30,13 @@ pub enum Kind {
     Syscall,
     /// Lock wait time charged to the stack that released the lock (the holder's).
     Locks,
+    /// Time on CPU, from the on-CPU samples, by the running thread's stack (a carrier's is
+    /// its mounted virtual thread's).
+    #[value(name = "oncpu", alias = "on-cpu")]
+    OnCpu,
+    /// Wall-clock time of every thread: on CPU (the samples) and off CPU (every wait, idle
+    /// included), by stack; draw it `--per-thread` to see each thread's whole time.
+    Wall,
 }
 
 impl Kind {
@@ -40,6 +47,8 @@ impl Kind {
             Self::Futex => "Long futex wait time, by the waiter's stack",
             Self::Syscall => "Long system call time, by the caller's stack",
             Self::Locks => "Lock wait time, charged to the stack that released the lock",
+            Self::OnCpu => "Time on CPU, by the running stack (sampled)",
+            Self::Wall => "Wall-clock time of every thread, on CPU (sampled) and off CPU",
         }
     }
 }
@@ -192,6 +201,24 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
                 by_frames.push((s.tid, model.waiter_frames(s), s.duration_ns() / 1_000));
             }
         }
+        Kind::OnCpu | Kind::Wall => {
+            let each = crate::analysis::oncpu::sample_ns(model);
+            for s in &model.samples {
+                add_ids(s.tid, crate::analysis::oncpu::stacks_of(model, s), each);
+            }
+            if options.kind == Kind::Wall {
+                for o in &model.off_cpu {
+                    let ns = model.lived_ns(o);
+                    if ns > 0 {
+                        add_ids(
+                            o.tid,
+                            (o.kernel_stack(), o.user_stack(), model.java_stack(o)),
+                            ns,
+                        );
+                    }
+                }
+            }
+        }
         Kind::Locks => {
             for s in analysis.lock_waits() {
                 let holder = s.releaser();
@@ -279,6 +306,8 @@ fn subtitle(analysis: &Analysis, kind: Kind, s: Summary) -> String {
         Kind::Futex => "futex waits",
         Kind::Syscall => "long system calls",
         Kind::Locks => "lock waits",
+        Kind::OnCpu => "on-CPU samples",
+        Kind::Wall => "samples and waits",
     };
     let whose = match kind {
         Kind::Pinned => "carriers",

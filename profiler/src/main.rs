@@ -124,7 +124,8 @@ enum Command {
         #[arg(long)]
         per_thread: bool,
         /// What to weigh: blocked time (off-cpu), pinned carrier time, futex waits, long system
-        /// calls, or lock wait time charged to the releasing holder's stack (locks).
+        /// calls, lock wait time charged to the releasing holder's stack (locks), time on CPU
+        /// from the samples (oncpu), or every thread's time on and off CPU (wall).
         #[arg(long, value_enum, default_value_t = flamegraph::Kind::OffCpu)]
         kind: flamegraph::Kind,
         /// The innermost frame at the root (what the waits end in, then their callers).

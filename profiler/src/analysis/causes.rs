@@ -186,6 +186,7 @@ mod tests {
                 blocked_carriers: 2,
                 carriers: 2,
                 queued_max: None,
+                cause: crate::analysis::starvation::Cause::Pinned,
             },
             Episode {
                 start_ns: 200 * MS,
@@ -193,6 +194,7 @@ mod tests {
                 blocked_carriers: 2,
                 carriers: 2,
                 queued_max: None,
+                cause: crate::analysis::starvation::Cause::Pinned,
             },
         ];
         let events = [

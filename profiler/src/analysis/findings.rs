@@ -11,10 +11,14 @@ use super::gridlock::Gridlock;
 use super::jdk;
 use super::kinds::{FrameClass, ThreadRole};
 use super::locks::LockRow;
+use super::monopoly::Monopolized;
 use super::pinning::PinnedSite;
+use super::scheduler::ThreadScheduling;
 use super::stacks::StackLabels;
+use super::starvation::Cause;
 use super::starvation::Episode;
 use super::threads::ThreadRow;
+use super::throttling::Throttling;
 use crate::model::total;
 use crate::units::secs;
 
@@ -36,6 +40,10 @@ pub enum FindingKind {
     ClassInit,
     /// A lock whose waits add up.
     LockContention,
+    /// Virtual threads that computed for long without yielding, holding their carriers.
+    Monopolized,
+    /// Carriers runnable but not run: the scheduler or a CPU quota kept them waiting.
+    CpuStarved,
 }
 
 /// How much it matters; findings are listed most severe first.
@@ -121,6 +129,12 @@ pub struct Evidence<'a> {
     pub deadlocks: &'a [Deadlock],
     /// Each deadlock's first thread's stack.
     pub deadlock_stacks: Vec<StackLabels>,
+    /// Virtual threads that held their carrier, and the longest one's stack.
+    pub monopolized: &'a [Monopolized],
+    pub longest_monopoly_stack: StackLabels,
+    /// Each thread's waits for a CPU, and the cgroup's throttling over the window.
+    pub scheduling: &'a [ThreadScheduling],
+    pub throttling: Option<&'a Throttling>,
 }
 
 /// The findings, most severe first, then most costly.
@@ -146,6 +160,8 @@ pub fn findings(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
     out.extend(starvation(e, t));
     out.extend(pinning(e, t, carrier_ns));
     out.extend(locks(e, t));
+    out.extend(monopolized(e, t));
+    out.extend(cpu_starved(e, t));
     // The stalls (a deadlock, a gridlock, then starvation, their symptom) before the other
     // causes at the same severity, then most costly.
     let rank = |f: &Finding| {
@@ -293,8 +309,18 @@ fn gridlocks(e: &Evidence) -> Vec<Finding> {
 
 fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
     let span = |s: &Episode| s.end_ns.saturating_sub(s.start_ns);
-    let starved = total(e.starvation.iter().map(span));
-    let longest = e.starvation.iter().max_by_key(|s| span(s))?;
+    // Episodes of pinned or blocked carriers (the others have findings of their cause).
+    let pinned = |s: &&Episode| matches!(s.cause, Cause::Pinned | Cause::Blocked);
+    let episodes: Vec<&Episode> = e.starvation.iter().filter(pinned).collect();
+    let waiting_on: Vec<Option<WaitingOn>> = e
+        .starvation
+        .iter()
+        .zip(e.waiting_on.iter().chain(std::iter::repeat(&None)))
+        .filter(|(s, _)| pinned(s))
+        .map(|(_, w)| w.clone())
+        .collect();
+    let starved = total(episodes.iter().map(|s| span(s)));
+    let longest = episodes.iter().max_by_key(|s| span(s))?;
     let longest_ns = span(longest);
     let at = longest.start_ns.saturating_sub(e.start_ns);
     let portion = share(starved, e.window_ns);
@@ -311,12 +337,11 @@ fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
         .and_then(|s| culprit(&s.stack))
         .map(|c| format!("; the most pinned place is `{c}`"))
         .unwrap_or_default();
-    let cause = match mostly_waiting_on(e.waiting_on) {
+    let cause = match mostly_waiting_on(&waiting_on) {
         Some(w) => format!("; the carriers waited mostly {}{place}", waiting_label(&w)),
         None => place,
     };
-    let waited = e
-        .starvation
+    let waited = episodes
         .iter()
         .filter_map(|s| s.queued_max)
         .max()
@@ -331,7 +356,7 @@ fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
             secs(starved),
             secs(e.window_ns),
             portion * 100.0,
-            e.starvation.len(),
+            episodes.len(),
             secs(longest_ns),
             secs(at),
         ),
@@ -342,6 +367,139 @@ fn starvation(e: &Evidence, t: &Thresholds) -> Option<Finding> {
         duration_ns: starved,
         threads: Vec::new(),
         frames: first.map(|s| s.stack.frames.clone()).unwrap_or_default(),
+    })
+}
+
+/// Starvation episodes of one cause: their total, how many, and the most tasks waiting.
+fn episodes_of(e: &Evidence, cause: Cause) -> (u64, usize, Option<u64>) {
+    let of: Vec<&Episode> = e.starvation.iter().filter(|s| s.cause == cause).collect();
+    (
+        total(of.iter().map(|s| s.end_ns.saturating_sub(s.start_ns))),
+        of.len(),
+        of.iter().filter_map(|s| s.queued_max).max(),
+    )
+}
+
+/// Virtual threads that held their carriers, running: worth saying when they left no carrier
+/// free, or add up to a share of the window.
+fn monopolized(e: &Evidence, t: &Thresholds) -> Option<Finding> {
+    let longest = e.monopolized.iter().max_by_key(|m| m.duration_ns())?;
+    let held = total(e.monopolized.iter().map(|m| m.duration_ns()));
+    let (starved, episodes, queued) = episodes_of(e, Cause::Monopolized);
+    if starved == 0 && share(held, e.window_ns) < t.starvation_share {
+        return None;
+    }
+    let severity = if share(starved, e.window_ns) >= 0.10 {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let place = culprit(&e.longest_monopoly_stack)
+        .or_else(|| e.longest_monopoly_stack.frames.first().cloned())
+        .map(|c| format!(" in `{c}`"))
+        .unwrap_or_default();
+    let starving = if starved > 0 {
+        let waited = queued
+            .map(|n| format!(", while up to {n} virtual threads waited to run"))
+            .unwrap_or_default();
+        format!(
+            "; every carrier was held so for {} in {episodes} episodes{waited}",
+            secs(starved)
+        )
+    } else {
+        String::new()
+    };
+    let mut carriers: Vec<u32> = e.monopolized.iter().map(|m| m.carrier).collect();
+    carriers.sort_unstable();
+    carriers.dedup();
+    Some(Finding {
+        kind: FindingKind::Monopolized,
+        severity,
+        summary: format!(
+            "virtual threads held their carriers, computing without a pause, {} times for {}              or more ({} in all); the longest {} by virtual thread #{}{place}{starving}",
+            e.monopolized.len(),
+            secs(super::monopoly::DEFAULT_THRESHOLD_NS),
+            secs(held),
+            secs(longest.duration_ns()),
+            longest.vthread,
+        ),
+        advice: "virtual threads are not time-sliced: run long computations on a pool of                  platform threads (Executors.newFixedThreadPool) and wait for the result, or                  split them into shorter steps; more carriers only help while CPUs are free"
+            .into(),
+        start_ns: Some(longest.start_ns.saturating_sub(e.start_ns)),
+        duration_ns: held,
+        threads: carriers,
+        frames: e.longest_monopoly_stack.frames.clone(),
+    })
+}
+
+/// A carrier's wakeup latency p99 at least this long is CPU starvation worth saying (a
+/// quiet machine's is tens of microseconds; a scheduler tick is 1-4 ms).
+const LATE_P99_NS: u64 = 5_000_000;
+
+/// Carriers runnable but not run: a long wakeup latency, starvation while they waited for a
+/// CPU, or a CPU quota that throttled the target.
+fn cpu_starved(e: &Evidence, t: &Thresholds) -> Option<Finding> {
+    let worst = e
+        .scheduling
+        .iter()
+        .filter(|s| s.carrier)
+        .max_by_key(|s| s.wakeup.p99);
+    let (starved, episodes, _) = episodes_of(e, Cause::Cpu);
+    let throttled = e
+        .throttling
+        .filter(|th| th.nr_throttled > 0 && th.nr_throttled * 10 >= th.nr_periods.max(1));
+    let late = worst.filter(|w| w.wakeup.p99 >= LATE_P99_NS);
+    if late.is_none() && throttled.is_none() && share(starved, e.window_ns) < t.starvation_share {
+        return None;
+    }
+    let mut said = Vec::new();
+    if let Some(w) = worst {
+        said.push(format!(
+            "the carriers' wakeup latency reached p99 {} (max {}, run-queue p99 {}) on {}",
+            secs(w.wakeup.p99),
+            secs(w.wakeup.max),
+            secs(w.runqueue.p99),
+            e.threads.iter().find(|r| r.tid == w.tid).map_or(
+                format!("thread {}", w.tid),
+                |r| format!("{} ({})", r.name, r.tid)
+            )
+        ));
+    }
+    if starved > 0 {
+        said.push(format!(
+            "every carrier waited for a CPU at once for {} in {episodes} episodes",
+            secs(starved)
+        ));
+    }
+    if let Some(th) = throttled {
+        said.push(format!(
+            "the cgroup's CPU quota ({}) throttled the target in {} of {} periods, {} in all",
+            th.cpu_max.as_deref().unwrap_or("unknown"),
+            th.nr_throttled,
+            th.nr_periods,
+            secs(th.throttled_ns)
+        ));
+    }
+    let severity = if share(starved, e.window_ns) >= 0.10 {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    Some(Finding {
+        kind: FindingKind::CpuStarved,
+        severity,
+        summary: format!("carriers were runnable but not run: {}", said.join("; ")),
+        advice: "the carriers wait for a CPU, not for work: give the container more CPU                  (cpu.max), set jdk.virtualThreadScheduler.parallelism to the CPUs it really                  gets, or move CPU-hungry neighbours off these CPUs"
+            .into(),
+        start_ns: None,
+        duration_ns: starved.max(throttled.map_or(0, |th| th.throttled_ns)),
+        threads: e
+            .scheduling
+            .iter()
+            .filter(|s| s.carrier)
+            .map(|s| s.tid)
+            .collect(),
+        frames: Vec::new(),
     })
 }
 
@@ -646,7 +804,110 @@ mod tests {
             waiting_on: &[],
             deadlocks: &[],
             deadlock_stacks: Vec::new(),
+            monopolized: &[],
+            longest_monopoly_stack: StackLabels::default(),
+            scheduling: &[],
+            throttling: None,
         }
+    }
+
+    #[test]
+    fn a_carrier_held_by_a_computing_virtual_thread_is_monopolization_not_pinning() {
+        use crate::analysis::monopoly::Monopolized;
+        let threads = [carrier(100, 5_000 * MS)];
+        let episodes = [Episode {
+            start_ns: 1_200 * MS,
+            end_ns: 2_200 * MS,
+            blocked_carriers: 1,
+            carriers: 1,
+            queued_max: Some(3),
+            cause: Cause::Monopolized,
+        }];
+        let spell = Monopolized {
+            carrier: 100,
+            vthread: 42,
+            start_ns: 1_200 * MS,
+            end_ns: 2_200 * MS,
+            samples: 99,
+            stacks: (None, None, None),
+        };
+        let spells = [spell];
+        let mut e = evidence(21, &threads, &[], &episodes);
+        e.monopolized = &spells;
+        e.longest_monopoly_stack = StackLabels {
+            frames: vec!["Work.crunch".into()],
+            frame_kinds: vec![FrameClass::Compiled],
+            monitor_frames: vec![],
+            lines: vec![None],
+        };
+        let found = findings(&e, &Thresholds::default());
+        let kinds: Vec<FindingKind> = found.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::Monopolized], "{found:#?}");
+        let f = &found[0];
+        assert_eq!(
+            f.severity,
+            Severity::Critical,
+            "a fifth of the window starved"
+        );
+        assert!(f.summary.contains("#42 in `Work.crunch`"), "{}", f.summary);
+        assert!(
+            f.summary.contains("up to 3 virtual threads waited"),
+            "{}",
+            f.summary
+        );
+        assert!(f.advice.contains("not time-sliced"));
+    }
+
+    #[test]
+    fn a_late_carrier_or_a_throttled_cgroup_is_cpu_starvation() {
+        use crate::analysis::scheduler::{Percentiles, ThreadScheduling};
+        let threads = [carrier(100, 5_000 * MS)];
+        let row = |p99| ThreadScheduling {
+            tid: 100,
+            carrier: true,
+            wakeup: Percentiles {
+                count: 1000,
+                p50: MS / 10,
+                p99,
+                max: 2 * p99,
+            },
+            runqueue: Percentiles::default(),
+            migrations: 0,
+            involuntary_switches: 0,
+        };
+        let quiet = [row(MS / 2)];
+        let mut e = evidence(21, &threads, &[], &[]);
+        e.scheduling = &quiet;
+        assert!(findings(&e, &Thresholds::default()).is_empty());
+        let late = [row(8 * MS)];
+        e.scheduling = &late;
+        let found = findings(&e, &Thresholds::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].kind, FindingKind::CpuStarved);
+        assert!(
+            found[0].summary.contains("p99 8.0ms"),
+            "{}",
+            found[0].summary
+        );
+        let throttling = crate::analysis::throttling::Throttling {
+            path: "/pod".into(),
+            version: 2,
+            cpu_max: Some("20000 100000".into()),
+            nr_periods: 50,
+            nr_throttled: 40,
+            throttled_ns: 2_000 * MS,
+            series: Vec::new(),
+        };
+        e.scheduling = &quiet;
+        e.throttling = Some(&throttling);
+        let found = findings(&e, &Thresholds::default());
+        assert!(
+            found[0]
+                .summary
+                .contains("(20000 100000) throttled the target in 40 of 50 periods"),
+            "{}",
+            found[0].summary
+        );
     }
 
     const SLEEP_IN_SYNC: [&str; 3] = ["java.lang.Thread.sleep", "Shop$Audit.record", "Shop.serve"];
@@ -711,6 +972,7 @@ mod tests {
             blocked_carriers: 2,
             carriers: 2,
             queued_max: None,
+            cause: crate::analysis::starvation::Cause::Pinned,
         }];
         let found = findings(
             &evidence(21, &threads, &big, &episodes),

@@ -147,6 +147,7 @@ mod tests {
                 blocked_carriers: 2,
                 carriers: 2,
                 queued_max: None,
+                cause: crate::analysis::starvation::Cause::Pinned,
             },
             Episode {
                 start_ns: 300 * MS,
@@ -154,6 +155,7 @@ mod tests {
                 blocked_carriers: 2,
                 carriers: 2,
                 queued_max: None,
+                cause: crate::analysis::starvation::Cause::Pinned,
             },
         ];
         let events = [pinned(1, 5, 210), pinned(2, 10, 205), pinned(1, 295, 360)];

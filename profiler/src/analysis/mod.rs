@@ -160,7 +160,7 @@ impl<'m> Analysis<'m> {
     /// Spans when no carrier was free.
     pub fn starvation(&self) -> &[Episode] {
         self.starvation
-            .get_or_init(|| starvation::starvation_in(self.model, self.uses()))
+            .get_or_init(|| starvation::starvation_in(self.model, self.uses(), self.monopolized()))
     }
 
     /// Starvation under way at the latest checkpoint: since when, and how many carriers (see
@@ -252,6 +252,18 @@ impl<'m> Analysis<'m> {
                             .unwrap_or_default()
                     })
                     .collect(),
+                monopolized: self.monopolized(),
+                longest_monopoly_stack: self
+                    .monopolized()
+                    .iter()
+                    .max_by_key(|m| m.duration_ns())
+                    .map(|m| {
+                        let frames = self.model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
+                        stacks::StackLabels::new(&frames, stacks::monitor_frames(&frames))
+                    })
+                    .unwrap_or_default(),
+                scheduling: self.scheduling(),
+                throttling: self.throttling(),
             };
             findings::findings(&evidence, &findings::Thresholds::default())
         })

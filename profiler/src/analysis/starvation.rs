@@ -1,9 +1,37 @@
-//! Starvation: spans when every carrier was pinned or blocked with a virtual thread mounted,
-//! so that no carrier was left to run the other virtual threads.
+//! Starvation: spans when no carrier was left to run the other virtual threads, each carrier
+//! pinned, blocked with a virtual thread mounted, held by a virtual thread that computes
+//! without yielding (monopolized), or kept off its CPU by the scheduler (cpu); and which of
+//! these took most of the carriers' time in the span (its cause).
 
 use super::classify::{Use, classify};
+use super::monopoly::Monopolized;
 use super::threads::open_intervals;
+use crate::events::OffCpuState;
 use crate::model::{Model, Wait};
+
+/// Why a carrier could not run another virtual thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cause {
+    /// Its virtual thread blocked where it cannot unmount.
+    Pinned,
+    /// Blocked with a virtual thread mounted (a contended monitor on JDK 21, native code).
+    Blocked,
+    /// Its virtual thread computed, not yielding, for at least the monopolization threshold.
+    Monopolized,
+    /// Runnable, but not run: preempted, throttled.
+    Cpu,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pinned => "pinned",
+            Self::Blocked => "blocked",
+            Self::Monopolized => "monopolized",
+            Self::Cpu => "cpu",
+        }
+    }
+}
 
 /// A span during which every carrier was pinned or blocked with a virtual thread mounted:
 /// no carrier was left to run the other virtual threads.
@@ -18,6 +46,8 @@ pub struct Episode {
     /// The most tasks seen waiting in the scheduler for a carrier during it (None: not
     /// sampled then, or not read in this JVM).
     pub queued_max: Option<u64>,
+    /// What took most of the carriers' time in it.
+    pub cause: Cause,
 }
 
 /// Finds starvation episodes from the carriers' unavailable spans `(tid, start, end)` and the
@@ -56,6 +86,7 @@ pub fn starvation(
                     blocked_carriers: *peak,
                     carriers: *n,
                     queued_max: None,
+                    cause: Cause::Pinned,
                 });
                 open = None;
             }
@@ -82,22 +113,91 @@ pub fn starvation(
 /// Episodes closer than this are one.
 pub const EPISODE_GAP_NS: u64 = 1_000_000;
 
-/// Spans when no carrier was free: every one pinned or blocked with a virtual thread.
-/// Computed from `uses` (see `pinned_events_in`).
-pub fn starvation_in(model: &Model, uses: &[(&Wait, Use)]) -> Vec<Episode> {
-    let spans = uses
+/// Spans when no carrier was free: every one pinned, blocked with a virtual thread,
+/// monopolized or waiting for a CPU. Computed from `uses` (see `pinned_events_in`), the
+/// monopolization spells, and the carriers' long preemptions.
+pub fn starvation_in(
+    model: &Model,
+    uses: &[(&Wait, Use)],
+    monopolized: &[Monopolized],
+) -> Vec<Episode> {
+    let mut spans: Vec<(u32, u64, u64, Cause)> = uses
         .iter()
-        .filter(|(o, u)| {
-            model.is_carrier(o.tid) && matches!(u, Use::Pinned(..) | Use::BlockedMounted)
+        .filter(|(o, _)| model.is_carrier(o.tid))
+        .filter_map(|(o, u)| match u {
+            Use::Pinned(..) => Some((o.tid, o.start_ns, o.end_ns, Cause::Pinned)),
+            Use::BlockedMounted => Some((o.tid, o.start_ns, o.end_ns, Cause::Blocked)),
+            _ => None,
         })
-        .map(|(o, _)| (o.tid, o.start_ns, o.end_ns))
         .collect();
+    spans.extend(
+        model
+            .off_cpu
+            .iter()
+            .filter(|o| o.state == OffCpuState::Preempted && model.is_carrier(o.tid))
+            .map(|o| (o.tid, o.start_ns, o.end_ns, Cause::Cpu)),
+    );
+    spans.extend(
+        monopolized
+            .iter()
+            .map(|m| (m.carrier, m.start_ns, m.end_ns, Cause::Monopolized)),
+    );
     let alive = carriers_alive(model);
-    let mut episodes = starvation(spans, alive);
+    let mut episodes = starvation(carrier_unions(&spans), alive);
+    attribute(&mut episodes, &spans);
     for e in &mut episodes {
         e.queued_max = queued_max(model, e);
     }
     episodes
+}
+
+/// Each carrier's unavailable time as disjoint spans: a carrier counts once however many
+/// reasons overlap (a monopolized carrier preempted meanwhile).
+fn carrier_unions(spans: &[(u32, u64, u64, Cause)]) -> Vec<(u32, u64, u64)> {
+    let mut sorted: Vec<(u32, u64, u64)> = spans.iter().map(|s| (s.0, s.1, s.2)).collect();
+    sorted.sort_unstable();
+    let mut out: Vec<(u32, u64, u64)> = Vec::with_capacity(sorted.len());
+    for (tid, start, end) in sorted {
+        match out.last_mut() {
+            Some(last) if last.0 == tid && start <= last.2 => last.2 = last.2.max(end),
+            _ => out.push((tid, start, end)),
+        }
+    }
+    out
+}
+
+/// Each episode's cause: the one whose spans cover most carrier time in it (ties go to the
+/// first of pinned, blocked, monopolized, cpu).
+fn attribute(episodes: &mut [Episode], spans: &[(u32, u64, u64, Cause)]) {
+    let mut weights = vec![[0u64; 4]; episodes.len()];
+    for &(_, start, end, cause) in spans {
+        // Episodes are in time order and apart: the first that ends after the span starts.
+        let mut i = episodes.partition_point(|e| e.end_ns <= start);
+        while let Some(e) = episodes.get(i)
+            && e.start_ns < end
+        {
+            let overlap = end.min(e.end_ns).saturating_sub(start.max(e.start_ns));
+            let w = &mut weights[i][cause as usize];
+            *w = w.saturating_add(overlap);
+            i += 1;
+        }
+    }
+    for (e, w) in episodes.iter_mut().zip(weights) {
+        let causes = [
+            Cause::Pinned,
+            Cause::Blocked,
+            Cause::Monopolized,
+            Cause::Cpu,
+        ];
+        e.cause = causes
+            .into_iter()
+            .zip(w)
+            .fold(
+                (Cause::Pinned, 0),
+                |best, (c, n)| if n > best.1 { (c, n) } else { best },
+            )
+            .0;
+    }
 }
 
 /// How many carriers were alive at a time. From the carriers' lives when the recording
@@ -181,6 +281,7 @@ mod tests {
                 blocked_carriers: 2,
                 carriers: 2,
                 queued_max: None,
+                cause: crate::analysis::starvation::Cause::Pinned,
             }]
         );
         assert!(starvation(vec![(1, 0, 8)], |_| 0).is_empty());
@@ -208,6 +309,7 @@ mod tests {
             blocked_carriers: 2,
             carriers: 2,
             queued_max: None,
+            cause: crate::analysis::starvation::Cause::Pinned,
         };
         assert_eq!(queued_max(&model, &episode(10, 30)), Some(120));
         assert_eq!(

@@ -773,7 +773,7 @@ pub(crate) mod tests {
         let (threads, pinned, starvation) = (
             threads::threads(&model),
             Analysis::new(&model).pinned_events().to_vec(),
-            starvation::starvation_in(&model, &classify::uses(&model)),
+            starvation::starvation_in(&model, &classify::uses(&model), &[]),
         );
         model.fold_settled(60_000_000);
         assert_eq!(
@@ -784,7 +784,7 @@ pub(crate) mod tests {
         assert_eq!(threads::threads(&model), threads);
         assert_eq!(Analysis::new(&model).pinned_events().to_vec(), pinned);
         assert_eq!(
-            starvation::starvation_in(&model, &classify::uses(&model)),
+            starvation::starvation_in(&model, &classify::uses(&model), &[]),
             starvation
         );
         assert_eq!(pinned.len(), 3);

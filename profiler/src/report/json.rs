@@ -104,6 +104,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 "carriers": e.carriers,
                 // The most tasks (virtual threads to run) seen waiting for a carrier in it.
                 "queued_max": e.queued_max,
+                "cause": e.cause.as_str(),
                 // What most of its pinned carrier time waited on, and the lock's owner.
                 "waiting_on": on.map(|w| json!({
                     "kind": w.kind.as_str(),

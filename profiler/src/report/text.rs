@@ -178,6 +178,7 @@ fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std
     write_carriers(out, analysis, options)?;
     write_locks(out, analysis, options)?;
     write_syscalls(out, analysis, options)?;
+    write_on_cpu(out, analysis, options)?;
 
     let own = analysis.jdk_own_threads();
     let mut threads: Vec<&ThreadRow> = analysis.threads().iter().collect();
@@ -345,15 +346,49 @@ fn write_carriers(out: &mut String, analysis: &Analysis, options: &Options) -> s
             .max()
             .map(|n| format!("; up to {n} virtual threads waited to run"))
             .unwrap_or_default();
+        use crate::analysis::starvation::Cause;
+        let by_cause = |cause: Cause| {
+            total(
+                episodes
+                    .iter()
+                    .filter(|e| e.cause == cause)
+                    .map(|e| e.end_ns.saturating_sub(e.start_ns)),
+            )
+        };
+        let other = by_cause(Cause::Monopolized) + by_cause(Cause::Cpu);
+        let what = if other == 0 {
+            "every carrier pinned or blocked"
+        } else {
+            "no carrier free"
+        };
         writeln!(
             out,
-            "\nCarrier starvation: every carrier pinned or blocked for {} in {} episodes \
-             (longest {}): no other virtual thread could run then{waited}",
+            "\nCarrier starvation: {what} for {} in {} episodes (longest {}): no other \
+             virtual thread could run then{waited}",
             secs(starved),
             episodes.len(),
             secs(longest)
         )?;
+        if other > 0 {
+            let causes: Vec<String> = [
+                (Cause::Pinned, "pinned"),
+                (Cause::Blocked, "blocked"),
+                (
+                    Cause::Monopolized,
+                    "monopolized (a virtual thread computing)",
+                ),
+                (Cause::Cpu, "waiting for a CPU"),
+            ]
+            .into_iter()
+            .map(|(c, label)| (by_cause(c), label))
+            .filter(|(ns, _)| *ns > 0)
+            .map(|(ns, label)| format!("{label} {}", secs(ns)))
+            .collect();
+            writeln!(out, "  by cause: {}", causes.join(", "))?;
+        }
     }
+    write_monopolized(out, analysis, options)?;
+    write_scheduler(out, analysis)?;
 
     let events = analysis.pinned_events();
     let sites = analysis.pinned_sites();
@@ -404,6 +439,112 @@ fn write_carriers(out: &mut String, analysis: &Analysis, options: &Options) -> s
             writeln!(out, "      {}", crate::analysis::stacks::NO_JAVA_STACK)?;
             shown_frames(&site.stack, |_| true)
         };
+        write_frames(out, "      ", &frames, options)?;
+    }
+    Ok(())
+}
+
+/// Virtual threads that held their carrier for long, the longest first.
+fn write_monopolized(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
+    let model = analysis.model();
+    let spells = analysis.monopolized();
+    if spells.is_empty() {
+        return Ok(());
+    }
+    let mut longest: Vec<_> = spells.iter().collect();
+    longest.sort_by_key(|m| (std::cmp::Reverse(m.duration_ns()), m.start_ns));
+    writeln!(
+        out,
+        "\nMonopolized: {} times a virtual thread held its carrier, running, for {} or more \
+         ({} in all; virtual threads are not time-sliced); the longest:",
+        spells.len(),
+        secs(crate::analysis::monopoly::DEFAULT_THRESHOLD_NS),
+        secs(total(spells.iter().map(|m| m.duration_ns())))
+    )?;
+    for m in longest.iter().take(options.top.min(5)) {
+        let frames = model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
+        let labels = crate::analysis::stacks::StackLabels::new(
+            &frames,
+            crate::analysis::stacks::monitor_frames(&frames),
+        );
+        let place = crate::analysis::findings::culprit(&labels)
+            .or_else(|| labels.frames.first().cloned())
+            .unwrap_or_else(|| "[no stack]".into());
+        writeln!(
+            out,
+            "  {} virtual thread #{} on {} ({}) at {}, in {place}",
+            secs(m.duration_ns()),
+            m.vthread,
+            model.thread_name(m.carrier),
+            m.carrier,
+            secs(m.start_ns.saturating_sub(model.start_mono_ns)),
+        )?;
+    }
+    Ok(())
+}
+
+/// How long the carriers waited for a CPU once they could run, from the kernel's histograms.
+fn write_scheduler(out: &mut String, analysis: &Analysis) -> std::fmt::Result {
+    let model = analysis.model();
+    let carriers: Vec<_> = analysis.scheduling().iter().filter(|t| t.carrier).collect();
+    if carriers.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nScheduler (carriers' waits for a CPU: woken to running, preempted to running again; \
+         {} wake-ups of any thread waited longer than --late-wakeup):",
+        model.late_wakeups.len(),
+    )?;
+    writeln!(
+        out,
+        "  {:>8}  {:<26} {:>23} {:>23} {:>6} {:>8}",
+        "tid", "carrier", "wakeup p50/p99/max", "run queue p50/p99/max", "migr", "preempt"
+    )?;
+    let three = |p: &crate::analysis::scheduler::Percentiles| {
+        format!("{}/{}/{}", secs(p.p50), secs(p.p99), secs(p.max))
+    };
+    for t in carriers {
+        writeln!(
+            out,
+            "  {:>8}  {:<26} {:>23} {:>23} {:>6} {:>8}",
+            t.tid,
+            truncate(&model.thread_name(t.tid), 26),
+            three(&t.wakeup),
+            three(&t.runqueue),
+            t.migrations,
+            t.involuntary_switches
+        )?;
+    }
+    Ok(())
+}
+
+/// Where the threads ran, from the on-CPU samples.
+fn write_on_cpu(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
+    let model = analysis.model();
+    let Some(hz) = model.on_cpu_hz else {
+        return Ok(());
+    };
+    let sites = analysis.on_cpu_sites();
+    writeln!(
+        out,
+        "\nOn CPU: {} samples at {hz} Hz ({} of thread time){}",
+        model.samples.len(),
+        secs(crate::analysis::oncpu::sample_ns(model).saturating_mul(model.samples.len() as u64)),
+        if sites.is_empty() {
+            ""
+        } else {
+            "; stacks by samples:"
+        }
+    )?;
+    for site in sites.iter().take(options.top.min(5)) {
+        let java = |i: usize| !site.stack.frame_kinds[i].is_native();
+        let frames = if (0..site.stack.frames.len()).any(java) {
+            shown_frames(&site.stack, java)
+        } else {
+            shown_frames(&site.stack, |_| true)
+        };
+        writeln!(out, "  {} samples", site.samples)?;
         write_frames(out, "      ", &frames, options)?;
     }
     Ok(())

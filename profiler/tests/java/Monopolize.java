@@ -1,3 +1,4 @@
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 
 /**
@@ -5,11 +6,13 @@ import java.util.concurrent.ExecutorService;
  * time-sliced), then sleep a little: with few carriers each burst holds its carrier for its whole
  * length while the other virtual threads wait. Each burst is printed as it ends, timed with
  * System.nanoTime (CLOCK_MONOTONIC, the kernel's clock):
- * `burst <Thread.threadId> <start ns> <duration ns>`.
+ * `burst <Thread.threadId> <start ns> <duration ns>`, by the main thread (a virtual thread writing
+ * to stdout would block in file I/O, and the pool would add a carrier to make up for it).
  * Arguments: virtual threads (default 2), burst ms (default 200), pause ms (default 50).
  */
 public final class Monopolize {
     static volatile long sink;
+    static final ConcurrentLinkedQueue<String> BURSTS = new ConcurrentLinkedQueue<>();
 
     /** The hot method: computes until `nanos` have passed, never blocking. */
     static long crunch(long nanos) {
@@ -35,16 +38,18 @@ public final class Monopolize {
                     long start = System.nanoTime();
                     sink += crunch(burstMs * 1_000_000L);
                     long end = System.nanoTime();
-                    synchronized (System.out) {
-                        System.out.println("burst " + id + " " + start + " " + (end - start));
-                    }
+                    BURSTS.add("burst " + id + " " + start + " " + (end - start));
                     Thread.sleep(pauseMs);
                 }
             });
         }
         Vt.ready();
         while (true) {
-            Thread.sleep(1000);
+            Thread.sleep(100);
+            for (String line; (line = BURSTS.poll()) != null; ) {
+                System.out.println(line);
+            }
+            System.out.flush();
         }
     }
 }
