@@ -93,7 +93,9 @@ pub mod counter {
     pub const SCHED_MAP_FULL: u32 = 10;
     /// On-CPU samples of the target's threads taken (sent or lost).
     pub const ON_CPU_SAMPLES: u32 = 11;
-    pub const COUNT: u32 = 12;
+    /// On-CPU samples sent without their Java stack: the ring buffer was filling.
+    pub const SAMPLE_STACKS_SKIPPED: u32 = 12;
+    pub const COUNT: u32 = 13;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames

@@ -481,6 +481,8 @@ pub enum Event {
         time_ns: u64,
         threads: Vec<ThreadSched>,
         samples: u64,
+        /// Samples sent without their Java stack (the ring buffer was filling).
+        sample_stacks_skipped: u64,
         /// Threads whose histograms had no room in the kernel.
         threads_not_kept: u64,
     },

@@ -66,7 +66,7 @@ const USAGE: &str =
     "usage: cargo xtask bench [--rounds N (5)] [--phase SECONDS (5)] [--jdk 21|25]... \
 [--workload mixed|pinning]... [--tracers a,b,...] [--no-event-rate] [--no-offline] [--offline-only] [--judge-disturbed] [-- pinprof options]
   tracers: pinprof-record, pinprof-top, bpftrace, perf (the default four), pinprof-record-no-syscalls,
-    pinprof-record-no-java-stacks
+    pinprof-record-no-java-stacks, pinprof-record-no-oncpu
   --no-offline: leave out the offline part (report and flamegraph of a recording of over a million events:
     each under 1 s and 200 MB); --offline-only: that part alone (about a minute)
   --judge-disturbed: judge rounds during which another process held tracing BPF programs too

@@ -1,7 +1,7 @@
 //! On-CPU samples: a perf clock event on every CPU, kept when it interrupts the target.
 
 use aya_ebpf::{
-    bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP, pt_regs},
+    bindings::{BPF_F_USER_STACK, BPF_RB_AVAIL_DATA, BPF_RB_NO_WAKEUP, BPF_RB_RING_SIZE, pt_regs},
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::perf_event,
     programs::PerfEventContext,
@@ -54,7 +54,13 @@ pub fn on_cpu(ctx: PerfEventContext) -> u32 {
             return 0;
         }
     }
-    if java.flags & java_flags::KNOWN != 0 && setting(&MIN_JAVA_STACK_NS) != 0 {
+    // A sample's Java stack is a copy of up to 16 KiB: with the ring buffer a quarter full
+    // (user space behind), the samples keep their native stacks and the events their room.
+    let pressed =
+        EVENTS.query(BPF_RB_AVAIL_DATA as u64) > EVENTS.query(BPF_RB_RING_SIZE as u64) / 4;
+    if pressed {
+        count(counter::SAMPLE_STACKS_SKIPPED);
+    } else if java.flags & java_flags::KNOWN != 0 && setting(&MIN_JAVA_STACK_NS) != 0 {
         let scratch = Scratch {
             stack: &SAMPLE_STACK_SCRATCH,
             chunked: &SAMPLE_STACK_CHUNK_SCRATCH,

@@ -231,9 +231,12 @@ impl Capture {
     }
 
     /// On-CPU samples taken so far, and threads whose scheduler histograms had no room.
-    pub fn sampling_counts(&self) -> (u64, u64) {
+    /// On-CPU samples taken, those sent without their Java stack, and threads whose
+    /// scheduler histograms had no room.
+    pub fn sampling_counts(&self) -> (u64, u64, u64) {
         (
             self.counter(counter::ON_CPU_SAMPLES),
+            self.counter(counter::SAMPLE_STACKS_SKIPPED),
             self.counter(counter::SCHED_MAP_FULL),
         )
     }

@@ -108,6 +108,8 @@ pub struct Model {
     /// histograms had no room there: the latest snapshot.
     pub samples_taken: u64,
     pub sched_threads_not_kept: u64,
+    /// Samples the kernel sent without their Java stack, the ring buffer filling.
+    pub sample_stacks_skipped: u64,
     /// Each thread's first and latest scheduler histograms: (time, snapshot).
     pub sched_first: HashMap<u32, (u64, crate::events::ThreadSched)>,
     pub sched_last: HashMap<u32, (u64, crate::events::ThreadSched)>,
@@ -367,9 +369,11 @@ impl Model {
                 time_ns,
                 threads,
                 samples,
+                sample_stacks_skipped,
                 threads_not_kept,
             } => {
                 self.samples_taken = samples;
+                self.sample_stacks_skipped = sample_stacks_skipped;
                 self.sched_threads_not_kept = threads_not_kept;
                 for t in threads {
                     self.sched_first
@@ -420,6 +424,31 @@ impl Model {
             Some(Use::Pinned(..) | Use::BlockedMounted) => true,
             Some(_) => model.is_carrier(o.tid),
         });
+        self.forget_samples_before(before_ns);
+        self.late_wakeups.retain(|w| w.run_ns >= before_ns);
+    }
+
+    /// On-CPU samples (and their Java stacks) and late wake-ups before `before_ns` go: a live
+    /// view's monopolization, on-CPU and wake-up figures then cover the recent past, in
+    /// bounded memory (99 samples a second per busy CPU would otherwise grow without end).
+    fn forget_samples_before(&mut self, before_ns: u64) {
+        let old = self.samples.partition_point(|s| s.time_ns < before_ns);
+        if old == 0 || !self.samples[..old].is_sorted_by_key(|s| s.time_ns) {
+            // (Samples of several CPUs come almost in time order: a partition point that is
+            // not one falls back to a full pass.)
+            let java_stacks = &mut self.java_stacks;
+            self.samples.retain(|s| {
+                let keep = s.time_ns >= before_ns;
+                if !keep {
+                    java_stacks.remove(&(s.tid, s.time_ns));
+                }
+                keep
+            });
+            return;
+        }
+        for s in self.samples.drain(..old) {
+            self.java_stacks.remove(&(s.tid, s.time_ns));
+        }
     }
 
     /// Forgets what ended before `before_ns` and is kept one by one (pinned and carriers'
@@ -431,6 +460,7 @@ impl Model {
             return;
         }
         self.fold(before_ns, |_, _, _| false);
+        self.forget_samples_before(before_ns);
         self.syscalls
             .retain(|s| s.end_ns >= before_ns || s.unfinished);
         self.queued = self.queued.split_off(&before_ns);

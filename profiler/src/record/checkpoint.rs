@@ -101,11 +101,12 @@ impl Session {
                 involuntary_switches: s.involuntary_switches,
             })
             .collect();
-        let (samples, threads_not_kept) = self.capture.sampling_counts();
+        let (samples, sample_stacks_skipped, threads_not_kept) = self.capture.sampling_counts();
         self.writer.write_event(&Event::SchedStats {
             time_ns,
             threads,
             samples,
+            sample_stacks_skipped,
             threads_not_kept,
         })
     }

@@ -51,6 +51,23 @@ const OWN_STACK_IDS: u32 = 1 << 31;
 /// Unwound native stacks kept for events still to come; more means they were never claimed.
 const MAX_PENDING_NATIVE: usize = 4096;
 
+/// A kernel stack taken in a raw tracepoint begins with the program and the tracepoint's
+/// own frames (`bpf_prog_...`, `bpf_trace_run4`, `__traceiter_sched_switch`): what the
+/// thread was doing starts below them.
+fn without_tracing_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
+    let tracing = |f: &Frame| {
+        f.name.as_deref().is_some_and(|n| {
+            n.starts_with("bpf_prog_")
+                || n.starts_with("bpf_trace_run")
+                || n.starts_with("__traceiter_")
+                || n.starts_with("__bpf_trace_")
+        })
+    };
+    let n = frames.iter().take_while(|f| tracing(f)).count();
+    frames.drain(..n);
+    frames
+}
+
 /// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
 fn read_stack(mem: &std::fs::File, sp: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt as _;
@@ -92,7 +109,7 @@ impl Session {
         if self.stacks.known.insert(id) {
             let addrs = self.capture.stack(id).unwrap_or_default();
             let frames = if kernel {
-                self.symbolizer.kernel(&addrs)
+                without_tracing_frames(self.symbolizer.kernel(&addrs))
             } else {
                 self.symbolizer.user(&mut self.mappings, &addrs)
             };
@@ -266,5 +283,33 @@ impl Session {
         });
         copy.data[..data.len()].copy_from_slice(&data);
         Some(copy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raw_tracepoints_own_frames_are_left_out_of_kernel_stacks() {
+        let frame = |name: &str| Frame {
+            kind: FrameKind::Kernel,
+            addr: 1,
+            name: Some(name.into()),
+            module: None,
+            holds_monitor: false,
+            line: None,
+        };
+        let stack = [
+            "bpf_prog_fb7ad53284862973_sched_switch",
+            "bpf_trace_run4",
+            "__traceiter_sched_switch",
+            "__schedule",
+            "schedule",
+            "bpf_trace_run4",
+        ];
+        let kept = without_tracing_frames(stack.iter().map(|n| frame(n)).collect());
+        let names: Vec<_> = kept.iter().filter_map(|f| f.name.as_deref()).collect();
+        assert_eq!(names, ["__schedule", "schedule", "bpf_trace_run4"]);
     }
 }

@@ -258,6 +258,8 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
             "hz": model.on_cpu_hz.unwrap_or(0),
             "samples": model.samples.len(),
             "samples_taken": model.samples_taken,
+            // Sent without their Java stack: the ring buffer was filling (user space behind).
+            "java_stacks_skipped": model.sample_stacks_skipped,
             "sites": on_cpu_sites,
         },
         // Virtual threads that held their carrier, running, for long.

@@ -6,7 +6,8 @@ mod text;
 
 pub use json::to_json;
 pub use text::{
-    container_label, headline, owner_label, runtime_label, secs, throttling_label, to_text,
+    container_label, headline, owner_label, runtime_label, scheduler_label, secs, throttling_label,
+    to_text,
 };
 
 /// How much of each list the reports show.

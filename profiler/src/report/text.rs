@@ -80,6 +80,26 @@ pub fn throttling_label(analysis: &Analysis) -> Option<String> {
     })
 }
 
+/// The carriers' waits for a CPU in a line: the worst wakeup latency p99, and the late
+/// wake-ups (None: not known, as in recordings made before they were measured).
+pub fn scheduler_label(analysis: &Analysis) -> Option<String> {
+    let worst = analysis
+        .scheduling()
+        .iter()
+        .filter(|t| t.carrier)
+        .max_by_key(|t| t.wakeup.p99)?;
+    let model = analysis.model();
+    Some(format!(
+        "CPU waits: carriers' wakeup latency p99 up to {} (max {}, {}), run-queue p99 {}; {} \
+         late wake-ups",
+        secs(worst.wakeup.p99),
+        secs(worst.wakeup.max),
+        model.thread_name(worst.tid),
+        secs(worst.runqueue.p99),
+        model.late_wakeups.len()
+    ))
+}
+
 /// When the window ran, on this machine's clock and zone: what `--from` and `--to` take.
 pub fn window_label(model: &Model) -> String {
     let zone = jiff::tz::TimeZone::system();

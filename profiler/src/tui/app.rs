@@ -68,6 +68,81 @@ pub enum Status {
     Cut,
 }
 
+/// Monopolization over the whole live view: the samples it is read from are forgotten as the
+/// carriers' waits are folded, so each spell is counted once it is settled, before that.
+#[derive(Debug, Default)]
+struct MonopolizedSoFar {
+    spells: u64,
+    total_ns: u64,
+    /// The longest: (ns, virtual thread, where).
+    longest: Option<(u64, u64, String)>,
+    /// Spells that began before this were counted.
+    counted_until: u64,
+}
+
+impl MonopolizedSoFar {
+    /// Counts the spells that end before `settled` (about to be forgotten).
+    fn count(&mut self, model: &crate::model::Model, settled: u64) {
+        use crate::analysis::monopoly;
+        if settled <= self.counted_until {
+            return;
+        }
+        for m in monopoly::monopolized(model, monopoly::DEFAULT_THRESHOLD_NS) {
+            if m.end_ns >= settled || m.start_ns < self.counted_until {
+                continue;
+            }
+            self.spells += 1;
+            self.total_ns = self.total_ns.saturating_add(m.duration_ns());
+            if self.longest.as_ref().is_none_or(|l| m.duration_ns() > l.0) {
+                self.longest = Some((m.duration_ns(), m.vthread, place(model, &m)));
+            }
+        }
+        self.counted_until = settled;
+    }
+
+    /// The line the overview shows: the spells counted, and those not settled yet.
+    fn lines(&self, analysis: &Analysis) -> Option<String> {
+        let model = analysis.model();
+        let recent: Vec<_> = analysis
+            .monopolized()
+            .iter()
+            .filter(|m| m.start_ns >= self.counted_until)
+            .collect();
+        let spells = self.spells + recent.len() as u64;
+        if spells == 0 {
+            return None;
+        }
+        let total_ns = self
+            .total_ns
+            .saturating_add(total(recent.iter().map(|m| m.duration_ns())));
+        let longest = recent
+            .iter()
+            .map(|m| (m.duration_ns(), m.vthread, place(model, m)))
+            .chain(self.longest.clone())
+            .max_by_key(|l| l.0)?;
+        Some(format!(
+            "Monopolized: {spells} times a virtual thread held its carrier computing for \
+             20ms or more, {} in all; the longest {} by #{} in {}",
+            crate::units::secs(total_ns),
+            crate::units::secs(longest.0),
+            longest.1,
+            longest.2
+        ))
+    }
+}
+
+/// Where a spell's samples mostly were: its culprit frame.
+fn place(model: &crate::model::Model, m: &crate::analysis::monopoly::Monopolized) -> String {
+    let frames = model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
+    let labels = crate::analysis::stacks::StackLabels::new(
+        &frames,
+        crate::analysis::stacks::monitor_frames(&frames),
+    );
+    crate::analysis::findings::culprit(&labels)
+        .or_else(|| labels.frames.first().cloned())
+        .unwrap_or_else(|| "[no stack]".into())
+}
+
 /// The figures views show, computed from the model at each refresh (not at each draw).
 #[derive(Debug, Default)]
 pub struct View {
@@ -97,6 +172,8 @@ pub struct View {
     pub throttled_per_second: Vec<u64>,
     /// The quota and its throttling, in a line (None: no quota, no throttling).
     pub throttling: Option<String>,
+    /// Monopolization and the carriers' waits for a CPU, a line each when there is any.
+    pub cpu_lines: Vec<String>,
 }
 
 impl View {
@@ -188,6 +265,8 @@ pub struct App {
     pub window: Option<std::time::Duration>,
     /// When a starvation episode last showed up, to flag it for a few seconds.
     pub starved_at: Option<std::time::Instant>,
+    /// Monopolization spells counted so far (see `count_monopolized`).
+    monopolized: MonopolizedSoFar,
     pub model: Option<Model>,
     pub status: Status,
     pub records: u64,
@@ -209,6 +288,7 @@ impl App {
             live,
             window,
             starved_at: None,
+            monopolized: MonopolizedSoFar::default(),
             model: None,
             status: Status::Running,
             records: 0,
@@ -292,7 +372,9 @@ impl App {
         };
         // What views never need one by one is summed once settled: memory and refresh time
         // then grow with pinning, not with every context switch.
-        model.fold_settled(model.end_mono_ns.saturating_sub(FOLD_AFTER_NS));
+        let settled = model.end_mono_ns.saturating_sub(FOLD_AFTER_NS);
+        self.monopolized.count(model, settled);
+        model.fold_settled(settled);
         if let Some(window) = self.window {
             model.forget_before(model.end_mono_ns.saturating_sub(window.as_nanos() as u64));
         }
@@ -301,6 +383,12 @@ impl App {
         let analysis = Analysis::new(model);
         let starving_now = analysis.starving_now();
         let throttling = crate::report::throttling_label(&analysis);
+        let cpu_lines = self
+            .monopolized
+            .lines(&analysis)
+            .into_iter()
+            .chain(crate::report::scheduler_label(&analysis))
+            .collect();
         let throttled = analysis.throttling().cloned();
         let crate::analysis::Parts {
             threads,
@@ -379,6 +467,7 @@ impl App {
             first_second,
             throttled_per_second,
             throttling,
+            cpu_lines,
         };
         // The selection follows its row when the table re-sorts; a row gone leaves it where
         // it was, within the table.

@@ -197,7 +197,10 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
             u16::try_from(carriers.len().max(1)).map_or(u16::MAX, |n| n.saturating_add(3)),
         ),
         Constraint::Length(5),
-        Constraint::Length(2 + u16::from(view.throttling.is_some())),
+        Constraint::Length(
+            2 + u16::from(view.throttling.is_some())
+                + u16::try_from(view.cpu_lines.len()).unwrap_or(0),
+        ),
         Constraint::Min(3),
     ])
     .areas(area);
@@ -342,6 +345,7 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         };
         lines.push(Line::styled(format!("{throttling}{note}"), style));
     }
+    lines.extend(view.cpu_lines.iter().map(|l| Line::from(l.as_str())));
     frame.render_widget(Paragraph::new(lines), summary);
 
     let lines: Vec<Line> = view

@@ -23,6 +23,8 @@ pub enum Tracer {
     RecordNoSyscalls,
     /// `pinprof record --java-stack-min 0s`: no Java stack walk.
     RecordNoJavaStacks,
+    /// `pinprof record --oncpu-hz 0`: no on-CPU samples (what sampling at 99 Hz costs).
+    RecordNoOnCpu,
     /// `pinprof top` on a terminal, default settings.
     Top,
     Bpftrace,
@@ -30,11 +32,12 @@ pub enum Tracer {
 }
 
 impl Tracer {
-    pub const ALL: [Tracer; 7] = [
+    pub const ALL: [Tracer; 8] = [
         Tracer::None,
         Tracer::Record,
         Tracer::RecordNoSyscalls,
         Tracer::RecordNoJavaStacks,
+        Tracer::RecordNoOnCpu,
         Tracer::Top,
         Tracer::Bpftrace,
         Tracer::Perf,
@@ -46,6 +49,7 @@ impl Tracer {
             Tracer::Record => "pinprof-record",
             Tracer::RecordNoSyscalls => "pinprof-record-no-syscalls",
             Tracer::RecordNoJavaStacks => "pinprof-record-no-java-stacks",
+            Tracer::RecordNoOnCpu => "pinprof-record-no-oncpu",
             Tracer::Top => "pinprof-top",
             Tracer::Bpftrace => "bpftrace",
             Tracer::Perf => "perf",
@@ -67,7 +71,11 @@ impl Tracer {
     pub fn is_pinprof(self) -> bool {
         matches!(
             self,
-            Tracer::Record | Tracer::RecordNoSyscalls | Tracer::RecordNoJavaStacks | Tracer::Top
+            Tracer::Record
+                | Tracer::RecordNoSyscalls
+                | Tracer::RecordNoJavaStacks
+                | Tracer::RecordNoOnCpu
+                | Tracer::Top
         )
     }
 
@@ -87,6 +95,7 @@ impl Tracer {
             Tracer::Record
             | Tracer::RecordNoSyscalls
             | Tracer::RecordNoJavaStacks
+            | Tracer::RecordNoOnCpu
             | Tracer::Top => {
                 let file = with_ext("pinrec");
                 let mut command = Command::new(pinprof);
@@ -101,6 +110,9 @@ impl Tracer {
                     }
                     Tracer::RecordNoJavaStacks => {
                         command.args(["--java-stack-min", "0s"]);
+                    }
+                    Tracer::RecordNoOnCpu => {
+                        command.args(["--oncpu-hz", "0"]);
                     }
                     _ => {}
                 }
