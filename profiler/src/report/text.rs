@@ -548,9 +548,13 @@ fn write_on_cpu(out: &mut String, analysis: &Analysis, options: &Options) -> std
     let sites = analysis.on_cpu_sites();
     writeln!(
         out,
-        "\nOn CPU: {} samples at {hz} Hz ({} of thread time){}",
+        "\nOn CPU: {} samples at {hz} Hz ({} of thread time){}{}",
         model.samples.len(),
         secs(crate::analysis::oncpu::sample_ns(model).saturating_mul(model.samples.len() as u64)),
+        match model.sample_stacks_skipped {
+            0 => String::new(),
+            n => format!(", {n} without their Java stack (the ring buffer was filling)"),
+        },
         if sites.is_empty() {
             ""
         } else {
