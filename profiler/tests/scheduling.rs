@@ -57,10 +57,12 @@ fn monopolization_matches_the_workloads_clock(major: u32) {
 
     let episodes = report["monopolized"].as_array().unwrap();
     let mut matched = 0;
-    // Bursts wholly inside the window (clear of its start, where the samples begin a little later): each is one episode.
+    // Bursts wholly inside the window, clear of its first half second: pinprof's own start
+    // (reading the JVM, naming its libraries) takes CPU from the carrier on this 2-CPU
+    // machine then, so fewer samples mark where a burst begins. Each is one episode.
     for &(id, start, end) in bursts
         .iter()
-        .filter(|b| b.1 > from + 100_000_000 && b.2 + 20_000_000 < to)
+        .filter(|b| b.1 > from + 500_000_000 && b.2 + 20_000_000 < to)
     {
         let episode = episodes
             .iter()

@@ -3,8 +3,9 @@
 //!
 //! Seen from the carrier's on-CPU samples, each of which says which virtual thread was mounted,
 //! and from its waits: a run of samples of one virtual thread, with no wait of the carrier in
-//! between (a blocked wait ends it: that is pinning, not computing; a preemption does not), is
-//! a spell of that virtual thread on the carrier. Its ends lie between the run's first and
+//! between (a blocked wait ends it: that is pinning, not computing; a preemption or a stop
+//! for a safepoint, which the virtual thread did not ask for, does not), is a spell of that
+//! virtual thread on the carrier. Its ends lie between the run's first and
 //! last samples and the observations around them: halfway to a sample of something else, or
 //! at the edge of a wait (a carrier mounts a virtual thread as it wakes, and parks as it is
 //! left with none).
@@ -39,11 +40,12 @@ impl Monopolized {
 #[derive(Clone, Copy, Debug)]
 enum Seen<'m> {
     Sample(&'m Sample),
-    /// A wait: preempted (still running its virtual thread, in the scheduler's eyes) or not.
+    /// A wait: one the virtual thread did not ask for (preempted, or stopped for a
+    /// safepoint: it runs on after) or not.
     Wait {
         start_ns: u64,
         end_ns: u64,
-        preempted: bool,
+        imposed: bool,
     },
 }
 
@@ -85,7 +87,7 @@ fn wait(o: &Wait) -> Seen<'_> {
     Seen::Wait {
         start_ns: o.start_ns,
         end_ns: o.end_ns,
-        preempted: !o.state.is_blocked(),
+        imposed: !o.state.is_blocked() || o.java().is_some_and(|j| j.at_safepoint),
     }
 }
 
@@ -107,7 +109,7 @@ fn spells(
             i += 1;
             continue;
         };
-        // The run: samples of the same virtual thread, and preemptions.
+        // The run: samples of the same virtual thread, and waits it did not ask for.
         let mut j = i;
         let mut last = first;
         let mut samples: FastMap<SampleStacks, u64> = FastMap::default();
@@ -119,9 +121,7 @@ fn spells(
                     count += 1;
                     *samples.entry(stacks_of(model, s)).or_default() += 1;
                 }
-                Seen::Wait {
-                    preempted: true, ..
-                } => {}
+                Seen::Wait { imposed: true, .. } => {}
                 _ => break,
             }
             j += 1;

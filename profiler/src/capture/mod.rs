@@ -60,11 +60,15 @@ impl Hook {
                 };
                 let cpus = aya::util::online_cpus()
                     .map_err(|(what, e)| anyhow!("cannot list the online CPUs ({what}): {e}"))?;
+                // A fixed period (the CPU clock counts ns), not a frequency: the kernel
+                // reaches a frequency by adjusting the period over the first ticks, which
+                // sampled a busy CPU at under half the rate for the first few hundred ms.
+                let period = 1_000_000_000 / hz.max(1);
                 for cpu in cpus {
                     p.attach(
                         PerfEventConfig::Software(SoftwareEvent::CpuClock),
                         PerfEventScope::AllProcessesOneCpu { cpu },
-                        SamplePolicy::Frequency(hz),
+                        SamplePolicy::Period(period),
                         false,
                     )?;
                 }
