@@ -127,12 +127,12 @@ fn spells(
             j += 1;
         }
         let start_ns = match i.checked_sub(1).map(|k| seen[k]) {
-            Some(Seen::Sample(s)) => s.time_ns + (first.time_ns - s.time_ns) / 2,
+            Some(Seen::Sample(s)) => s.time_ns + first.time_ns.saturating_sub(s.time_ns) / 2,
             Some(Seen::Wait { end_ns, .. }) => end_ns.min(first.time_ns),
             None => first.time_ns.max(model.start_mono_ns),
         };
         let end_ns = match seen.get(j) {
-            Some(Seen::Sample(s)) => last.time_ns + (s.time_ns - last.time_ns) / 2,
+            Some(Seen::Sample(s)) => last.time_ns + s.time_ns.saturating_sub(last.time_ns) / 2,
             Some(Seen::Wait { start_ns, .. }) => (*start_ns).max(last.time_ns),
             None => last.time_ns.min(model.end_mono_ns),
         };
@@ -152,5 +152,49 @@ fn spells(
             });
         }
         i = j.max(i + 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::OffCpuState;
+    use crate::model::tests::{interval, make_carrier};
+
+    const MS: u64 = 1_000_000;
+
+    fn sample(time_ms: u64, vthread: Option<u64>) -> Sample {
+        Sample {
+            tid: 1,
+            cpu: 0,
+            time_ns: time_ms * MS,
+            kernel_stack: None,
+            user_stack: None,
+            vthread,
+        }
+    }
+
+    #[test]
+    fn a_spell_runs_between_its_neighbours_and_ends_at_a_blocked_wait() {
+        let mut model = Model::default();
+        model.end_mono_ns = 1_000 * MS;
+        make_carrier(&mut model, 1);
+        // Virtual thread 7 from 100 to 300 ms (a preemption at 200 does not end it), then 8
+        // until it blocks at 352; 9 once the carrier is back at 398, until about 415.
+        model.samples.push(sample(90, Some(5)));
+        model.samples.extend((0..=20).map(|i| sample(100 + 10 * i, Some(7))));
+        model.samples.extend((0..5).map(|i| sample(310 + 10 * i, Some(8))));
+        model.samples.extend([sample(400, Some(9)), sample(410, Some(9))]);
+        model.samples.push(sample(420, None));
+        model.off_cpu.push(interval(1, 200, 2, OffCpuState::Preempted).into());
+        model.off_cpu.push(interval(1, 352, 46, OffCpuState::Sleeping).into());
+        let spells = monopolized(&model, 20 * MS);
+        let seen: Vec<(u64, u64, u64, u64)> = spells
+            .iter()
+            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS, m.samples))
+            .collect();
+        // 7: halfway from 5's sample at 90 to its own at 100, to halfway to 8's at 310.
+        // 8: from 305 to its wait at 352. 9: from the wait's end, 17 ms: not a spell.
+        assert_eq!(seen, [(7, 95, 305, 21), (8, 305, 352, 5)]);
     }
 }
