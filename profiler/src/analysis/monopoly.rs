@@ -176,18 +176,30 @@ mod tests {
 
     #[test]
     fn a_spell_runs_between_its_neighbours_and_ends_at_a_blocked_wait() {
-        let mut model = Model::default();
-        model.end_mono_ns = 1_000 * MS;
+        let mut model = Model {
+            end_mono_ns: 1_000 * MS,
+            ..Default::default()
+        };
         make_carrier(&mut model, 1);
         // Virtual thread 7 from 100 to 300 ms (a preemption at 200 does not end it), then 8
         // until it blocks at 352; 9 once the carrier is back at 398, until about 415.
         model.samples.push(sample(90, Some(5)));
-        model.samples.extend((0..=20).map(|i| sample(100 + 10 * i, Some(7))));
-        model.samples.extend((0..5).map(|i| sample(310 + 10 * i, Some(8))));
-        model.samples.extend([sample(400, Some(9)), sample(410, Some(9))]);
+        model
+            .samples
+            .extend((0..=20).map(|i| sample(100 + 10 * i, Some(7))));
+        model
+            .samples
+            .extend((0..5).map(|i| sample(310 + 10 * i, Some(8))));
+        model
+            .samples
+            .extend([sample(400, Some(9)), sample(410, Some(9))]);
         model.samples.push(sample(420, None));
-        model.off_cpu.push(interval(1, 200, 2, OffCpuState::Preempted).into());
-        model.off_cpu.push(interval(1, 352, 46, OffCpuState::Sleeping).into());
+        model
+            .off_cpu
+            .push(interval(1, 200, 2, OffCpuState::Preempted).into());
+        model
+            .off_cpu
+            .push(interval(1, 352, 46, OffCpuState::Sleeping).into());
         let spells = monopolized(&model, 20 * MS);
         let seen: Vec<(u64, u64, u64, u64)> = spells
             .iter()

@@ -174,6 +174,8 @@ pub struct View {
     pub throttling: Option<String>,
     /// Monopolization and the carriers' waits for a CPU, a line each when there is any.
     pub cpu_lines: Vec<String>,
+    /// Starvation time by cause, the causes that had any.
+    pub starvation_causes: Vec<(crate::analysis::starvation::Cause, u64)>,
 }
 
 impl View {
@@ -399,6 +401,27 @@ impl App {
             syscalls,
             findings,
         } = analysis.into_parts();
+        let starvation_causes = {
+            use crate::analysis::starvation::Cause;
+            [
+                Cause::Pinned,
+                Cause::Blocked,
+                Cause::Monopolized,
+                Cause::Cpu,
+            ]
+            .into_iter()
+            .map(|c| {
+                let ns = total(
+                    episodes
+                        .iter()
+                        .filter(|e| e.cause == c)
+                        .map(|e| e.end_ns.saturating_sub(e.start_ns)),
+                );
+                (c, ns)
+            })
+            .filter(|(_, ns)| *ns > 0)
+            .collect()
+        };
         // Episodes are known once they end: flag a new one for a few seconds.
         let newest = episodes.last().map(|e| e.end_ns);
         if newest.is_some() && newest > self.view.last_starvation_end_ns {
@@ -468,6 +491,7 @@ impl App {
             throttled_per_second,
             throttling,
             cpu_lines,
+            starvation_causes,
         };
         // The selection follows its row when the table re-sorts; a row gone leaves it where
         // it was, within the table.

@@ -319,10 +319,26 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
             "Starvation{note}: none (never were all carriers pinned or blocked at once)"
         ))
     } else {
+        use crate::analysis::starvation::Cause;
+        // Said as before when every episode is pinning; else by cause.
+        let pinning_only = view
+            .starvation_causes
+            .iter()
+            .all(|(c, _)| matches!(c, Cause::Pinned | Cause::Blocked));
+        let what = if pinning_only {
+            "every carrier pinned or blocked".to_string()
+        } else {
+            let causes: Vec<String> = view
+                .starvation_causes
+                .iter()
+                .map(|(c, ns)| format!("{} {}", c.as_str(), secs(*ns)))
+                .collect();
+            format!("no carrier free ({})", causes.join(", "))
+        };
         Line::from(Span::styled(
             format!(
-                "Starvation{note}: every carrier pinned or blocked for {} in {} episodes \
-                 (longest {}): no other virtual thread could run then",
+                "Starvation{note}: {what} for {} in {} episodes (longest {}): no other \
+                 virtual thread could run then",
                 secs(view.starved_ns),
                 view.episodes,
                 secs(view.longest_starvation_ns)
