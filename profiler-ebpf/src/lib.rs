@@ -30,6 +30,10 @@ pub mod kind {
     pub const ON_CPU: u32 = 11;
     /// [`crate::LateWakeup`]
     pub const LATE_WAKEUP: u32 = 12;
+    /// [`crate::StackCopy`] of an on-CPU sample (keyed by its time), not of a wait.
+    pub const SAMPLE_STACK_COPY: u32 = 13;
+    /// [`crate::StackChunkCopy`] of an on-CPU sample.
+    pub const SAMPLE_STACK_CHUNK_COPY: u32 = 14;
 }
 
 /// `clone(2)` flag of a new thread (as opposed to a new process).

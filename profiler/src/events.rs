@@ -488,6 +488,12 @@ pub enum Event {
     },
     /// Thread `tid`, made runnable at `wake_ns` by `waker_tid`, ran only at `run_ns`.
     LateWakeup(LateWakeup),
+    /// The Java frames of the on-CPU sample of thread `tid` at `time_ns` (it follows it).
+    SampleStack {
+        tid: u32,
+        time_ns: u64,
+        stack: StackId,
+    },
     /// The CPU limit and throttling counters of the target's cgroup, read at the window's
     /// start, at every checkpoint and at the end (format 8).
     CgroupCpu(CgroupCpu),
@@ -638,6 +644,7 @@ impl Event {
             Event::OnCpu(s) => Some(s.time_ns),
             Event::LateWakeup(w) => Some(w.run_ns),
             Event::SchedStats { time_ns, .. } => Some(*time_ns),
+            Event::SampleStack { time_ns, .. } => Some(*time_ns),
             Event::Syscall(s) => Some(s.end_ns),
             Event::Counters { time_ns, .. }
             | Event::ShortOffCpu { time_ns, .. }

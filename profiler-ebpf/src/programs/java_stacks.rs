@@ -10,7 +10,7 @@ use profiler_ebpf::{
 use super::{
     maps::{EVENTS, JAVA_THREADS, STACK_CHUNK_SCRATCH, STACK_REQUESTS, STACK_SCRATCH, count},
     memory::read_user,
-    settings::{JVM_LAYOUT, MIN_JAVA_STACK_NS, setting},
+    settings::{JAVA_STATE_IN_JAVA, JVM_LAYOUT, MIN_JAVA_STACK_NS, setting},
 };
 
 /// A Java thread that blocked for long in a call out of Java (its frame anchor is set) gets its
@@ -65,6 +65,7 @@ pub(crate) fn copy_java_stack(tid: u32) {
     let scratch = Scratch {
         stack: &STACK_SCRATCH,
         chunked: &STACK_CHUNK_SCRATCH,
+        kinds: [kind::STACK_COPY, kind::STACK_CHUNK_COPY],
     };
     copy_stack_from(
         tid,
@@ -80,6 +81,8 @@ pub(crate) fn copy_java_stack(tid: u32) {
 pub(crate) struct Scratch {
     pub stack: &'static PerCpuArray<StackCopy>,
     pub chunked: &'static PerCpuArray<StackChunkCopy>,
+    /// The record kinds its copies are sent as: plain, with frozen chunks.
+    pub kinds: [u32; 2],
 }
 
 /// Copies the Java stack of the current thread `tid` as an on-CPU sample finds it, keyed by
@@ -97,10 +100,14 @@ pub(crate) fn copy_sampled_java_stack(
         return;
     };
     let layout: JvmLayout = setting(&JVM_LAYOUT);
+    // Neither in Java code nor out of it with a Java frame (a compiler thread, the VM's own
+    // work): no Java stack, and its registers point at no Java frame.
     let from = if java.anchor_sp != 0 {
         [java.anchor_sp, java.anchor_pc, java.anchor_fp]
-    } else {
+    } else if java.thread_state == setting(&JAVA_STATE_IN_JAVA) {
         regs
+    } else {
+        return;
     };
     if from[0] == 0 {
         return;
@@ -149,7 +156,7 @@ fn copy_stack_from(
             }
             let head = core::ptr::addr_of_mut!((*copy).stack);
             let len = fill_stack_copy(head, data.add(used), tid, key_ns, start, len, &frozen);
-            (*head).kind = kind::STACK_CHUNK_COPY;
+            (*head).kind = scratch.kinds[1];
             let heads = size_of::<StackHead>() + size_of::<ChunkHead>();
             send_stack(copy.cast(), heads + used, len);
         }
@@ -163,6 +170,7 @@ fn copy_stack_from(
         let head = core::ptr::addr_of_mut!((*copy).head);
         let data = (*copy).data.as_mut_ptr();
         let len = fill_stack_copy(head, data, tid, key_ns, start, len, &frozen);
+        (*head).kind = scratch.kinds[0];
         send_stack(copy.cast(), size_of::<StackHead>(), len);
     }
 }

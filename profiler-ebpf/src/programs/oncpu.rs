@@ -64,6 +64,7 @@ pub fn on_cpu(ctx: PerfEventContext) -> u32 {
         let scratch = Scratch {
             stack: &SAMPLE_STACK_SCRATCH,
             chunked: &SAMPLE_STACK_CHUNK_SCRATCH,
+            kinds: [kind::SAMPLE_STACK_COPY, kind::SAMPLE_STACK_CHUNK_COPY],
         };
         copy_sampled_java_stack(tid, now, &java, user_registers(), &scratch);
     }

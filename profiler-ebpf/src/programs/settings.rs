@@ -33,6 +33,10 @@ pub(crate) static EXIT_GROUP_DEAD_OFFSET: u32 = 32;
 /// HotSpot's layout, from the target's VMStructs; all zero for other processes.
 #[unsafe(no_mangle)]
 pub(crate) static JVM_LAYOUT: JvmLayout = JvmLayout::NONE;
+/// HotSpot's `_thread_in_Java`: a sampled thread in that state runs Java code, and its Java
+/// stack starts at its registers (`u32::MAX`: not known, then only from a frame anchor).
+#[unsafe(no_mangle)]
+pub(crate) static JAVA_STATE_IN_JAVA: u32 = u32::MAX;
 /// Java stacks are copied for blocks at least this long (0: never).
 #[unsafe(no_mangle)]
 pub(crate) static MIN_JAVA_STACK_NS: u64 = 0;

@@ -19,7 +19,7 @@ pub fn stacks_of(model: &Model, s: &Sample) -> SampleStacks {
     (
         s.kernel_stack,
         s.user_stack,
-        model.java_stacks.get(&(s.tid, s.time_ns)).copied(),
+        model.sample_stacks.get(&(s.tid, s.time_ns)).copied(),
     )
 }
 

@@ -120,6 +120,8 @@ pub struct Options {
     pub ring_buffer_bytes: u32,
     /// HotSpot's layout, when the target is a JVM pinprof could read.
     pub jvm: Option<profiler_ebpf::JvmLayout>,
+    /// HotSpot's `_thread_in_Java`, when the target is a JVM pinprof could read.
+    pub java_state_in_java: Option<u32>,
     /// Java stacks are copied for blocks at least this long (0: never).
     pub min_java_stack_ns: u64,
     /// System calls and futex waits at least this long are events; shorter ones are summed.
@@ -245,6 +247,11 @@ impl Capture {
         };
         let mut ebpf = EbpfLoader::new()
             .override_global("JVM_LAYOUT", &jvm, true)
+            .override_global(
+                "JAVA_STATE_IN_JAVA",
+                &options.java_state_in_java.unwrap_or(u32::MAX),
+                true,
+            )
             .override_global("MIN_JAVA_STACK_NS", &min_java_stack_ns, true)
             .override_global("MIN_SYSCALL_NS", &min_syscall_ns, true)
             .override_global("FD_LAYOUT", &fd_layout, true)

@@ -149,11 +149,13 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
     match read::<u32>(bytes)? {
         kind::OFF_CPU => read(bytes).map(Raw::OffCpu),
         kind::EXIT => read(bytes).map(Raw::Exit),
-        kind::STACK_COPY => {
+        kind::STACK_COPY | kind::SAMPLE_STACK_COPY => {
             let head = read::<StackHead>(bytes)?;
             stack_copy(head, &bytes[size_of::<StackHead>()..]).map(Raw::StackCopy)
         }
-        kind::STACK_CHUNK_COPY => chunked_stack(bytes).map(Raw::StackChunkCopy),
+        kind::STACK_CHUNK_COPY | kind::SAMPLE_STACK_CHUNK_COPY => {
+            chunked_stack(bytes).map(Raw::StackChunkCopy)
+        }
         kind::SYSCALL | kind::FUTEX_WAIT => read(bytes).map(Raw::Syscall),
         kind::NATIVE_STACK => read(bytes).map(|copy| Raw::NativeStack(Box::new(copy))),
         kind::RENAME => read(bytes).map(Raw::Rename),

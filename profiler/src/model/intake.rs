@@ -265,6 +265,7 @@ fn cut_event(event: &mut Event) -> u64 {
         | Event::ThreadStart { .. }
         | Event::Sampling { .. }
         | Event::OnCpu(_)
+        | Event::SampleStack { .. }
         | Event::LateWakeup(_) => {}
         Event::SchedStats { threads, .. } => {
             // Each histogram's buckets are bounded by the kernel's; a thread list by the

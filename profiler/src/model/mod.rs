@@ -115,6 +115,8 @@ pub struct Model {
     pub sched_last: HashMap<u32, (u64, crate::events::ThreadSched)>,
     /// Wake-ups that waited long for a CPU.
     pub late_wakeups: Vec<crate::events::LateWakeup>,
+    /// Java stacks of on-CPU samples, by (thread, sample time).
+    pub sample_stacks: FastMap<(u32, u64), StackId>,
 }
 
 /// An on-CPU sample as the model keeps it.
@@ -382,6 +384,13 @@ impl Model {
                     self.sched_last.insert(t.tid, (time_ns, t));
                 }
             }
+            Event::SampleStack {
+                tid,
+                time_ns,
+                stack,
+            } => {
+                self.sample_stacks.insert((tid, time_ns), stack);
+            }
             Event::LateWakeup(w) => {
                 self.end_mono_ns = self.end_mono_ns.max(w.run_ns);
                 self.late_wakeups.push(w);
@@ -436,18 +445,18 @@ impl Model {
         if old == 0 || !self.samples[..old].is_sorted_by_key(|s| s.time_ns) {
             // (Samples of several CPUs come almost in time order: a partition point that is
             // not one falls back to a full pass.)
-            let java_stacks = &mut self.java_stacks;
+            let stacks = &mut self.sample_stacks;
             self.samples.retain(|s| {
                 let keep = s.time_ns >= before_ns;
                 if !keep {
-                    java_stacks.remove(&(s.tid, s.time_ns));
+                    stacks.remove(&(s.tid, s.time_ns));
                 }
                 keep
             });
             return;
         }
         for s in self.samples.drain(..old) {
-            self.java_stacks.remove(&(s.tid, s.time_ns));
+            self.sample_stacks.remove(&(s.tid, s.time_ns));
         }
     }
 

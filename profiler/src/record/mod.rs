@@ -204,6 +204,7 @@ pub fn run_with(
             min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
             ring_buffer_bytes: options.ring_buffer_bytes,
             jvm: jvm.as_ref().map(|j| j.hotspot.layout),
+            java_state_in_java: jvm.as_ref().map(|j| j.hotspot.states.in_java),
             min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
             min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
             java_threads,

@@ -243,11 +243,24 @@ impl Session {
             return Ok(());
         }
         let id = self.own_stack(frames)?;
-        self.writer.write_event(&Event::JavaStack {
-            tid: copy.head.tid,
-            start_ns: copy.head.start_ns,
-            stack: id,
-        })
+        let sampled = matches!(
+            copy.head.kind,
+            profiler_ebpf::kind::SAMPLE_STACK_COPY | profiler_ebpf::kind::SAMPLE_STACK_CHUNK_COPY
+        );
+        let event = if sampled {
+            Event::SampleStack {
+                tid: copy.head.tid,
+                time_ns: copy.head.start_ns,
+                stack: id,
+            }
+        } else {
+            Event::JavaStack {
+                tid: copy.head.tid,
+                start_ns: copy.head.start_ns,
+                stack: id,
+            }
+        };
+        self.writer.write_event(&event)
     }
 
     /// A copy of the stack of a Java thread still blocked as capture stops: it never left its
