@@ -163,8 +163,14 @@ fn switch_in(ctx: &RawTracePointContext, now: u64) -> i32 {
     if next == 0 {
         return 0;
     }
-    account_run(next, now);
-    end_wait(next, now);
+    // Only the target's threads are ever stamped, so a hit means `next` is ours; looked up
+    // once for both uses (this runs at every switch of the machine).
+    let Some(start) = STARTS.get_ptr_mut(next) else {
+        return 0;
+    };
+    let start = unsafe { &mut *start };
+    account_run(next, start, now);
+    end_wait_of(next, start, now);
     0
 }
 
@@ -201,14 +207,13 @@ unsafe fn add_to_histogram(histogram: *mut Histogram, ns: u64) {
 /// was woken (or preempted), and whether it changed CPU. Only a thread's own switches touch
 /// its entry, one CPU at a time.
 #[inline(always)]
-fn account_run(tid: u32, now: u64) {
-    let Some(start) = STARTS.get_ptr(tid) else {
-        return;
-    };
-    let (start_ns, prev_state, wake_ns, waker_tid) = unsafe {
-        let s = &*start;
-        (s.start_ns, s.prev_state, s.wake_ns, s.waker_tid)
-    };
+fn account_run(tid: u32, start: &OffCpuStart, now: u64) {
+    let (start_ns, prev_state, wake_ns, waker_tid) = (
+        start.start_ns,
+        start.prev_state,
+        start.wake_ns,
+        start.waker_tid,
+    );
     // A wait whose start was not seen (a seed, or one already ended) times nothing.
     if start_ns == WAIT_ENDED || start_ns == 0 {
         return;
@@ -264,7 +269,12 @@ pub(crate) fn end_wait(next: u32, now: u64) {
     let Some(start) = STARTS.get_ptr_mut(next) else {
         return;
     };
-    let start = unsafe { &mut *start };
+    end_wait_of(next, unsafe { &mut *start }, now);
+}
+
+/// `end_wait`, with the thread's entry in `STARTS` already found.
+#[inline(always)]
+fn end_wait_of(next: u32, start: &mut OffCpuStart, now: u64) {
     if start.start_ns == WAIT_ENDED {
         return;
     }

@@ -257,10 +257,7 @@ impl<'m> Analysis<'m> {
                     .monopolized()
                     .iter()
                     .max_by_key(|m| m.duration_ns())
-                    .map(|m| {
-                        let frames = self.model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
-                        stacks::StackLabels::new(&frames, stacks::monitor_frames(&frames))
-                    })
+                    .map(|m| m.stack(self.model))
                     .unwrap_or_default(),
                 scheduling: self.scheduling(),
                 throttling: self.throttling(),

@@ -11,6 +11,7 @@
 //! left with none).
 
 use super::oncpu::{SampleStacks, stacks_of};
+use super::stacks::{StackLabels, monitor_frames};
 use crate::model::{FastMap, Model, Sample, Wait};
 
 /// Spells shorter than this are not monopolization (a virtual thread's CPU burst between two
@@ -33,6 +34,20 @@ pub struct Monopolized {
 impl Monopolized {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// The stack most of its samples were in, as views show it.
+    pub fn stack(&self, model: &Model) -> StackLabels {
+        let frames = model.frames_of(self.stacks.0, self.stacks.1, self.stacks.2);
+        StackLabels::new(&frames, monitor_frames(&frames))
+    }
+
+    /// Where it computed, in a word: the stack's culprit frame, else its innermost.
+    pub fn place(&self, model: &Model) -> String {
+        let stack = self.stack(model);
+        super::findings::culprit(&stack)
+            .or_else(|| stack.frames.first().cloned())
+            .unwrap_or_else(|| "[no stack]".into())
     }
 }
 

@@ -210,7 +210,10 @@ impl Capture {
         }
         let tracefs = tracefs::ensure_mounted()?;
         let offset = |cat, name, field| tracefs::field_offset(&tracefs, cat, name, field);
-        let (task_pid, task_state) = task_ids_layout()?;
+        // Read once: the layouts below all come from it (a few MB to parse).
+        let btf = btf::Btf::from_sys_fs()
+            .context("pinprof needs the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
+        let (task_pid, task_state) = task_ids_layout(&btf)?;
         // Kernel lock contention needs CONFIG_LOCKDEP-free lock tracepoints (5.19+).
         let lock_addr = offset("lock", "contention_end", "lock_addr");
         // Names of short-lived threads; optional.
@@ -225,14 +228,14 @@ impl Capture {
 
         let jvm = options.jvm.unwrap_or_default();
         let mut warnings = Vec::new();
-        let fd_layout = fd_layout().unwrap_or_else(|e| {
+        let fd_layout = fd_layout(&btf).unwrap_or_else(|e| {
             warnings.push(format!(
                 "file descriptors are named from /proc only ({e:#}): one closed right after its \
                  call stays unnamed"
             ));
             Default::default()
         });
-        let task_layout = task_layout().unwrap_or_else(|e| {
+        let task_layout = task_layout(&btf).unwrap_or_else(|e| {
             warnings.push(format!(
                 "the final CPU account of threads that end is not known ({e:#}): their running \
                  time is what is left of their life"
@@ -505,8 +508,7 @@ impl Capture {
 }
 
 /// Where this kernel keeps a file descriptor's inode, and which system calls take one first.
-fn fd_layout() -> Result<profiler_ebpf::FdLayout> {
-    let btf = btf::Btf::from_sys_fs()?;
+fn fd_layout(btf: &btf::Btf) -> Result<profiler_ebpf::FdLayout> {
     let mut fd_syscalls = [0u64; 8];
     for sysno in syscalls::Sysno::iter() {
         let nr = sysno.id() as usize;
@@ -529,9 +531,7 @@ fn fd_layout() -> Result<profiler_ebpf::FdLayout> {
 
 /// Where this kernel keeps a task's id (`pid`) and state (`__state`, `state` before 5.14), read
 /// from the tasks the scheduler's raw tracepoints hand over.
-fn task_ids_layout() -> Result<(u32, u32)> {
-    let btf = btf::Btf::from_sys_fs()
-        .context("pinprof needs the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
+fn task_ids_layout(btf: &btf::Btf) -> Result<(u32, u32)> {
     let pid = btf.offset("task_struct", "pid")?;
     let state = btf
         .offset("task_struct", "__state")
@@ -540,8 +540,7 @@ fn task_ids_layout() -> Result<(u32, u32)> {
 }
 
 /// Where this kernel keeps a task's scheduler account (`/proc/<pid>/task/<tid>/schedstat`).
-fn task_layout() -> Result<profiler_ebpf::TaskLayout> {
-    let btf = btf::Btf::from_sys_fs()?;
+fn task_layout(btf: &btf::Btf) -> Result<profiler_ebpf::TaskLayout> {
     let at = |outer: &str, inner_struct: &str, field: &str| -> Result<u32> {
         Ok(btf.offset("task_struct", outer)? + btf.offset(inner_struct, field)?)
     };

@@ -170,11 +170,8 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
         .monopolized()
         .iter()
         .map(|m| {
-            let frames = model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
-            let labels =
-                StackLabels::new(&frames, crate::analysis::stacks::monitor_frames(&frames));
             with_stack(
-                &labels,
+                &m.stack(model),
                 json!({
                     "carrier_tid": m.carrier,
                     "vthread_id": m.vthread,

@@ -482,14 +482,7 @@ fn write_monopolized(out: &mut String, analysis: &Analysis, options: &Options) -
         secs(total(spells.iter().map(|m| m.duration_ns())))
     )?;
     for m in longest.iter().take(options.top.min(5)) {
-        let frames = model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
-        let labels = crate::analysis::stacks::StackLabels::new(
-            &frames,
-            crate::analysis::stacks::monitor_frames(&frames),
-        );
-        let place = crate::analysis::findings::culprit(&labels)
-            .or_else(|| labels.frames.first().cloned())
-            .unwrap_or_else(|| "[no stack]".into());
+        let place = m.place(model);
         writeln!(
             out,
             "  {} virtual thread #{} on {} ({}) at {}, in {place}",

@@ -94,14 +94,14 @@ impl MonopolizedSoFar {
             self.spells += 1;
             self.total_ns = self.total_ns.saturating_add(m.duration_ns());
             if self.longest.as_ref().is_none_or(|l| m.duration_ns() > l.0) {
-                self.longest = Some((m.duration_ns(), m.vthread, place(model, &m)));
+                self.longest = Some((m.duration_ns(), m.vthread, m.place(model)));
             }
         }
         self.counted_until = settled;
     }
 
     /// The line the overview shows: the spells counted, and those not settled yet.
-    fn lines(&self, analysis: &Analysis) -> Option<String> {
+    fn line(&self, analysis: &Analysis) -> Option<String> {
         let model = analysis.model();
         let recent: Vec<_> = analysis
             .monopolized()
@@ -117,7 +117,7 @@ impl MonopolizedSoFar {
             .saturating_add(total(recent.iter().map(|m| m.duration_ns())));
         let longest = recent
             .iter()
-            .map(|m| (m.duration_ns(), m.vthread, place(model, m)))
+            .map(|m| (m.duration_ns(), m.vthread, m.place(model)))
             .chain(self.longest.clone())
             .max_by_key(|l| l.0)?;
         Some(format!(
@@ -129,18 +129,6 @@ impl MonopolizedSoFar {
             longest.2
         ))
     }
-}
-
-/// Where a spell's samples mostly were: its culprit frame.
-fn place(model: &crate::model::Model, m: &crate::analysis::monopoly::Monopolized) -> String {
-    let frames = model.frames_of(m.stacks.0, m.stacks.1, m.stacks.2);
-    let labels = crate::analysis::stacks::StackLabels::new(
-        &frames,
-        crate::analysis::stacks::monitor_frames(&frames),
-    );
-    crate::analysis::findings::culprit(&labels)
-        .or_else(|| labels.frames.first().cloned())
-        .unwrap_or_else(|| "[no stack]".into())
 }
 
 /// The figures views show, computed from the model at each refresh (not at each draw).
@@ -387,7 +375,7 @@ impl App {
         let throttling = crate::report::throttling_label(&analysis);
         let cpu_lines = self
             .monopolized
-            .lines(&analysis)
+            .line(&analysis)
             .into_iter()
             .chain(crate::report::scheduler_label(&analysis))
             .collect();
