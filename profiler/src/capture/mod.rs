@@ -406,9 +406,19 @@ impl Capture {
                 .ebpf
                 .program_mut(program)
                 .with_context(|| format!("kernel object has no program {program}"))?;
-            hook.attach(prog)
-                .map_err(|e| explain_bpf_error(e, &format!("attach {hook}")))?;
-            capture.attached.push(program);
+            match hook.attach(prog) {
+                Ok(()) => capture.attached.push(program),
+                // Samples add to the rest: where the CPU clock cannot be sampled (a sandbox
+                // refusing perf_event_open), the rest is recorded, and that is said.
+                Err(e) if matches!(hook, Hook::CpuClock(_)) => {
+                    let _ = Hook::unload(prog);
+                    capture.warnings.push(format!(
+                        "no on-CPU samples (no monopolization, no oncpu flamegraph): the CPU \
+                         clock cannot be sampled here: {e:#}"
+                    ));
+                }
+                Err(e) => return Err(explain_bpf_error(e, &format!("attach {hook}"))),
+            }
         }
         capture.drop_stale_seeds(&waits);
         Ok(capture)
@@ -498,6 +508,11 @@ impl Capture {
     /// `JavaThreadRegistry::set`).
     pub fn set_java_threads(&mut self, threads: &[KnownThread]) -> Result<()> {
         self.registry.set(threads)
+    }
+
+    /// Whether the on-CPU sampler is attached.
+    pub fn samples(&self) -> bool {
+        self.attached.contains(&"on_cpu")
     }
 
     /// A handle on the programs' Java threads for another thread (the one that follows the

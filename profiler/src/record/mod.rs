@@ -267,7 +267,7 @@ pub fn run_with(
     if let Some(container) = crate::namespaces::container(options.pid) {
         writer.write_event(&Event::Container(container))?;
     }
-    if let Some(hz) = options.on_cpu_hz {
+    if let Some(hz) = options.on_cpu_hz.filter(|_| capture.samples()) {
         writer.write_event(&Event::Sampling { hz })?;
     }
     // The target's mapped files, copied once for naming and unwinding alike.
