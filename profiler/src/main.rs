@@ -77,8 +77,8 @@ enum Command {
     /// Show a recording in the terminal view of `top`: at once, or replayed at its pace.
     Replay {
         file: PathBuf,
-        /// Replay at this many times the recorded pace (1 = as it happened); without it, the
-        /// whole recording at once.
+        /// Play the recording from its start at this many times the recorded pace (1 = as it
+        /// happened); without it, the view opens at its end (space plays it from the start).
         #[arg(long)]
         speed: Option<f64>,
         /// Show pinning, starvation, locks and system calls for the latest this long only

@@ -217,8 +217,15 @@ fn starvation_from_before_attach_is_flagged_at_once() {
     });
     // The same screen counts the waits under way for what they are: both carriers pinned
     // for a second or more, not blocked; the starvation is said to be under way.
+    // The carriers' table: a row's first field is the carrier's id.
     let pinned: Vec<&str> = screen
         .lines()
+        .filter(|l| {
+            l.trim_start_matches('│')
+                .split_whitespace()
+                .next()
+                .is_some_and(|tid| tid.parse::<u32>().is_ok())
+        })
         .filter_map(|l| {
             let mut fields = l.split_whitespace().skip_while(|f| !f.contains("-worker-"));
             fields.nth(1)
@@ -359,4 +366,170 @@ fn bad_starts_are_said_plainly() {
         "{}",
         term.contents()
     );
+}
+
+/// The first number of seconds ("1.234s") after `prefix` on the screen.
+fn secs_after(screen: &str, prefix: &str) -> Option<f64> {
+    let rest = &screen[screen.find(prefix)? + prefix.len()..];
+    rest.split('s').next()?.trim().parse().ok()
+}
+
+/// The pinned sleeps the Stall workload printed: (start, end), CLOCK_MONOTONIC ns.
+fn stalls(jvm: &mut common::Jvm) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    while let Ok(line) = jvm.lines.recv_timeout(Duration::from_secs(20)) {
+        if line == "done" {
+            break;
+        }
+        if let ["pinned", start, end] = line.split_whitespace().collect::<Vec<_>>()[..] {
+            out.push((start.parse().unwrap(), end.parse().unwrap()));
+        }
+    }
+    out
+}
+
+/// Pinned cells ('█') in the lane of each carrier on the screen (a lane's row begins with
+/// the carrier's name; the carriers' table's, with its id).
+fn pinned_cells(screen: &str) -> Vec<usize> {
+    screen
+        .lines()
+        .filter(|l| l.starts_with("│worker-") || l.starts_with("│ForkJoinPool-"))
+        .map(|l| l.chars().filter(|c| *c == '█').count())
+        .collect()
+}
+
+#[test]
+fn replay_goes_to_each_starvation_names_its_culprit_and_seeks_in_recording_time() {
+    // Both carriers pinned for 3 s at once (a synchronized sleep each), then, after a
+    // second, for 1 s: two starvation episodes the workload times itself.
+    let mut jvm = start_vt(21, 2, "Stall", &["2500", "3000", "1000"]);
+    let out = common::record(jvm.pid, 8.0, "stall.pinrec");
+    let pins = stalls(&mut jvm);
+    drop(jvm);
+    assert_eq!(pins.len(), 4, "{pins:?}");
+    let report = report_json(&out);
+    let start = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let episodes = report["starvation"]["episodes"].as_array().unwrap();
+    // The two stalls; around them, a carrier starting may add a short wait for a CPU, and
+    // the carriers a moment both pinned as the sleeps end.
+    let pinned: Vec<usize> = (0..episodes.len())
+        .filter(|&i| {
+            episodes[i]["cause"] == "pinned"
+                && episodes[i]["duration_ns"].as_u64().unwrap() > 500_000_000
+        })
+        .collect();
+    assert_eq!(pinned.len(), 2, "{episodes:#?}");
+    let total = episodes.len();
+    // Each stall by the workload's clock: from the later of its two pins' starts to the
+    // earlier end (when both carriers were pinned), from the window's start, in seconds.
+    let stall = |i: usize| {
+        let (a, b) = (pins[2 * i], pins[2 * i + 1]);
+        let from = a.0.max(b.0) - start;
+        let to = a.1.min(b.1) - start;
+        (from as f64 / 1e9, to as f64 / 1e9)
+    };
+    let said = |i: usize| format!("starvation {} of {total} at ", i + 1);
+    for (width, height) in [(200, 60), (80, 24)] {
+        let mut replay = pinprof();
+        replay.arg("replay").arg(&out);
+        let mut term = Terminal::spawn(replay, height, width);
+        term.wait_for("the replayed recording", Duration::from_secs(20), ended);
+        term.send(b"\x1b[H");
+        // `n` from the start steps through the episodes in time order.
+        for i in 0..=pinned[0] {
+            term.send(b"n");
+            term.wait_for(&said(i), Duration::from_secs(10), |s| s.contains(&said(i)));
+        }
+        let screen = term.contents();
+        // Its start, as the report has it (to the screen's millisecond) and as the
+        // workload timed it (within 20 ms: the carriers switch out after the sleeps begin).
+        let shown = secs_after(&screen, &said(pinned[0])).unwrap();
+        let reported = episodes[pinned[0]]["start_ns"].as_u64().unwrap() as f64 / 1e9;
+        assert!(
+            (shown - reported).abs() <= 0.0015,
+            "episode at {shown} s on the screen, {reported} s in the report"
+        );
+        assert!(
+            (shown - stall(0).0).abs() < 0.02,
+            "{shown} vs {:?}",
+            stall(0)
+        );
+        assert_eq!(secs_after(&screen, "cursor "), Some(shown), "{screen}");
+        assert!(
+            screen.contains("culprit: Stall$Gate.hold [monitor]"),
+            "the culprit's method:\n{screen}"
+        );
+        eprintln!(
+            "{width}x{height}: the first stall at {shown}s (workload: {:?})",
+            stall(0)
+        );
+        for i in pinned[0] + 1..=pinned[1] {
+            term.send(b"n");
+            term.wait_for(&said(i), Duration::from_secs(10), |s| s.contains(&said(i)));
+        }
+        let second = secs_after(&term.contents(), &said(pinned[1])).unwrap();
+        assert!(
+            (second - stall(1).0).abs() < 0.02,
+            "{second} vs {:?}",
+            stall(1)
+        );
+        for i in (pinned[0]..pinned[1]).rev() {
+            term.send(b"N");
+            term.wait_for(&said(i), Duration::from_secs(10), |s| s.contains(&said(i)));
+        }
+        assert_eq!(secs_after(&term.contents(), "cursor "), Some(shown));
+        // Shift-→: one second of recording time on.
+        term.send(b"\x1b[1;2C");
+        let screen = term.wait_for("the cursor a second on", Duration::from_secs(10), |s| {
+            secs_after(s, "cursor ").is_some_and(|c| c != shown)
+        });
+        let moved = secs_after(&screen, "cursor ").unwrap() - shown;
+        assert!((moved - 1.0).abs() < 0.0005, "moved {moved} s:\n{screen}");
+        term.send(b"q");
+        assert!(term.wait_exit(Duration::from_secs(10)).success());
+    }
+
+    // At 100 ms a cell, each carrier's lane has its pinned time: the 3 s and the 1 s
+    // sleeps, as the workload timed them, within a cell for each.
+    let mut replay = pinprof();
+    replay.arg("replay").arg(&out);
+    let mut term = Terminal::spawn(replay, ROWS, COLS);
+    term.wait_for("the replayed recording", Duration::from_secs(20), ended);
+    term.send(b"0");
+    for _ in 0..30 {
+        let screen = term.contents();
+        if screen.contains(" 100ms/cell ") {
+            break;
+        }
+        let cell = screen
+            .split("ms/cell")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        term.send(if cell.is_some_and(|ms| ms < 100) {
+            b"Z"
+        } else {
+            b"z"
+        });
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    term.send(b"\x1b[H");
+    let screen = term.wait_for("100 ms cells", Duration::from_secs(10), |s| {
+        s.contains(" 100ms/cell ") && s.contains("cursor 0.000s")
+    });
+    let per_lane = pinned_cells(&screen);
+    assert_eq!(per_lane.len(), 2, "{screen}");
+    let pinned_s: f64 = pins.iter().map(|(a, b)| (b - a) as f64 / 1e9).sum::<f64>() / 2.0;
+    for cells in per_lane {
+        let shown = cells as f64 / 10.0;
+        eprintln!(
+            "a carrier's lane: {cells} pinned cells ({shown} s), the workload: {pinned_s:.3} s"
+        );
+        assert!(
+            (shown - pinned_s).abs() <= 0.2,
+            "{cells} cells of 100 ms against {pinned_s} s pinned:\n{screen}"
+        );
+    }
+    term.send(b"q");
+    assert!(term.wait_exit(Duration::from_secs(10)).success());
 }

@@ -130,7 +130,7 @@ impl Model {
         self.only_threads = Some(tids);
     }
 
-    fn keep_span(&mut self, from: u64, to: u64) {
+    pub(crate) fn keep_span(&mut self, from: u64, to: u64) {
         let mut moved = Vec::new();
         self.off_cpu.retain_mut(|o| {
             if o.end_ns <= from || o.start_ns >= to {

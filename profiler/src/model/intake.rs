@@ -49,7 +49,7 @@ pub fn window_limit(start_ns: u64) -> u64 {
 
 /// What the checks found so far, said in `Model::warnings` (each kind as one warning, kept
 /// up to date as more comes in).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Intake {
     /// Events left out for their times.
     dropped: u64,

@@ -28,7 +28,7 @@ pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// The set kept as `FastMap` is.
 pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Model {
     pub target: TargetInfo,
     /// The container the target ran in, when it ran in one.
@@ -426,15 +426,19 @@ impl Model {
     /// starvation). Thread times stay exact; blocked stacks and flamegraphs lose what was
     /// folded, so only the terminal view (live or replayed) does this, to keep its memory and
     /// refresh bounded. A carrier's idle or blocked interval stays: it ends the merging of
-    /// monitor-entry retries into one pinned event.
-    pub fn fold_settled(&mut self, before_ns: u64) {
-        self.fold(before_ns, |model, o, used| match used {
-            None => false,
+    /// monitor-entry retries into one pinned event; so does its wait for a CPU, which
+    /// starvation counts.
+    ///
+    /// Returns what it folded, with what each counted as (the swimlanes keep them).
+    pub fn fold_settled(&mut self, before_ns: u64) -> Vec<(Wait, Option<Use>)> {
+        // A carrier's every interval stays: starvation counts its waits for a CPU too.
+        let folded = self.fold(before_ns, |model, o, used| match used {
             Some(Use::Pinned(..) | Use::BlockedMounted) => true,
-            Some(_) => model.is_carrier(o.tid),
+            _ => model.is_carrier(o.tid),
         });
         self.forget_samples_before(before_ns);
         self.late_wakeups.retain(|w| w.run_ns >= before_ns);
+        folded
     }
 
     /// On-CPU samples (and their Java stacks) and late wake-ups before `before_ns` go: a live
@@ -505,9 +509,14 @@ impl Model {
     /// Moves the intervals that ended before `before_ns` and that `keep` does not want into
     /// the per-thread sums. (What an interval counts as is the analysis's to say: the sums are
     /// what `analysis::threads` would count of the intervals.)
-    fn fold(&mut self, before_ns: u64, keep: impl Fn(&Model, &Wait, Option<Use>) -> bool) {
+    fn fold(
+        &mut self,
+        before_ns: u64,
+        keep: impl Fn(&Model, &Wait, Option<Use>) -> bool,
+    ) -> Vec<(Wait, Option<Use>)> {
         let all = std::mem::take(&mut self.off_cpu);
         let mut kept = Vec::with_capacity(all.len());
+        let mut folded = Vec::new();
         let marks = StackMarks::of(self);
         for o in all {
             let used = classify_with(self, &o, &marks);
@@ -525,8 +534,10 @@ impl Model {
                 Some(Use::Pinned(..)) => add(&mut f.pinned_ns, d),
                 Some(Use::Blocked | Use::BlockedMounted) => add(&mut f.blocked_ns, d),
             }
+            folded.push((o, used));
         }
         self.off_cpu = kept;
+        folded
     }
 
     /// The class of the object whose monitor this was at `time_ns`: the latest read at or
@@ -817,8 +828,8 @@ pub(crate) mod tests {
         model.fold_settled(60_000_000);
         assert_eq!(
             model.off_cpu.len(),
-            6,
-            "the carrier's (pinned, idle) and the unsettled remain"
+            7,
+            "the carrier's (pinned, idle, preempted) and the unsettled remain"
         );
         assert_eq!(threads::threads(&model), threads);
         assert_eq!(Analysis::new(&model).pinned_events().to_vec(), pinned);

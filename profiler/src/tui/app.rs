@@ -3,6 +3,12 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use super::{
+    keys::{self, Action},
+    lanes::{Lanes, State},
+    timeline::{self, Timeline},
+};
+
 use crate::{
     analysis::{
         Analysis,
@@ -10,11 +16,13 @@ use crate::{
         findings::Finding,
         kinds::{LockKind, ThreadRole},
         locks::{LockRow, SyscallRow},
+        monopoly::{self, Monopolized},
         pinning::{PinnedEvent, PinnedSite},
         threads::ThreadRow,
     },
     model::{Model, add, total},
     recording::{Record, StopReason},
+    report::secs,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,15 +32,18 @@ pub enum Tab {
     Threads,
     Locks,
     Syscalls,
+    /// A swimlane per thread.
+    Lanes,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 5] = [
+    pub const ALL: [Tab; 6] = [
         Tab::Overview,
         Tab::Pinned,
         Tab::Threads,
         Tab::Locks,
         Tab::Syscalls,
+        Tab::Lanes,
     ];
 
     pub fn title(self) -> &'static str {
@@ -42,6 +53,17 @@ impl Tab {
             Tab::Threads => "Threads",
             Tab::Locks => "Locks",
             Tab::Syscalls => "System calls",
+            Tab::Lanes => "Thread lanes",
+        }
+    }
+
+    /// The title where the tabs must fit 80 columns.
+    pub fn short_title(self) -> &'static str {
+        match self {
+            Tab::Pinned => "Pinned",
+            Tab::Syscalls => "Syscalls",
+            Tab::Lanes => "Lanes",
+            tab => tab.title(),
         }
     }
 
@@ -81,13 +103,13 @@ struct MonopolizedSoFar {
 }
 
 impl MonopolizedSoFar {
-    /// Counts the spells that end before `settled` (about to be forgotten).
-    fn count(&mut self, model: &crate::model::Model, settled: u64) {
-        use crate::analysis::monopoly;
+    /// Counts the spells that end before `settled` (about to be forgotten), of `spells`
+    /// (all those the model has).
+    fn count(&mut self, model: &Model, spells: &[Monopolized], settled: u64) {
         if settled <= self.counted_until {
             return;
         }
-        for m in monopoly::monopolized(model, monopoly::DEFAULT_THRESHOLD_NS) {
+        for m in spells {
             if m.end_ns >= settled || m.start_ns < self.counted_until {
                 continue;
             }
@@ -132,7 +154,7 @@ impl MonopolizedSoFar {
 }
 
 /// The figures views show, computed from the model at each refresh (not at each draw).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct View {
     pub threads: Vec<ThreadRow>,
     pub pinned_events: usize,
@@ -164,6 +186,8 @@ pub struct View {
     pub cpu_lines: Vec<String>,
     /// Starvation time by cause, the causes that had any.
     pub starvation_causes: Vec<(crate::analysis::starvation::Cause, u64)>,
+    /// The starvation episodes, in time order.
+    pub episode_marks: Vec<EpisodeMark>,
 }
 
 impl View {
@@ -185,7 +209,7 @@ impl View {
     fn key(&self, tab: Tab, row: usize) -> Option<RowKey> {
         match tab {
             Tab::Overview => self.carriers().nth(row).map(|t| RowKey::Thread(t.tid)),
-            Tab::Threads => self
+            Tab::Threads | Tab::Lanes => self
                 .active_threads()
                 .nth(row)
                 .map(|t| RowKey::Thread(t.tid)),
@@ -205,7 +229,7 @@ impl View {
     fn find(&self, tab: Tab, key: &RowKey) -> Option<usize> {
         match (tab, key) {
             (Tab::Overview, RowKey::Thread(tid)) => self.carriers().position(|t| t.tid == *tid),
-            (Tab::Threads, RowKey::Thread(tid)) => {
+            (Tab::Threads | Tab::Lanes, RowKey::Thread(tid)) => {
                 self.active_threads().position(|t| t.tid == *tid)
             }
             (Tab::Pinned, RowKey::Site(reason, operation, frames)) => {
@@ -229,7 +253,7 @@ impl View {
         match tab {
             Tab::Overview => self.carriers().count(),
             Tab::Pinned => self.sites.len(),
-            Tab::Threads => self.active_threads().count(),
+            Tab::Threads | Tab::Lanes => self.active_threads().count(),
             Tab::Locks => self.locks.len(),
             Tab::Syscalls => self.syscalls.len(),
         }
@@ -243,6 +267,48 @@ enum RowKey {
     Site(Reason, Operation, Vec<String>),
     Lock(LockKind, u64),
     Syscall(String),
+}
+
+/// A starvation episode of the window, as the lanes mark it and `n`/`N` go to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpisodeMark {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub cause: crate::analysis::starvation::Cause,
+    pub blocked_carriers: u32,
+    pub carriers: u32,
+}
+
+/// What `Enter` opened: a title and lines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Popup {
+    pub title: String,
+    pub lines: Vec<String>,
+}
+
+/// How a table is sorted (`s` cycles through its tab's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    /// The default: most time (blocked and pinned, for threads) first.
+    Time,
+    /// Most events (waits, calls) first.
+    Count,
+    /// Longest single one first.
+    Max,
+    Name,
+}
+
+impl Sort {
+    const ALL: [Sort; 4] = [Sort::Time, Sort::Count, Sort::Max, Sort::Name];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sort::Time => "time",
+            Sort::Count => "count",
+            Sort::Max => "longest",
+            Sort::Name => "name",
+        }
+    }
 }
 
 pub struct App {
@@ -260,19 +326,58 @@ pub struct App {
     pub model: Option<Model>,
     pub status: Status,
     pub records: u64,
-    pub view: View,
+    /// The figures of the whole window (the header's, the lanes' episodes).
+    pub whole: View,
+    /// The tables' figures for the span the cursor shows, when it is not the whole window.
+    span_view: Option<View>,
+    /// The span the tables were computed for.
+    computed_span: Option<(u64, u64)>,
+    /// That span is the whole window.
+    span_whole: bool,
+    /// What each thread did over time.
+    pub lanes: Lanes,
+    pub timeline: Timeline,
     pub tab: Tab,
     /// The selected row of each tab's table.
     pub selected: [usize; Tab::ALL.len()],
+    /// Each tab's sort.
+    pub sorts: [Sort; Tab::ALL.len()],
+    /// Rows shown match this (a thread's name, a frame, a lock, a call).
+    pub filter: String,
+    /// The filter is being typed.
+    pub typing: bool,
+    pub help: bool,
+    pub popup: Option<Popup>,
+    /// The latest thing a key did that the user must be told (a file written).
+    pub message: Option<String>,
+    /// Where `f` writes its flamegraphs: beside the user (the working directory).
+    pub out_dir: std::path::PathBuf,
+    /// The episode `n`/`N` went to, and its culprit site.
+    pub episode: Option<(usize, Option<String>)>,
+    /// That culprit's row, to select in the pinned sites once the tables cover it.
+    culprit: Option<RowKey>,
+    culprit_selected: bool,
     pub quit: bool,
     /// Quit with Ctrl-C rather than `q`.
     pub interrupted: bool,
     /// Records arrived since the last refresh.
     changed: bool,
+    /// A key changed what the tables show.
+    dirty: bool,
 }
 
 impl App {
     pub fn new(source: String, live: bool, window: Option<std::time::Duration>) -> Self {
+        Self::with_speed(source, live, window, None)
+    }
+
+    /// A replay played from its start at `speed` (None: shown at its end).
+    pub fn with_speed(
+        source: String,
+        live: bool,
+        window: Option<std::time::Duration>,
+        speed: Option<f64>,
+    ) -> Self {
         Self {
             source,
             live,
@@ -282,13 +387,53 @@ impl App {
             model: None,
             status: Status::Running,
             records: 0,
-            view: View::default(),
+            whole: View::default(),
+            span_view: None,
+            computed_span: None,
+            span_whole: true,
+            lanes: Lanes::default(),
+            timeline: Timeline::new(live, speed),
             tab: Tab::Overview,
             selected: [0; Tab::ALL.len()],
+            sorts: [Sort::Time; Tab::ALL.len()],
+            filter: String::new(),
+            typing: false,
+            help: false,
+            popup: None,
+            message: None,
+            out_dir: std::path::PathBuf::from("."),
+            episode: None,
+            culprit: None,
+            culprit_selected: false,
             quit: false,
             interrupted: false,
             changed: false,
+            dirty: false,
         }
+    }
+
+    /// The tables' figures: of the span shown.
+    pub fn view(&self) -> &View {
+        self.span_view.as_ref().unwrap_or(&self.whole)
+    }
+
+    /// Whether the tables cover the whole window (not a span of it).
+    pub fn span_is_whole(&self) -> bool {
+        self.span_whole
+    }
+
+    /// The window the model covers: (start, end).
+    pub fn bounds(&self) -> (u64, u64) {
+        self.model.as_ref().map_or((0, 0), |m| {
+            let start = m.forgotten_before.unwrap_or(0).max(m.start_mono_ns);
+            (start, m.end_mono_ns.max(start))
+        })
+    }
+
+    /// The time `t` as the view says it: from the recording's start.
+    pub fn at(&self, t: u64) -> String {
+        let start = self.model.as_ref().map_or(0, |m| m.start_mono_ns);
+        format!("{:.3}s", t.saturating_sub(start) as f64 / 1e9)
     }
 
     /// Takes one record of the stream into the model.
@@ -319,14 +464,27 @@ impl App {
         }
     }
 
+    /// The terminal is `width` columns wide: the lanes have that many cells less labels.
+    pub fn on_resize(&mut self, width: u16) {
+        let cells = super::draw::lane_cells(width);
+        if cells != self.timeline.cells {
+            self.timeline.cells = cells;
+            self.dirty = true;
+        }
+    }
+
     /// Whether carriers starved in the last few seconds.
     pub fn starved_lately(&self) -> bool {
         self.starved_at
             .is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(5))
     }
 
-    /// " (last 60 s)" once the view covers only the latest time; else nothing.
+    /// What the tables cover, in a few words: " (last 60 s)" once the view covers only the
+    /// latest time, " (1.200s-3.400s)" for a span, else nothing.
     pub fn window_note(&self) -> String {
+        if let Some((from, to)) = self.computed_span.filter(|_| !self.span_whole) {
+            return format!(" ({}-{})", self.at(from), self.at(to));
+        }
         match (
             self.window,
             self.model.as_ref().and_then(|m| m.forgotten_before),
@@ -341,6 +499,11 @@ impl App {
         self.changed && self.status != Status::Running
     }
 
+    /// A key changed what the tables must show.
+    pub fn needs_recompute(&self) -> bool {
+        self.dirty
+    }
+
     /// How far the newest record is behind the present (a live view that cannot keep up).
     pub fn lag_ns(&self) -> u64 {
         match &self.model {
@@ -351,182 +514,542 @@ impl App {
         }
     }
 
-    /// Recomputes the views' figures if records came since the last time.
+    /// Moves the cursor with time (following the newest, or playing).
+    pub fn tick(&mut self) {
+        let (start, end) = self.bounds();
+        self.timeline.tick(start, end);
+    }
+
+    /// Recomputes the figures: the window's if records came since the last time, the
+    /// tables' if those or the span they cover changed.
     pub fn refresh(&mut self) {
-        if !self.changed {
-            return;
+        // The selection follows its row when the figures change.
+        let selected_rows: Vec<Option<RowKey>> = Tab::ALL
+            .iter()
+            .map(|&tab| self.view().key(tab, self.selected[tab.index()]))
+            .collect();
+        if self.changed {
+            self.changed = false;
+            self.take_in();
+            self.timeline.tick(self.bounds().0, self.bounds().1);
         }
-        self.changed = false;
+        let (start, end) = self.bounds();
+        let span = self.timeline.span(start, end);
+        if self.computed_span != Some(span) || self.dirty {
+            self.dirty = false;
+            self.tables(span, (start, end), selected_rows);
+        }
+    }
+
+    /// The model's housekeeping and the whole window's figures, after records came.
+    fn take_in(&mut self) {
         let Some(model) = &mut self.model else {
             return;
         };
         // What views never need one by one is summed once settled: memory and refresh time
-        // then grow with pinning, not with every context switch.
+        // then grow with pinning, not with every context switch. The lanes keep it first.
+        // A replay keeps it all, as `report` does: its figures are the report's, and its
+        // memory the file's.
         let settled = model.end_mono_ns.saturating_sub(FOLD_AFTER_NS);
-        self.monopolized.count(model, settled);
-        model.fold_settled(settled);
+        let spells = monopoly::monopolized(model, monopoly::DEFAULT_THRESHOLD_NS);
+        let folded = if self.live {
+            self.monopolized.count(model, &spells, settled);
+            model.fold_settled(settled)
+        } else {
+            Vec::new()
+        };
         if let Some(window) = self.window {
             model.forget_before(model.end_mono_ns.saturating_sub(window.as_nanos() as u64));
         }
         let model = &*model;
         // One analysis per refresh; the view keeps its figures until the next.
         let analysis = Analysis::new(model);
-        let starving_now = analysis.starving_now();
-        let throttling = crate::report::throttling_label(&analysis);
-        let cpu_lines = self
-            .monopolized
-            .line(&analysis)
-            .into_iter()
-            .chain(crate::report::scheduler_label(&analysis))
-            .collect();
-        let throttled = analysis.throttling().cloned();
-        let crate::analysis::Parts {
-            threads,
-            pinned_events: pinned,
-            pinned_sites: sites,
-            starvation: episodes,
-            locks,
-            syscalls,
-            findings,
-        } = analysis.into_parts();
-        let starvation_causes = {
-            use crate::analysis::starvation::Cause;
-            [
-                Cause::Pinned,
-                Cause::Blocked,
-                Cause::Monopolized,
-                Cause::Cpu,
-            ]
-            .into_iter()
-            .map(|c| {
-                let ns = total(
-                    episodes
-                        .iter()
-                        .filter(|e| e.cause == c)
-                        .map(|e| e.end_ns.saturating_sub(e.start_ns)),
-                );
-                (c, ns)
-            })
-            .filter(|(_, ns)| *ns > 0)
-            .collect()
-        };
+        self.lanes.absorb(folded, &spells, &analysis, settled);
+        let whole = figures(&analysis, &self.monopolized, &self.whole);
         // Episodes are known once they end: flag a new one for a few seconds.
-        let newest = episodes.last().map(|e| e.end_ns);
-        if newest.is_some() && newest > self.view.last_starvation_end_ns {
+        if whole.last_starvation_end_ns.is_some()
+            && whole.last_starvation_end_ns > self.whole.last_starvation_end_ns
+        {
             self.starved_at = Some(std::time::Instant::now());
         }
-        // Seconds the model has forgotten keep the figures they had.
-        let first_second = timeline_start(model);
-        let mut per_second = per_second(model, &pinned);
-        let forgotten = model.forgotten_before.map_or(0, |t| {
-            t.saturating_sub(model.start_mono_ns) / 1_000_000_000 + 1
-        });
-        let before = (self.view.first_second, &self.view.pinned_per_second);
-        for (second, ms) in (first_second..forgotten).zip(per_second.iter_mut()) {
-            *ms = second
-                .checked_sub(before.0)
-                .and_then(|i| before.1.get(usize::try_from(i).ok()?))
-                .copied()
-                .unwrap_or(0);
-        }
-        let mut throttled_per_second: Vec<u64> = throttled
-            .map(|t| t.per_second(first_second, per_second.len()))
-            .unwrap_or_else(|| vec![0; per_second.len()])
-            .into_iter()
-            .map(|ns| ns.div_ceil(1_000_000))
-            .collect();
-        let before = (self.view.first_second, &self.view.throttled_per_second);
-        for (second, ms) in (first_second..forgotten).zip(throttled_per_second.iter_mut()) {
-            *ms = second
-                .checked_sub(before.0)
-                .and_then(|i| before.1.get(usize::try_from(i).ok()?))
-                .copied()
-                .unwrap_or(0);
-        }
-        let selected_rows: Vec<Option<RowKey>> = Tab::ALL
-            .iter()
-            .map(|&tab| self.view.key(tab, self.selected[tab.index()]))
-            .collect();
-        self.view = View {
-            threads,
-            pinned_events: pinned.len(),
-            pinned_ns: total(pinned.iter().map(PinnedEvent::duration_ns)),
-            sites,
-            episodes: episodes.len(),
-            starved_ns: total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns))),
-            longest_starvation_ns: episodes
-                .iter()
-                .map(|e| e.end_ns.saturating_sub(e.start_ns))
-                .max()
-                .unwrap_or(0),
-            last_starvation_end_ns: newest,
-            starving_now: starving_now.and_then(|(since, carriers)| {
-                let (at, _) = model.open_waits.as_ref()?;
-                // Only a recent look: a capture that stopped says nothing of now.
-                (model.end_mono_ns.saturating_sub(*at) < 3_000_000_000)
-                    .then(|| (at.saturating_sub(since), carriers))
-            }),
-            queued_now: model
-                .queued
-                .last_key_value()
-                .filter(|(at, _)| model.end_mono_ns.saturating_sub(**at) < 3_000_000_000)
-                .map(|(_, n)| *n),
-            locks,
-            syscalls,
-            findings,
-            pinned_per_second: per_second,
-            first_second,
-            throttled_per_second,
-            throttling,
-            cpu_lines,
-            starvation_causes,
+        self.whole = whole;
+        // The whole window's tables are the whole figures: no span view.
+        self.computed_span = None;
+    }
+
+    /// The tables' figures for `span` of the window `bounds`: the whole window's figures
+    /// when it is all of it, else those of the part of the model in it.
+    fn tables(&mut self, span: (u64, u64), bounds: (u64, u64), selected_rows: Vec<Option<RowKey>>) {
+        let whole = span.0 <= bounds.0 && span.1 >= bounds.1;
+        self.span_view = match &self.model {
+            Some(model) if !whole => {
+                let mut part = model.clone();
+                part.keep_span(span.0, span.1);
+                let analysis = Analysis::new(&part);
+                let mut view = figures(&analysis, &MonopolizedSoFar::default(), &View::default());
+                // Thread times from the lanes: the model folded the past away.
+                view.threads = self.lanes.rows(model, span.0, span.1);
+                Some(view)
+            }
+            _ => None,
         };
+        self.computed_span = Some(span);
+        self.span_whole = whole;
+        // Filtered or sorted otherwise, the whole window's figures are copied: the filter
+        // may be cleared, and its rows must come back.
+        let filter = self.filter.to_lowercase();
+        if self.span_view.is_none()
+            && (!filter.is_empty() || self.sorts != [Sort::Time; Tab::ALL.len()])
+        {
+            self.span_view = Some(self.whole.clone());
+        }
+        if let Some(view) = &mut self.span_view {
+            narrow(view, &filter, &self.sorts);
+        }
+        // The culprit of the episode `n` went to, selected once.
+        if let Some(key) = self.culprit.take()
+            && let Some(row) = self.view().find(Tab::Pinned, &key)
+        {
+            self.selected[Tab::Pinned.index()] = row;
+            self.culprit_selected = true;
+        }
         // The selection follows its row when the table re-sorts; a row gone leaves it where
         // it was, within the table.
         for (tab, key) in Tab::ALL.into_iter().zip(selected_rows) {
-            let rows = self.view.rows(tab);
-            let found = key.and_then(|key| self.view.find(tab, &key));
+            if tab == Tab::Pinned && std::mem::take(&mut self.culprit_selected) {
+                continue;
+            }
+            let rows = self.view().rows(tab);
+            let found = key.and_then(|key| self.view().find(tab, &key));
             let selected = &mut self.selected[tab.index()];
             *selected = found.unwrap_or(*selected).min(rows.saturating_sub(1));
         }
     }
 
     pub fn on_key(&mut self, key: KeyEvent) {
+        // Any key closes the help.
+        if self.help {
+            self.help = false;
+            return;
+        }
+        if self.typing {
+            match key.code {
+                KeyCode::Enter => self.typing = false,
+                KeyCode::Esc => {
+                    self.typing = false;
+                    self.filter.clear();
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                }
+                KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                    self.quit = true;
+                    self.interrupted = true;
+                }
+                KeyCode::Char(c) if self.filter.chars().count() < 64 => self.filter.push(c),
+                _ => {}
+            }
+            self.dirty = true;
+            return;
+        }
+        let Some(action) = keys::action(key) else {
+            return;
+        };
+        let (start, end) = self.bounds();
         let tab = self.tab.index();
-        match key.code {
-            // Not Esc: a lone escape byte may be half an arrow key on a slow link, and quitting
-            // ends the recording.
-            KeyCode::Char('q') => self.quit = true,
-            // Ctrl-C in the view is what it is outside it: an interruption.
-            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+        let cell = self.timeline.range(start, end).cell_ns;
+        match action {
+            Action::Quit => self.quit = true,
+            Action::Interrupt => {
                 self.quit = true;
                 self.interrupted = true;
             }
-            KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
-                self.tab = Tab::ALL[(tab + 1) % Tab::ALL.len()]
+            Action::NextTab => self.tab = Tab::ALL[(tab + 1) % Tab::ALL.len()],
+            Action::PreviousTab => self.tab = Tab::ALL[(tab + Tab::ALL.len() - 1) % Tab::ALL.len()],
+            Action::Tab(i) => self.tab = Tab::ALL[i.min(Tab::ALL.len() - 1)],
+            Action::Down => self.move_selection(1),
+            Action::Up => self.move_selection(-1),
+            Action::PageDown => self.move_selection(10),
+            Action::PageUp => self.move_selection(-10),
+            Action::FirstRow => self.move_selection(i64::MIN / 2),
+            Action::LastRow => self.move_selection(i64::MAX / 2),
+            Action::CellBack => self.timeline.seek(-(cell as i64), start, end),
+            Action::CellOn => self.timeline.seek(cell as i64, start, end),
+            Action::SecondBack => self.timeline.seek(-(SECOND as i64), start, end),
+            Action::SecondOn => self.timeline.seek(SECOND as i64, start, end),
+            Action::PlayPause => self.timeline.play_pause(self.live, start, end),
+            Action::Slower => self.timeline.faster(false),
+            Action::Faster => self.timeline.faster(true),
+            Action::NextEpisode | Action::PreviousEpisode => {
+                self.go_to_episode(action == Action::NextEpisode)
             }
-            KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
-                self.tab = Tab::ALL[(tab + Tab::ALL.len() - 1) % Tab::ALL.len()]
+            Action::Start => self.timeline.go_to(start, start, end),
+            Action::End => {
+                self.timeline.go_to(end, start, end);
+                self.timeline.following = true;
             }
-            KeyCode::Char(c @ '1'..='5') => self.tab = Tab::ALL[c as usize - '1' as usize],
-            KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
-            KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
-            KeyCode::PageDown => self.move_selection(10),
-            KeyCode::PageUp => self.move_selection(-10),
-            KeyCode::Home | KeyCode::Char('g') => self.move_selection(i64::MIN / 2),
-            KeyCode::End | KeyCode::Char('G') => self.move_selection(i64::MAX / 2),
-            _ => {}
+            Action::ZoomIn => self.timeline.zoom(true, start, end),
+            Action::ZoomOut => self.timeline.zoom(false, start, end),
+            Action::ZoomFit => self.timeline.zoom_fit(),
+            Action::Mark => self.timeline.toggle_mark(),
+            Action::Open => self.popup = self.open(),
+            Action::Close => {
+                self.popup = None;
+                self.filter.clear();
+                self.timeline.mark_ns = None;
+                self.message = None;
+            }
+            Action::Filter => {
+                self.typing = true;
+                self.filter.clear();
+            }
+            Action::Sort => {
+                let sort = &mut self.sorts[tab];
+                let i = Sort::ALL.iter().position(|s| s == sort).unwrap_or(0);
+                *sort = Sort::ALL[(i + 1) % Sort::ALL.len()];
+            }
+            Action::Flamegraph => self.message = Some(self.write_flamegraph()),
+            Action::Help => self.help = true,
+        }
+        self.dirty = true;
+    }
+
+    /// Puts the cursor on the next (or previous) starvation episode from the cursor.
+    fn go_to_episode(&mut self, next: bool) {
+        let (start, end) = self.bounds();
+        let marks = &self.whole.episode_marks;
+        let at = self.timeline.cursor_ns;
+        let found = if next {
+            marks.iter().position(|e| e.start_ns > at)
+        } else {
+            marks.iter().rposition(|e| e.start_ns < at)
+        };
+        let Some(i) = found else {
+            self.message = Some(format!(
+                "no {} starvation episode",
+                if next { "later" } else { "earlier" }
+            ));
+            return;
+        };
+        let e = marks[i].clone();
+        // Zoomed so that the episode takes about a third of the lanes, from one episode's
+        // length before it.
+        let length = e.end_ns.saturating_sub(e.start_ns).max(1);
+        let cells = self.timeline.cells.max(1) as u64;
+        let want = length.saturating_mul(3) / cells;
+        let zoom = timeline::LADDER.iter().position(|c| *c >= want.max(1));
+        if self.timeline.zoom.is_none_or(|z| Some(z) > zoom) {
+            self.timeline.zoom = zoom;
+        }
+        self.timeline
+            .go_to_showing(e.start_ns, e.start_ns.saturating_sub(length), start, end);
+        // Its culprit: the site with most pinned time in it.
+        let culprit = self.model.as_ref().and_then(|model| {
+            let analysis = Analysis::new(model);
+            let events: Vec<PinnedEvent> = analysis
+                .pinned_events()
+                .iter()
+                .filter(|p| p.end_ns > e.start_ns && p.start_ns < e.end_ns)
+                .map(|p| PinnedEvent {
+                    start_ns: p.start_ns.max(e.start_ns),
+                    end_ns: p.end_ns.min(e.end_ns),
+                    ..p.clone()
+                })
+                .collect();
+            crate::analysis::pinning::pinned_sites(model, &events)
+                .into_iter()
+                .next()
+        });
+        self.episode = Some((i, culprit.as_ref().map(super::draw::site_label)));
+        self.culprit = culprit.map(|s| RowKey::Site(s.reason, s.operation, s.stack.frames));
+        self.message = None;
+        self.tab = match self.tab {
+            Tab::Overview | Tab::Pinned => self.tab,
+            _ => Tab::Overview,
+        };
+    }
+
+    /// What happened on the selected lane at the cursor: the wait (its state, times,
+    /// virtual thread, stack, waker), or the running between waits.
+    fn open(&self) -> Option<Popup> {
+        let model = self.model.as_ref()?;
+        let tid = match self.tab {
+            Tab::Overview => self.view().carriers().nth(self.selected())?.tid,
+            Tab::Lanes | Tab::Threads => self.view().active_threads().nth(self.selected())?.tid,
+            _ => return None,
+        };
+        let t = self.timeline.cursor_ns;
+        let name = model.thread_name(tid);
+        let Some(span) = self.lanes.span_at(tid, t) else {
+            let mounted = self
+                .lanes
+                .mounted_at(tid, t, t)
+                .map_or("none seen".to_string(), |v| format!("#{v}"));
+            return Some(Popup {
+                title: format!(" {name} at {} ", self.at(t)),
+                lines: vec![
+                    "running (or in waits too short to record), or not alive".into(),
+                    format!("virtual thread mounted: {mounted}"),
+                ],
+            });
+        };
+        let mut lines = vec![format!(
+            "{} from {} for {}",
+            span.state.as_str(),
+            self.at(span.start_ns),
+            secs(span.end_ns.saturating_sub(span.start_ns))
+        )];
+        lines.push(format!(
+            "virtual thread mounted: {}",
+            span.vthread.map_or("none".to_string(), |v| format!("#{v}"))
+        ));
+        // The wait itself, while the model still has it one by one.
+        if let Some(o) = model
+            .off_cpu
+            .iter()
+            .find(|o| o.tid == tid && o.start_ns == span.start_ns)
+        {
+            if let Some(waker) = o.waker_tid() {
+                lines.push(format!("woken by {} ({waker})", model.thread_name(waker)));
+            }
+            if let Some(m) = o.monitor() {
+                let class = model.monitor_class(m, o.start_ns).unwrap_or("an object");
+                lines.push(format!("monitor: {class} at {m:#x}"));
+            }
+            lines.push("stack, innermost first:".into());
+            let frames = model.frames(o);
+            let monitors = crate::analysis::stacks::monitor_frames(&frames);
+            let stack = crate::analysis::stacks::StackLabels::new(&frames, monitors);
+            lines.extend((0..stack.frames.len()).map(|i| {
+                let holds = if stack.monitor_frames.contains(&i) {
+                    "  [holds monitor]"
+                } else {
+                    ""
+                };
+                format!("  {}{holds}", stack.display(i))
+            }));
+        } else if span.state == State::Monopolized {
+            lines.push("computing without a break (on-CPU samples)".into());
+        } else {
+            lines.push("(its stack is no longer kept: the view keeps only recent ones)".into());
+        }
+        Some(Popup {
+            title: format!(" {name} ({tid}) at {} ", self.at(t)),
+            lines,
+        })
+    }
+
+    /// Writes a flamegraph of the span shown (all it blocked or ran: the wall-clock kind)
+    /// and says where.
+    fn write_flamegraph(&self) -> String {
+        let Some(model) = &self.model else {
+            return "nothing recorded yet".into();
+        };
+        let (from, to) = self.computed_span.unwrap_or(self.bounds());
+        let mut part = model.clone();
+        part.keep_span(from, to);
+        let analysis = Analysis::new(&part);
+        let options = crate::flamegraph::Options {
+            kind: crate::flamegraph::Kind::Wall,
+            ..Default::default()
+        };
+        let name = format!(
+            "pinprof-{}-{}-{}.svg",
+            model.target.pid,
+            self.at(from).trim_end_matches('s'),
+            self.at(to).trim_end_matches('s')
+        );
+        // Beside the user, as every other output: the view may run as root, and a shared
+        // temporary directory is where others can plant a name.
+        let path = self.out_dir.join(name);
+        let written = crate::safe_fs::write_output(&path, |out| {
+            crate::flamegraph::write_svg(&analysis, &options, out)
+        });
+        match written {
+            Ok(()) => format!(
+                "flamegraph of {}-{} written to {}",
+                self.at(from),
+                self.at(to),
+                std::path::absolute(&path).unwrap_or(path).display()
+            ),
+            Err(e) => format!("cannot write the flamegraph: {e:#}"),
         }
     }
 
     fn move_selection(&mut self, by: i64) {
-        let last = self.view.rows(self.tab).saturating_sub(1) as i64;
+        let last = self.view().rows(self.tab).saturating_sub(1) as i64;
         let selected = &mut self.selected[self.tab.index()];
         *selected = (*selected as i64).saturating_add(by).clamp(0, last) as usize;
     }
 
     pub fn selected(&self) -> usize {
         self.selected[self.tab.index()]
+    }
+}
+
+/// The figures of an analysis. `monopolized`: the spells counted before the model forgot
+/// them; `before`: the previous figures, whose seconds the model has forgotten since.
+fn figures(analysis: &Analysis, monopolized: &MonopolizedSoFar, before: &View) -> View {
+    let model = analysis.model();
+    let starving_now = analysis.starving_now();
+    let throttling = crate::report::throttling_label(analysis);
+    let cpu_lines = monopolized
+        .line(analysis)
+        .into_iter()
+        .chain(crate::report::scheduler_label(analysis))
+        .collect();
+    let throttled = analysis.throttling().cloned();
+    let threads = analysis.threads().to_vec();
+    let pinned = analysis.pinned_events();
+    let sites = analysis.pinned_sites().to_vec();
+    let episodes = analysis.starvation();
+    let locks = analysis.locks().to_vec();
+    let syscalls = analysis.syscalls().to_vec();
+    let findings = analysis.findings().to_vec();
+    let starvation_causes = {
+        use crate::analysis::starvation::Cause;
+        [
+            Cause::Pinned,
+            Cause::Blocked,
+            Cause::Monopolized,
+            Cause::Cpu,
+        ]
+        .into_iter()
+        .map(|c| {
+            let ns = total(
+                episodes
+                    .iter()
+                    .filter(|e| e.cause == c)
+                    .map(|e| e.end_ns.saturating_sub(e.start_ns)),
+            );
+            (c, ns)
+        })
+        .filter(|(_, ns)| *ns > 0)
+        .collect()
+    };
+    // Seconds the model has forgotten keep the figures they had.
+    let first_second = timeline_start(model);
+    let mut per_second = per_second(model, pinned);
+    let forgotten = model.forgotten_before.map_or(0, |t| {
+        t.saturating_sub(model.start_mono_ns) / 1_000_000_000 + 1
+    });
+    let kept = |before_first: u64, before: &[u64], out: &mut [u64]| {
+        for (second, ms) in (first_second..forgotten).zip(out.iter_mut()) {
+            *ms = second
+                .checked_sub(before_first)
+                .and_then(|i| before.get(usize::try_from(i).ok()?))
+                .copied()
+                .unwrap_or(0);
+        }
+    };
+    kept(
+        before.first_second,
+        &before.pinned_per_second,
+        &mut per_second,
+    );
+    let mut throttled_per_second: Vec<u64> = throttled
+        .map(|t| t.per_second(first_second, per_second.len()))
+        .unwrap_or_else(|| vec![0; per_second.len()])
+        .into_iter()
+        .map(|ns| ns.div_ceil(1_000_000))
+        .collect();
+    kept(
+        before.first_second,
+        &before.throttled_per_second,
+        &mut throttled_per_second,
+    );
+    View {
+        threads,
+        pinned_events: pinned.len(),
+        pinned_ns: total(pinned.iter().map(PinnedEvent::duration_ns)),
+        sites,
+        episodes: episodes.len(),
+        starved_ns: total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns))),
+        longest_starvation_ns: episodes
+            .iter()
+            .map(|e| e.end_ns.saturating_sub(e.start_ns))
+            .max()
+            .unwrap_or(0),
+        last_starvation_end_ns: episodes.last().map(|e| e.end_ns),
+        starving_now: starving_now.and_then(|(since, carriers)| {
+            let (at, _) = model.open_waits.as_ref()?;
+            // Only a recent look: a capture that stopped says nothing of now.
+            (model.end_mono_ns.saturating_sub(*at) < 3_000_000_000)
+                .then(|| (at.saturating_sub(since), carriers))
+        }),
+        queued_now: model
+            .queued
+            .last_key_value()
+            .filter(|(at, _)| model.end_mono_ns.saturating_sub(**at) < 3_000_000_000)
+            .map(|(_, n)| *n),
+        locks,
+        syscalls,
+        findings,
+        pinned_per_second: per_second,
+        first_second,
+        throttled_per_second,
+        throttling,
+        cpu_lines,
+        starvation_causes,
+        episode_marks: episodes
+            .iter()
+            .map(|e| EpisodeMark {
+                start_ns: e.start_ns,
+                end_ns: e.end_ns,
+                cause: e.cause,
+                blocked_carriers: e.blocked_carriers,
+                carriers: e.carriers,
+            })
+            .collect(),
+    }
+}
+
+/// Keeps the rows that match `filter` (lowercase; empty: all) and sorts each table as asked.
+fn narrow(view: &mut View, filter: &str, sorts: &[Sort; Tab::ALL.len()]) {
+    let matches = |text: &str| filter.is_empty() || text.to_lowercase().contains(filter);
+    if !filter.is_empty() {
+        view.threads
+            .retain(|t| matches(&t.name) || matches(&t.tid.to_string()));
+        view.sites
+            .retain(|s| s.stack.frames.iter().any(|f| matches(f)));
+        view.locks.retain(|l| {
+            l.java.as_ref().is_some_and(|j| matches(&j.class))
+                || l.symbol.as_deref().is_some_and(matches)
+                || l.waiters.iter().any(|w| matches(w))
+                || l.holder_frames
+                    .iter()
+                    .chain(&l.waiter_frames)
+                    .any(|f| matches(f))
+        });
+        view.syscalls
+            .retain(|c| matches(&c.name) || c.files.iter().any(|(name, _, _)| matches(name)));
+    }
+    let by = |tab: Tab| sorts[tab.index()];
+    match by(Tab::Threads) {
+        Sort::Time => {}
+        Sort::Count => view.threads.sort_by_key(|r| std::cmp::Reverse(r.intervals)),
+        Sort::Max => view
+            .threads
+            .sort_by_key(|r| std::cmp::Reverse(r.running_ns)),
+        Sort::Name => view.threads.sort_by(|a, b| a.name.cmp(&b.name)),
+    }
+    match by(Tab::Pinned) {
+        Sort::Time => {}
+        Sort::Count => view.sites.sort_by_key(|r| std::cmp::Reverse(r.events)),
+        Sort::Max => view.sites.sort_by_key(|r| std::cmp::Reverse(r.max_ns)),
+        Sort::Name => view.sites.sort_by_cached_key(super::draw::site_label),
+    }
+    match by(Tab::Locks) {
+        Sort::Time => {}
+        Sort::Count => view.locks.sort_by_key(|r| std::cmp::Reverse(r.waits)),
+        Sort::Max => view.locks.sort_by_key(|r| std::cmp::Reverse(r.max_wait_ns)),
+        Sort::Name => view.locks.sort_by_key(|l| l.address),
+    }
+    match by(Tab::Syscalls) {
+        Sort::Time => {}
+        Sort::Count => view.syscalls.sort_by_key(|r| std::cmp::Reverse(r.events)),
+        Sort::Max => view.syscalls.sort_by_key(|r| std::cmp::Reverse(r.max_ns)),
+        Sort::Name => view.syscalls.sort_by(|a, b| a.name.cmp(&b.name)),
     }
 }
 
@@ -592,10 +1115,10 @@ mod tests {
         assert_eq!(app.tab, Tab::Pinned);
         app.on_key(key(KeyCode::BackTab));
         app.on_key(key(KeyCode::BackTab));
-        assert_eq!(app.tab, Tab::Syscalls);
+        assert_eq!(app.tab, Tab::Lanes);
         app.on_key(key(KeyCode::Char('4')));
         assert_eq!(app.tab, Tab::Locks);
-        app.view.locks = vec![
+        app.whole.locks = vec![
             LockRow {
                 address: 1,
                 kind: LockKind::Futex,
@@ -615,7 +1138,7 @@ mod tests {
         app.on_key(key(KeyCode::Down));
         app.on_key(key(KeyCode::PageDown));
         assert_eq!(app.selected(), 2, "the selection stops at the last row");
-        app.on_key(key(KeyCode::Home));
+        app.on_key(key(KeyCode::Char('g')));
         assert_eq!(app.selected(), 0);
         app.on_key(key(KeyCode::Up));
         assert_eq!(app.selected(), 0);
@@ -642,7 +1165,12 @@ mod tests {
         app.on_record(blocked(2, 0, 100));
         app.refresh();
         app.tab = Tab::Threads;
-        let tids = |app: &App| app.view.active_threads().map(|t| t.tid).collect::<Vec<_>>();
+        let tids = |app: &App| {
+            app.view()
+                .active_threads()
+                .map(|t| t.tid)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(tids(&app), [1, 2]);
         app.on_key(key(KeyCode::Down));
         // Thread 2 now blocked longest: it moves up, and the selection with it.
@@ -660,6 +1188,7 @@ mod tests {
         };
         let start = 5_000_000_000;
         let mut app = App::new("test".into(), false, None);
+        app.on_resize(100);
         app.on_record(Record::Header(hostile::header(start)));
         // Throttled 300 ms in the second second, nothing in the others.
         for (second, throttled, throttled_ns) in [(0, 0, 0), (1, 0, 0), (2, 3, 300_000_000)] {
@@ -678,9 +1207,9 @@ mod tests {
             reason: crate::recording::StopReason::Duration,
         }));
         app.refresh();
-        assert_eq!(app.view.throttled_per_second, [0, 300, 0]);
+        assert_eq!(app.view().throttled_per_second, [0, 300, 0]);
         assert_eq!(
-            app.view.throttling.as_deref(),
+            app.view().throttling.as_deref(),
             Some("CPU quota: 20000 100000 (cgroup v2 /shop): throttled 3 of 20 periods, 300.0ms")
         );
         let backend = ratatui::backend::TestBackend::new(100, 30);
@@ -696,8 +1225,15 @@ mod tests {
             .map(|row| row.iter().map(|c| c.symbol()).collect::<String>() + "\n")
             .collect();
         assert!(screen.contains("CPU quota: 20000 100000"), "{screen}");
-        assert!(screen.contains("CPU quota throttled (1 s)"), "{screen}");
-        assert!(screen.contains(" \u{2580} "), "{screen}");
+        // The lanes mark the throttled second, in its row: a second of cells.
+        let row = screen
+            .lines()
+            .find(|l| l.starts_with("│throttled"))
+            .unwrap_or_else(|| panic!("{screen}"));
+        let marked = row.chars().filter(|c| *c == '\u{2580}').count() as u64;
+        let (start, end) = app.bounds();
+        let cell = app.timeline.range(start, end).cell_ns;
+        assert_eq!(marked, SECOND / cell, "{screen}");
     }
 
     /// A replay of a hostile recording: its records through the app's state, as the view
@@ -722,7 +1258,7 @@ mod tests {
         app.refresh();
         for tab in Tab::ALL {
             app.tab = tab;
-            app.on_key(key(KeyCode::End));
+            app.on_key(key(KeyCode::Char('G')));
         }
         app
     }
@@ -736,9 +1272,9 @@ mod tests {
                 let app = replay(hostile::recording(start, end, 200, 10), window);
                 let model = app.model.as_ref().unwrap();
                 assert!(model.duration_ns() <= MAX_SPAN_NS);
-                assert_eq!(app.view.pinned_per_second.len() as u64, TIMELINE_SECONDS);
-                assert!(app.view.first_second > 0);
-                assert!(app.view.pinned_ns > 0);
+                assert_eq!(app.view().pinned_per_second.len() as u64, TIMELINE_SECONDS);
+                assert!(app.view().first_second > 0);
+                assert!(app.view().pinned_ns > 0);
                 let said = |what| model.warnings.iter().any(|w| w.contains(what));
                 assert!(said("outside its window"), "{:?}", model.warnings);
                 assert!(said("cut to fit"), "{:?}", model.warnings);

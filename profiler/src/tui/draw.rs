@@ -5,10 +5,15 @@ use ratatui::{
     layout::{Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Cell, Paragraph, Row, Sparkline, Table, TableState, Tabs, Wrap},
+    widgets::{Block, Cell, Clear, Paragraph, Row, Sparkline, Table, TableState, Tabs, Wrap},
 };
 
-use super::app::{App, Status, Tab};
+use super::{
+    app::{App, Status, Tab},
+    keys,
+    lanes::State,
+    timeline::{Range, cell_label},
+};
 use crate::{
     analysis::{
         findings::{Finding, Severity},
@@ -18,6 +23,22 @@ use crate::{
     },
     report::{runtime_label, secs},
 };
+
+/// The smallest terminal the views are drawn in.
+const MIN: (u16, u16) = (80, 20);
+
+/// Width of a lane's label: a carrier's short name, or a thread's.
+fn label_width(width: u16) -> usize {
+    if width >= 120 { 24 } else { 12 }
+}
+
+/// Cells across the swimlanes on a terminal `width` columns wide (the app sizes its
+/// cursor's steps by it).
+pub fn lane_cells(width: u16) -> usize {
+    usize::from(width.max(MIN.0))
+        .saturating_sub(2 + label_width(width))
+        .max(10)
+}
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let [header, tabs, body, footer] = Layout::vertical([
@@ -30,7 +51,6 @@ pub fn draw(frame: &mut Frame, app: &App) {
     draw_header(frame, header, app);
     // Below this, the tables' columns squeeze into nonsense: the header (with any alert)
     // still shows, and says what is missing.
-    const MIN: (u16, u16) = (80, 20);
     let area = frame.area();
     if area.width < MIN.0 || area.height < MIN.1 {
         frame.render_widget(
@@ -43,10 +63,11 @@ pub fn draw(frame: &mut Frame, app: &App) {
         );
         return;
     }
-    let titles = Tab::ALL
-        .iter()
-        .enumerate()
-        .map(|(i, t)| format!("{} {}", i + 1, t.title()));
+    let short = area.width < 100;
+    let titles = Tab::ALL.iter().enumerate().map(|(i, t)| {
+        let title = if short { t.short_title() } else { t.title() };
+        format!("{} {title}", i + 1)
+    });
     frame.render_widget(
         Tabs::new(titles)
             .select(app.tab.index())
@@ -59,22 +80,457 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Tab::Threads => draw_threads(frame, body, app),
         Tab::Locks => draw_locks(frame, body, app),
         Tab::Syscalls => draw_syscalls(frame, body, app),
+        Tab::Lanes => draw_thread_lanes(frame, body, app),
     }
+    draw_footer(frame, footer, app);
+    if let Some(popup) = &app.popup {
+        draw_popup(frame, body, &popup.title, &popup.lines);
+    }
+    if app.help {
+        draw_help(frame, body);
+    }
+}
+
+/// The keys, the filter being typed, what a key just did, or the latest warning.
+fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
+    if app.typing {
+        let line = Line::from(vec![
+            Span::styled("filter: ", Style::new().bold()),
+            Span::raw(app.filter.clone()),
+            Span::styled("▏ (Enter keeps it, Esc clears it)", Style::new().dim()),
+        ]);
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
+    // What a key just did comes first: the keys are in the help.
+    let mut spans = Vec::new();
+    if let Some(message) = &app.message {
+        spans.push(Span::styled(
+            format!("{message}  "),
+            Style::new().cyan().bold(),
+        ));
+    }
+    if !app.filter.is_empty() {
+        spans.push(Span::styled(
+            format!("filter: {} (Esc clears)  ", app.filter),
+            Style::new().cyan().bold(),
+        ));
+    }
+    spans.push(Span::styled(
+        "? help  q quit  Tab view  ←→ cursor  space play  n/N starvation  z/Z zoom",
+        Style::new().dim(),
+    ));
     // The latest warning; all of them are printed when the view ends.
     let warnings = app.model.as_ref().map_or(&[][..], |m| &m.warnings[..]);
-    let warning = warnings.last().map(|w| {
+    if let Some(w) = warnings.last() {
         let more = match warnings.len() {
             1 => String::new(),
             n => format!(" ({n} warnings)"),
         };
-        Span::styled(format!("  warning{more}: {w}"), Style::new().yellow())
-    });
-    let mut keys = vec![Span::styled(
-        "q quit  Tab/1-5 view  ↑↓ select",
-        Style::new().dim(),
-    )];
-    keys.extend(warning);
-    frame.render_widget(Paragraph::new(Line::from(keys)), footer);
+        spans.push(Span::styled(
+            format!("  warning{more}: {w}"),
+            Style::new().yellow(),
+        ));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// A box over the middle of `area`, cleared first.
+fn overlay(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+/// Every key the view takes, from the key table itself.
+fn draw_help(frame: &mut Frame, area: Rect) {
+    let bindings = keys::help_lines();
+    let keys_width = bindings
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let lines: Vec<String> = bindings
+        .iter()
+        .map(|(k, help)| format!("{k:<keys_width$}  {help}"))
+        .collect();
+    // Two columns when one does not fit the height.
+    let inner_height = usize::from(area.height.saturating_sub(2)).max(1);
+    let columns = lines.len().div_ceil(inner_height).max(1);
+    let per_column = lines.len().div_ceil(columns);
+    let column_width = usize::from(area.width.saturating_sub(2)) / columns;
+    let rows: Vec<Line> = (0..per_column)
+        .map(|r| {
+            let text: String = (0..columns)
+                .filter_map(|c| lines.get(c * per_column + r))
+                .map(|l| {
+                    let l: String = l.chars().take(column_width.saturating_sub(1)).collect();
+                    format!("{l:<column_width$}")
+                })
+                .collect();
+            Line::from(text.trim_end().to_string())
+        })
+        .collect();
+    let widest = if columns == 1 {
+        lines.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 2
+    } else {
+        usize::from(area.width)
+    };
+    let rect = overlay(
+        area,
+        u16::try_from(widest).unwrap_or(u16::MAX),
+        u16::try_from(per_column + 2).unwrap_or(u16::MAX),
+    );
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(rows).block(Block::bordered().title(" Keys (any key closes) ")),
+        rect,
+    );
+}
+
+fn draw_popup(frame: &mut Frame, area: Rect, title: &str, lines: &[String]) {
+    let width = lines
+        .iter()
+        .map(|l| l.chars().count())
+        .chain([title.chars().count()])
+        .max()
+        .unwrap_or(0)
+        + 2;
+    let rect = overlay(
+        area,
+        u16::try_from(width).unwrap_or(u16::MAX),
+        u16::try_from(lines.len() + 2).unwrap_or(u16::MAX),
+    );
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(
+            lines
+                .iter()
+                .map(|l| Line::from(l.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .block(Block::bordered().title(format!("{title}(Esc closes) "))),
+        rect,
+    );
+}
+
+/// How a cell in this state is drawn: a glyph that tells it without colour, and a colour.
+fn glyph(state: Option<State>) -> (char, Style) {
+    match state {
+        Some(State::Pinned) => ('█', Style::new().red()),
+        Some(State::Blocked) => ('▓', Style::new().yellow()),
+        Some(State::Monopolized) => ('▞', Style::new().magenta()),
+        Some(State::Preempted) => ('░', Style::new().blue()),
+        Some(State::Running) => ('▒', Style::new().green()),
+        Some(State::Idle) => ('·', Style::new().dim()),
+        None => (' ', Style::new()),
+    }
+}
+
+/// The legend, as the lanes' bottom title.
+fn legend() -> Line<'static> {
+    let mut spans = vec![Span::raw(" ")];
+    for state in State::ALL {
+        let (c, style) = glyph(Some(state));
+        let name = match state {
+            State::Preempted => "CPU wait",
+            s => s.as_str(),
+        };
+        spans.push(Span::styled(c.to_string(), style));
+        spans.push(Span::raw(format!(" {name}  ")));
+    }
+    spans.push(Span::styled("▀", Style::new().red().bold()));
+    spans.push(Span::raw(" starved "));
+    Line::from(spans)
+}
+
+/// A lane's label: a carrier by its worker number, any other thread by its name.
+fn lane_label(name: &str, width: usize) -> String {
+    let short = name
+        .rfind("worker-")
+        .filter(|_| width < 20)
+        .map_or(name, |i| &name[i..]);
+    let short: String = short.chars().take(width.saturating_sub(1)).collect();
+    format!("{short:<width$}")
+}
+
+/// The swimlanes of `tids` (those from `first` on that fit), with the cursor's line, the
+/// starvation row, and the time axis, in a titled box.
+fn draw_lanes(
+    frame: &mut Frame,
+    area: Rect,
+    app: &App,
+    title: String,
+    tids: &[(u32, String)],
+    selected: Option<usize>,
+) {
+    let (start, end) = app.bounds();
+    let range = app.timeline.range(start, end);
+    let width = label_width(frame.area().width);
+    let block = Block::bordered()
+        .title(format!(
+            "{title}· {}/cell · {}-{} ",
+            cell_label(range.cell_ns),
+            app.at(range.from_ns),
+            app.at(range.end_ns())
+        ))
+        .title_bottom(legend());
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let cursor = range.cell_of(app.timeline.cursor_ns);
+    let mut lines = Vec::from(cursor_lines(app, tids.get(selected.unwrap_or(0))));
+    // Starvation, and the CPU quota's throttling, across every lane.
+    let starved = marks(
+        &range,
+        app.whole
+            .episode_marks
+            .iter()
+            .map(|e| (e.start_ns, e.end_ns)),
+    );
+    lines.push(row_line(
+        "starved",
+        width,
+        &starved,
+        '▀',
+        Style::new().red().bold(),
+        cursor,
+    ));
+    if app.whole.throttled_per_second.iter().any(|ms| *ms > 0) {
+        let origin = app.model.as_ref().map_or(0, |m| m.start_mono_ns);
+        let first = app.whole.first_second;
+        let seconds = app
+            .whole
+            .throttled_per_second
+            .iter()
+            .enumerate()
+            .filter(|(_, ms)| **ms > 0)
+            .map(|(i, _)| {
+                let s = origin + (first + i as u64) * 1_000_000_000;
+                (s, s + 1_000_000_000)
+            });
+        let throttled = marks(&range, seconds);
+        lines.push(row_line(
+            "throttled",
+            width,
+            &throttled,
+            '▀',
+            Style::new().yellow().bold(),
+            cursor,
+        ));
+    }
+    let room = usize::from(inner.height).saturating_sub(lines.len() + 1);
+    // The selected lane stays in sight.
+    let first = selected.map_or(0, |s| s.saturating_sub(room.saturating_sub(1)));
+    for (i, (tid, name)) in tids.iter().enumerate().skip(first).take(room) {
+        let cells = app
+            .lanes
+            .cells(*tid, range.from_ns, range.cell_ns, range.cells);
+        let label_style = if Some(i) == selected {
+            Style::new().reversed()
+        } else {
+            Style::new()
+        };
+        let mut spans = vec![Span::styled(lane_label(name, width), label_style)];
+        for (c, cell) in cells.iter().enumerate() {
+            let (ch, mut style) = glyph(cell.state());
+            if Some(c) == cursor {
+                style = style.add_modifier(Modifier::REVERSED);
+            }
+            spans.push(Span::styled(ch.to_string(), style));
+        }
+        lines.push(Line::from(spans));
+    }
+    lines.push(axis(app, &range, width, cursor));
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The cells of `range` that any of `spans` overlaps.
+fn marks(range: &Range, spans: impl Iterator<Item = (u64, u64)>) -> Vec<bool> {
+    let mut marked = vec![false; range.cells];
+    let to = range.end_ns();
+    for (a, b) in spans {
+        if b <= range.from_ns || a >= to {
+            continue;
+        }
+        let first = (a.max(range.from_ns) - range.from_ns) / range.cell_ns.max(1);
+        let last = (b.min(to) - 1 - range.from_ns) / range.cell_ns.max(1);
+        for i in first..=last {
+            if let Some(m) = marked.get_mut(i as usize) {
+                *m = true;
+            }
+        }
+    }
+    marked
+}
+
+fn row_line(
+    label: &str,
+    width: usize,
+    marked: &[bool],
+    ch: char,
+    style: Style,
+    cursor: Option<usize>,
+) -> Line<'static> {
+    let mut spans = vec![Span::styled(lane_label(label, width), Style::new().dim())];
+    for (i, m) in marked.iter().enumerate() {
+        let c = if *m { ch } else { ' ' };
+        let style = if Some(i) == cursor {
+            style.add_modifier(Modifier::REVERSED)
+        } else {
+            style
+        };
+        spans.push(Span::styled(c.to_string(), style));
+    }
+    Line::from(spans)
+}
+
+/// Ticks every few cells, with the time, and the cursor's cell marked.
+fn axis(app: &App, range: &Range, width: usize, cursor: Option<usize>) -> Line<'static> {
+    let mut text: Vec<char> = vec![' '; range.cells];
+    // A tick every `every` cells: a round time (of the zoom's ladder), 12 columns or more
+    // apart.
+    let every = super::timeline::LADDER
+        .iter()
+        .map(|t| (*t / range.cell_ns.max(1)) as usize)
+        .find(|k| *k >= 12)
+        .unwrap_or(range.cells);
+    let start = app.model.as_ref().map_or(0, |m| m.start_mono_ns);
+    let step = every as u64 * range.cell_ns;
+    let first = range.from_ns.saturating_sub(start).div_ceil(step.max(1)) * step;
+    let mut t = first;
+    while let Some(i) = range.cell_of(start + t).filter(|_| step > 0) {
+        text[i] = '|';
+        for (j, c) in app.at(start + t).chars().enumerate() {
+            if let Some(slot) = text.get_mut(i + 1 + j) {
+                *slot = c;
+            }
+        }
+        t += step;
+    }
+    if let Some(c) = cursor {
+        text[c] = '▲';
+    }
+    let line: String = text.into_iter().collect();
+    Line::from(vec![
+        Span::raw(" ".repeat(width)),
+        Span::styled(line, Style::new().dim()),
+    ])
+}
+
+/// Where the cursor is and how it moves, and what the selected lane did there; then, on a
+/// starvation episode, which one, and its culprit (else nothing).
+fn cursor_lines(app: &App, lane: Option<&(u32, String)>) -> [Line<'static>; 3] {
+    let t = &app.timeline;
+    let how = if app.live && t.following {
+        "● following".to_string()
+    } else if t.playing {
+        format!("▶ {}x", t.speed)
+    } else {
+        "❚❚ paused".to_string()
+    };
+    let mut spans = vec![
+        Span::styled(
+            format!("cursor {}", app.at(t.cursor_ns)),
+            Style::new().bold(),
+        ),
+        Span::raw(format!(" {how}")),
+    ];
+    if let Some(mark) = t.mark_ns {
+        spans.push(Span::styled(
+            format!(" · span from {}", app.at(mark)),
+            Style::new().cyan(),
+        ));
+    }
+    // What the cursor's cell on the selected lane shows.
+    let (start, end) = app.bounds();
+    let range = app.timeline.range(start, end);
+    if let Some((tid, name)) = lane
+        && let Some(i) = range.cell_of(t.cursor_ns)
+    {
+        let from = range.from_ns + i as u64 * range.cell_ns;
+        let what = app.lanes.cells(*tid, from, range.cell_ns, 1)[0]
+            .state()
+            .map_or("not alive", State::as_str);
+        let mounted = app
+            .lanes
+            .mounted_at(
+                *tid,
+                t.cursor_ns.clamp(from, from + range.cell_ns - 1),
+                from,
+            )
+            .map_or(String::new(), |v| format!(", #{v} mounted"));
+        spans.push(Span::raw(format!(
+            " · {}: {what}{mounted}",
+            lane_label(name, 12).trim_end()
+        )));
+    }
+    let episode = app
+        .whole
+        .episode_marks
+        .iter()
+        .enumerate()
+        .find(|(_, e)| (e.start_ns..e.end_ns.max(e.start_ns + 1)).contains(&t.cursor_ns));
+    let (second, third) = match episode {
+        Some((i, e)) => {
+            let culprit = app
+                .episode
+                .as_ref()
+                .filter(|(j, _)| *j == i)
+                .and_then(|(_, c)| c.clone())
+                .map(|c| {
+                    Line::from(vec![
+                        Span::raw("culprit: "),
+                        Span::styled(c, Style::new().bold()),
+                    ])
+                })
+                .unwrap_or_default();
+            let said = Line::styled(
+                format!(
+                    "starvation {} of {} at {} for {} ({}, {} of {} carriers)",
+                    i + 1,
+                    app.whole.episode_marks.len(),
+                    app.at(e.start_ns),
+                    secs(e.end_ns.saturating_sub(e.start_ns)),
+                    e.cause.as_str(),
+                    e.blocked_carriers,
+                    e.carriers
+                ),
+                Style::new().red().bold(),
+            );
+            (said, culprit)
+        }
+        None => (Line::default(), Line::default()),
+    };
+    [Line::from(spans), second, third]
+}
+
+/// The carriers' lanes, as a list of (tid, name).
+fn carrier_lanes(app: &App) -> Vec<(u32, String)> {
+    app.view()
+        .carriers()
+        .map(|t| (t.tid, t.name.clone()))
+        .collect()
+}
+
+fn draw_thread_lanes(frame: &mut Frame, area: Rect, app: &App) {
+    let tids: Vec<(u32, String)> = app
+        .view()
+        .active_threads()
+        .map(|t| (t.tid, t.name.clone()))
+        .collect();
+    draw_lanes(
+        frame,
+        area,
+        app,
+        format!(" Threads ({}, most blocked or pinned first) ", tids.len()),
+        &tids,
+        Some(app.selected()),
+    );
 }
 
 fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
@@ -100,26 +556,26 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         }
     }
     let lost = model.counters.lost();
+    // The state before the runtime: a narrow terminal cuts the end of the line.
     let first = Line::from(vec![
         Span::styled("pinprof ", Style::new().bold()),
         Span::raw(format!(
-            "pid {} {}{runtime}",
+            "pid {} {} · ",
             model.target.pid, model.target.command
         )),
-        Span::raw(" · "),
         Span::styled(state, Style::new().fg(color).bold()),
-        Span::raw(format!(" {}", secs(model.duration_ns()))),
+        Span::raw(format!(" {}{runtime}", secs(model.duration_ns()))),
     ]);
     // Alerts first: a long recording path must never push them off a narrow terminal.
     let mut second = Vec::new();
     let running = app.live && app.status == Status::Running;
-    if let (true, Some((for_ns, carriers))) = (running, app.view.starving_now) {
+    if let (true, Some((for_ns, carriers))) = (running, app.whole.starving_now) {
         let which = match carriers {
             1 => "the only carrier".to_string(),
             n => format!("all {n} carriers"),
         };
         let waiting = app
-            .view
+            .whole
             .queued_now
             .map(|n| format!(", {n} virtual threads waiting to run"))
             .unwrap_or_default();
@@ -163,7 +619,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App) {
         .collect();
     let second = Line::from(second);
     frame.render_widget(
-        Paragraph::new(vec![first, second, finding_line(&app.view.findings)]),
+        Paragraph::new(vec![first, second, finding_line(&app.whole.findings)]),
         area,
     );
 }
@@ -188,52 +644,47 @@ fn finding_line(findings: &[Finding]) -> Line<'static> {
     ])
 }
 
-/// Carriers first: their time, pinning over time, starvation, and the worst pinned sites.
+/// Carriers first: their swimlanes, starvation, the figures of the span shown, their time,
+/// and the worst pinned sites. What does not fit a small terminal goes, lanes last.
 fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
-    let view = &app.view;
+    let view = app.view();
     let carriers: Vec<_> = view.carriers().collect();
-    let [table, timeline, summary, sites] = Layout::vertical([
-        Constraint::Length(
-            u16::try_from(carriers.len().max(1)).map_or(u16::MAX, |n| n.saturating_add(3)),
-        ),
-        Constraint::Length(5),
-        Constraint::Length(
-            2 + u16::from(view.throttling.is_some())
-                + u16::try_from(view.cpu_lines.len()).unwrap_or(0),
-        ),
+    let lanes = carrier_lanes(app);
+    let throttled = u16::from(app.whole.throttled_per_second.iter().any(|ms| *ms > 0));
+    let lanes_height = 7 + throttled + u16::try_from(lanes.len().max(1)).unwrap_or(u16::MAX);
+    let summary_height =
+        2 + u16::from(view.throttling.is_some()) + u16::try_from(view.cpu_lines.len()).unwrap_or(0);
+    let table_height =
+        u16::try_from(carriers.len().max(1)).map_or(u16::MAX, |n| n.saturating_add(3));
+    // Sites keep 4 rows; the carriers' table and the pinned-time sparkline come when there
+    // is room for them too.
+    let left = area
+        .height
+        .saturating_sub(lanes_height + summary_height + 5);
+    let table_height = if left >= table_height {
+        table_height
+    } else {
+        0
+    };
+    let spark_height = if left.saturating_sub(table_height) >= 9 {
+        5
+    } else {
+        0
+    };
+    let [lanes_area, summary, table, timeline, sites] = Layout::vertical([
+        Constraint::Length(lanes_height),
+        Constraint::Length(summary_height),
+        Constraint::Length(table_height),
+        Constraint::Length(spark_height),
         Constraint::Min(3),
     ])
     .areas(area);
-    let rows = carriers.iter().map(|t| {
-        // Of the carrier's own time (it may have come after attach), as far as it is known.
-        let life = crate::model::total([
-            t.pinned_ns,
-            t.blocked_ns,
-            t.idle_ns,
-            t.running_ns,
-            t.preempted_ns,
-        ]);
-        let share = t.pinned_ns as f64 * 100.0 / life.max(1) as f64;
-        Row::new(vec![
-            Cell::from(t.tid.to_string()),
-            Cell::from(t.name.clone()),
-            Cell::from(secs(t.pinned_ns)).style(if t.pinned_ns > 0 {
-                Style::new().red()
-            } else {
-                Style::new()
-            }),
-            Cell::from(format!("{share:.1}%")),
-            Cell::from(secs(t.blocked_ns)),
-            Cell::from(secs(t.idle_ns)),
-            Cell::from(secs(t.running_ns)),
-        ])
-    });
     let jvm = app
         .model
         .as_ref()
         .is_some_and(|m| m.target.runtime.is_some());
     let title = if !jvm {
-        " Carriers: the target is not a HotSpot JVM (threads, locks, system calls: views 3-5) "
+        " Carriers: the target is not a HotSpot JVM (threads, locks, system calls: views 3-6) "
             .to_string()
     } else if carriers.is_empty() {
         " Carriers: none known yet (no virtual thread has run, or see the warnings) ".to_string()
@@ -246,6 +697,68 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
             .map_or(String::new(), |p| format!(", parallelism {p}"));
         format!(" Carriers ({}{parallelism}) ", carriers.len())
     };
+    draw_lanes(frame, lanes_area, app, title, &lanes, Some(app.selected()));
+    if table_height > 0 {
+        draw_carrier_table(frame, table, app);
+    }
+    if spark_height > 0 {
+        draw_sparkline(frame, timeline, app);
+    }
+    draw_summary(frame, summary, app);
+
+    let lines: Vec<Line> = view
+        .sites
+        .iter()
+        .take(sites.height.saturating_sub(2) as usize)
+        .map(|s| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{:<10} {:<13}", s.reason.as_str(), s.operation.as_str()),
+                    Style::new().red(),
+                ),
+                Span::raw(format!(
+                    "{:>7} {:>9}  ",
+                    format!("x{}", s.events),
+                    secs(s.total_ns)
+                )),
+                Span::styled(site_label(s), Style::new().bold()),
+            ])
+        })
+        .collect();
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(format!(
+            " Top pinned sites{} (2 for stacks) ",
+            app.window_note()
+        ))),
+        sites,
+    );
+}
+
+fn draw_carrier_table(frame: &mut Frame, area: Rect, app: &App) {
+    let rows = app.view().carriers().map(|t| {
+        // Of the carrier's own time (it may have come after attach), as far as it is known.
+        let life = crate::model::total([
+            t.pinned_ns,
+            t.blocked_ns,
+            t.idle_ns,
+            t.running_ns,
+            t.preempted_ns,
+        ]);
+        let share = t.pinned_ns as f64 * 100.0 / life.max(1) as f64;
+        vec![
+            Cell::from(t.tid.to_string()),
+            Cell::from(t.name.clone()),
+            Cell::from(secs(t.pinned_ns)).style(if t.pinned_ns > 0 {
+                Style::new().red()
+            } else {
+                Style::new()
+            }),
+            Cell::from(format!("{share:.1}%")),
+            Cell::from(secs(t.blocked_ns)),
+            Cell::from(secs(t.idle_ns)),
+            Cell::from(secs(t.running_ns)),
+        ]
+    });
     let columns = [
         ("tid", Constraint::Length(8)),
         ("name", Constraint::Min(20)),
@@ -255,14 +768,24 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         ("idle", Constraint::Length(10)),
         ("running", Constraint::Length(10)),
     ];
-    draw_table(frame, table, app, title, &columns, rows);
+    draw_table(
+        frame,
+        area,
+        app,
+        format!(" Carriers' time{} ", app.window_note()),
+        &columns,
+        &[0],
+        rows,
+    );
+}
 
-    // The latest seconds that fit, newest on the right.
-    let width = timeline.width.saturating_sub(2) as usize;
+/// Pinned carrier time per second, newest on the right (the whole window's).
+fn draw_sparkline(frame: &mut Frame, area: Rect, app: &App) {
+    let view = &app.whole;
+    let width = area.width.saturating_sub(2) as usize;
     let per_second = &view.pinned_per_second;
     let shown = &per_second[per_second.len().saturating_sub(width)..];
     let peak = shown.iter().copied().max().unwrap_or(0);
-    // The seconds the CPU quota throttled the target, marked under the same seconds.
     let throttled = view
         .throttled_per_second
         .get(per_second.len().saturating_sub(width)..)
@@ -280,8 +803,8 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         )
     };
     let block = Block::bordered().title(title);
-    let inner = block.inner(timeline);
-    frame.render_widget(block, timeline);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
     let (spark, marks) = if marked > 0 {
         let [spark, marks] =
             Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
@@ -303,9 +826,14 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
             marks,
         );
     }
+}
 
+/// Starvation, pinning, the quota and the CPU lines, of the span shown.
+fn draw_summary(frame: &mut Frame, area: Rect, app: &App) {
+    let view = app.view();
     let note = app.window_note();
-    let starvation = if let (0, Some((for_ns, _))) = (view.episodes, view.starving_now) {
+    let starving_now = app.whole.starving_now.filter(|_| app.span_is_whole());
+    let starvation = if let (0, Some((for_ns, _))) = (view.episodes, starving_now) {
         Line::from(Span::styled(
             format!(
                 "Starvation{note}: under way for {} (every carrier pinned or blocked); none \
@@ -335,16 +863,24 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
                 .collect();
             format!("no carrier free ({})", causes.join(", "))
         };
-        Line::from(Span::styled(
+        // Said whole where it fits; on a narrow terminal, the figures first.
+        let text = if area.width >= 120 {
             format!(
                 "Starvation{note}: {what} for {} in {} episodes (longest {}): no other \
                  virtual thread could run then",
                 secs(view.starved_ns),
                 view.episodes,
                 secs(view.longest_starvation_ns)
-            ),
-            Style::new().red().bold(),
-        ))
+            )
+        } else {
+            format!(
+                "Starvation{note}: {} in {} episodes (longest {}), {what}",
+                secs(view.starved_ns),
+                view.episodes,
+                secs(view.longest_starvation_ns)
+            )
+        };
+        Line::from(Span::styled(text, Style::new().red().bold()))
     };
     let pinned = Line::from(format!(
         "Pinned{note}: {} events, {} in all, at {} sites",
@@ -354,7 +890,7 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
     ));
     let mut lines = vec![starvation, pinned];
     if let Some(throttling) = &view.throttling {
-        let style = if view.throttled_per_second.iter().any(|ms| *ms > 0) {
+        let style = if app.whole.throttled_per_second.iter().any(|ms| *ms > 0) {
             Style::new().yellow().bold()
         } else {
             Style::new()
@@ -362,39 +898,15 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         lines.push(Line::styled(format!("{throttling}{note}"), style));
     }
     lines.extend(view.cpu_lines.iter().map(|l| Line::from(l.as_str())));
-    frame.render_widget(Paragraph::new(lines), summary);
-
-    let lines: Vec<Line> = view
-        .sites
-        .iter()
-        .take(sites.height.saturating_sub(2) as usize)
-        .map(|s| {
-            Line::from(vec![
-                Span::styled(
-                    format!("{:<10} {:<13}", s.reason.as_str(), s.operation.as_str()),
-                    Style::new().red(),
-                ),
-                Span::raw(format!(
-                    "{:>7} {:>9}  ",
-                    format!("x{}", s.events),
-                    secs(s.total_ns)
-                )),
-                Span::styled(site_label(s), Style::new().bold()),
-            ])
-        })
-        .collect();
-    frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" Top pinned sites (2 for stacks) ")),
-        sites,
-    );
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
-    let view = &app.view;
+    let view = app.view();
     let [table, detail] =
         Layout::vertical([Constraint::Percentage(35), Constraint::Min(4)]).areas(area);
     let rows = view.sites.iter().map(|s| {
-        Row::new(vec![
+        vec![
             Cell::from(s.reason.as_str()),
             Cell::from(s.operation.as_str()),
             Cell::from(s.events.to_string()),
@@ -403,7 +915,7 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(s.virtual_threads.len().to_string()),
             Cell::from(s.carriers.len().to_string()),
             Cell::from(site_label(s)),
-        ])
+        ]
     });
     let columns = [
         ("reason", Constraint::Length(11)),
@@ -420,12 +932,14 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
         table,
         app,
         format!(
-            " Pinned sites{}: {} events, {} ",
+            " Pinned sites{}: {} events, {}{} ",
             app.window_note(),
             view.pinned_events,
-            secs(view.pinned_ns)
+            secs(view.pinned_ns),
+            sorted(app)
         ),
         &columns,
+        &[6, 5, 4],
         rows,
     );
     let site = view.sites.get(app.selected());
@@ -444,8 +958,8 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
-    let rows = app.view.active_threads().map(|t| {
-        Row::new(vec![
+    let rows = app.view().active_threads().map(|t| {
+        vec![
             Cell::from(t.tid.to_string()),
             Cell::from(t.name.clone()),
             Cell::from(t.role.as_str()),
@@ -455,7 +969,7 @@ fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(secs(t.running_ns)),
             Cell::from(secs(t.preempted_ns)),
             Cell::from(t.intervals.to_string()),
-        ])
+        ]
     });
     let columns = [
         ("tid", Constraint::Length(8)),
@@ -472,8 +986,13 @@ fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
         frame,
         area,
         app,
-        " Threads (most blocked or pinned first) ",
+        format!(
+            " Threads{} (most blocked or pinned first){} ",
+            app.window_note(),
+            sorted(app)
+        ),
         &columns,
+        &[8, 2, 7, 0],
         rows,
     );
 }
@@ -481,7 +1000,7 @@ fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
 fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
     let [table, detail] =
         Layout::vertical([Constraint::Percentage(45), Constraint::Min(4)]).areas(area);
-    let rows = app.view.locks.iter().map(|l| {
+    let rows = app.view().locks.iter().map(|l| {
         let waiters = l.waiters.iter().cloned().collect::<Vec<_>>().join(", ");
         // A java.util.concurrent lock says its class and owner; a futex word its address.
         let owner = l.java.as_ref().and_then(|j| j.owner.as_ref());
@@ -497,7 +1016,7 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
             (None, Some(symbol)) => symbol.clone(),
             (None, None) => format!("{:#x}", l.address),
         };
-        Row::new(vec![
+        vec![
             Cell::from(l.kind.as_str()),
             Cell::from(what),
             Cell::from(l.waits.to_string()),
@@ -510,7 +1029,7 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
                 waiters
             }),
             Cell::from(holder),
-        ])
+        ]
     });
     let columns = [
         ("kind", Constraint::Length(7)),
@@ -525,13 +1044,18 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
         frame,
         table,
         app,
-        format!(" Locks (most wait time first){} ", app.window_note()),
+        format!(
+            " Locks (most wait time first){}{} ",
+            app.window_note(),
+            sorted(app)
+        ),
         &columns,
+        &[4, 0],
         rows,
     );
     let [release, wait] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(detail);
-    let lock = app.view.locks.get(app.selected());
+    let lock = app.view().locks.get(app.selected());
     frame.render_widget(
         Paragraph::new(plain_lines(lock.map(|l| l.holder_frames.as_slice())))
             .block(Block::bordered().title(" Holder's stack as it released ")),
@@ -545,19 +1069,19 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
-    let rows = app.view.syscalls.iter().map(|s| {
+    let rows = app.view().syscalls.iter().map(|s| {
         let file = s
             .files
             .first()
             .map_or(String::new(), |(name, n, _)| format!("{name} ({n})"));
-        Row::new(vec![
+        vec![
             Cell::from(s.name.clone()),
             Cell::from(s.events.to_string()),
             Cell::from(secs(s.total_ns)),
             Cell::from(secs(s.max_ns)),
             Cell::from(s.long_events.to_string()),
             Cell::from(file),
-        ])
+        ]
     });
     let long = app
         .model
@@ -579,10 +1103,23 @@ fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
         frame,
         area,
         app,
-        format!(" System calls by time{}{long}", app.window_note()),
+        format!(
+            " System calls by time{}{}{long}",
+            app.window_note(),
+            sorted(app)
+        ),
         &columns,
+        &[4],
         rows,
     );
+}
+
+/// The table's sort, when not the default (`s` cycles it).
+fn sorted(app: &App) -> String {
+    match app.sorts[app.tab.index()] {
+        super::app::Sort::Time => String::new(),
+        sort => format!(" · sorted by {}", sort.as_str()),
+    }
 }
 
 /// A stack, innermost first: Java frames bold, the frame that holds the monitor marked.
@@ -638,18 +1175,41 @@ fn plain_lines(texts: Option<&[String]>) -> Vec<Line<'_>> {
         .collect()
 }
 
-/// Rows under a bold header in a titled box, the selected one highlighted.
+/// Rows under a bold header in a titled box, the selected one highlighted. Where the
+/// columns do not fit, those of `drop` go, in that order (a narrow terminal loses columns,
+/// not rows).
 fn draw_table<'a>(
     frame: &mut Frame,
     area: Rect,
     app: &App,
     title: impl Into<Line<'a>>,
     columns: &[(&'static str, Constraint)],
-    rows: impl IntoIterator<Item = Row<'a>>,
+    drop: &[usize],
+    rows: impl IntoIterator<Item = Vec<Cell<'a>>>,
 ) {
-    let header = Row::new(columns.iter().map(|(name, _)| Cell::from(*name)))
+    let width = |c: &Constraint| match c {
+        Constraint::Length(n) | Constraint::Min(n) => *n,
+        _ => 0,
+    };
+    let mut kept: Vec<usize> = (0..columns.len()).collect();
+    let room = area.width.saturating_sub(2);
+    for column in drop {
+        let need: u16 = kept.iter().map(|&i| width(&columns[i].1) + 1).sum();
+        if need <= room + 1 {
+            break;
+        }
+        kept.retain(|i| i != column);
+    }
+    let header = Row::new(kept.iter().map(|&i| Cell::from(columns[i].0)))
         .style(Style::new().bold().underlined());
-    let table = Table::new(rows, columns.iter().map(|(_, width)| *width))
+    let rows = rows.into_iter().map(|cells| {
+        let mut cells: Vec<Option<Cell>> = cells.into_iter().map(Some).collect();
+        Row::new(
+            kept.iter()
+                .filter_map(|&i| cells.get_mut(i).and_then(Option::take)),
+        )
+    });
+    let table = Table::new(rows, kept.iter().map(|&i| columns[i].1))
         .header(header)
         .block(Block::bordered().title(title))
         .row_highlight_style(Style::new().reversed());

@@ -6,6 +6,11 @@
 
 mod app;
 mod draw;
+pub mod keys;
+mod lanes;
+#[cfg(test)]
+mod snapshots;
+mod timeline;
 
 use std::{
     io::IsTerminal as _,
@@ -25,7 +30,7 @@ use crossterm::event::{self, Event as TermEvent, KeyEventKind};
 use crate::{
     events::Event,
     record,
-    recording::{self, End, Header, Record, Records},
+    recording::{self, Record, Records},
 };
 use app::App;
 
@@ -82,8 +87,9 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     summary
 }
 
-/// Shows a recording: all at once, or at `speed` times the pace it was recorded at. The file
-/// is read as a stream, so memory is the view's, not the file's.
+/// Shows a recording: at its end, or played from its start at `speed` times the pace it was
+/// recorded at. The file is read as a stream, so memory is the view's, not the file's; the
+/// cursor then moves through what was read.
 pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> {
     require_terminal()?;
     // A file that is no recording is said before the screen is taken over.
@@ -94,59 +100,37 @@ pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> 
         );
     }
     let (tx, rx) = mpsc::sync_channel(4096);
-    // Not joined: at a slow speed it may be sleeping until its next record; it ends at its
-    // next send once the view has gone.
+    // Not joined: it ends at its next send once the view has gone.
     let file = path.to_path_buf();
     thread::Builder::new()
         .name("replay".into())
-        .spawn(move || feed(&file, speed, &tx))
+        .spawn(move || feed(&file, &tx))
         .context("cannot start the replay")?;
-    let pace = speed.map_or(String::new(), |s| format!(" at {s}x"));
-    let mut app = App::new(
-        format!("replay of {}{pace}", path.display()),
+    let mut app = App::with_speed(
+        format!("replay of {}", path.display()),
         false,
         options.window,
+        speed,
     );
     let stop = crate::signals::stop_flag()?;
     show(&mut app, &rx, &stop, options)
 }
 
-/// Sends a recording's records in order, paced by their times when there is a speed. Stops
-/// sending when the receiver goes.
-fn feed(path: &Path, speed: Option<f64>, tx: &mpsc::SyncSender<Record>) {
-    // Pacing needs the window's end, which the file gives last: a first pass finds it.
-    let end = match speed {
-        Some(_) => Records::open(path)
-            .ok()
-            .and_then(|records| recording::stream(records, |_| (), |_, _| ()).ok())
-            .and_then(|(_, outline)| outline.end),
-        None => None,
-    };
+/// Sends a recording's records in order. Stops sending when the receiver goes.
+fn feed(path: &Path, tx: &mpsc::SyncSender<Record>) {
     let Ok(records) = Records::open(path) else {
         return;
     };
-    let started = Instant::now();
     let streamed = recording::stream(
         records,
-        |header| {
-            let open = tx.send(Record::Header(header.clone())).is_ok();
-            (Pace::new(header, end.as_ref()), open)
-        },
-        |(pace, open), event| {
-            if !*open {
-                return;
+        |header| tx.send(Record::Header(header.clone())).is_ok(),
+        |open, event| {
+            if *open {
+                *open = tx.send(Record::Event(event)).is_ok();
             }
-            if let (Some(speed), Some(t)) = (speed, event.time_ns())
-                && let Some(at) = pace.due_ns(t)
-                && let Ok(due) = Duration::try_from_secs_f64(at as f64 / 1e9 / speed)
-                && let Some(wait) = due.checked_sub(started.elapsed())
-            {
-                thread::sleep(wait);
-            }
-            *open = tx.send(Record::Event(event)).is_ok();
         },
     );
-    let Ok(((_, true), outline)) = streamed else {
+    let Ok((true, outline)) = streamed else {
         return;
     };
     // What the file lost is said as the report says it.
@@ -155,54 +139,6 @@ fn feed(path: &Path, speed: Option<f64>, tx: &mpsc::SyncSender<Record>) {
     }
     if let Some(end) = outline.end {
         let _ = tx.send(Record::End(end));
-    }
-}
-
-/// Recorded time between two events beyond this is skipped when replaying at a pace. A
-/// recording has an event at least every second (its checkpoints); a longer gap is a machine
-/// that was suspended, or a hostile file.
-const MAX_PACE_GAP_NS: u64 = 10_000_000_000;
-
-/// When each event of a recording is due, in recorded time from its start. Only times within
-/// the window the model takes in are paced (others are sent at once: the model leaves them
-/// out), and gaps longer than `MAX_PACE_GAP_NS` are cut short: no time in the file makes the
-/// replay wait longer than the window it says it has, nor sit idle for long.
-struct Pace {
-    start_ns: u64,
-    end_ns: u64,
-    /// The latest time paced so far.
-    last_ns: u64,
-    /// Recorded time skipped over in gaps.
-    skipped_ns: u64,
-}
-
-impl Pace {
-    fn new(header: &Header, end: Option<&End>) -> Self {
-        let start_ns = header.start_mono_ns;
-        let limit = crate::model::intake::window_limit(start_ns);
-        let end_ns = end
-            .map(|e| e.end_mono_ns)
-            .filter(|end| (start_ns..=limit).contains(end))
-            .unwrap_or(limit);
-        Self {
-            start_ns,
-            end_ns,
-            last_ns: start_ns,
-            skipped_ns: 0,
-        }
-    }
-
-    /// When an event of time `t_ns` is due (None: not paced).
-    fn due_ns(&mut self, t_ns: u64) -> Option<u64> {
-        if !(self.start_ns..=self.end_ns).contains(&t_ns) {
-            return None;
-        }
-        if t_ns > self.last_ns {
-            let gap = t_ns - self.last_ns;
-            self.skipped_ns += gap.saturating_sub(MAX_PACE_GAP_NS);
-            self.last_ns = t_ns;
-        }
-        Some((t_ns - self.start_ns).saturating_sub(self.skipped_ns))
     }
 }
 
@@ -251,8 +187,12 @@ fn event_loop(
     const RECORDS_SLICE: Duration = Duration::from_millis(50);
     let mut connected = true;
     let mut last_refresh: Option<Instant> = None;
+    let mut last_draw = Instant::now();
     let mut gap = options.refresh;
     let mut redraw = true;
+    if let Ok(size) = terminal.size() {
+        app.on_resize(size.width);
+    }
     while !app.quit && !stop.load(Ordering::Relaxed) {
         if connected {
             let slice = Instant::now();
@@ -277,8 +217,16 @@ fn event_loop(
                 }
             }
         }
-        // The end of the stream shows its final figures at once.
-        if last_refresh.is_none_or(|t| t.elapsed() >= gap) || app.ended_unshown() {
+        // A playing replay moves its cursor, and the lanes with it, a few times a second.
+        app.tick();
+        if app.timeline.playing && last_draw.elapsed() >= Duration::from_millis(100) {
+            redraw = true;
+        }
+        // The end of the stream shows its final figures at once; a key's change at once.
+        if last_refresh.is_none_or(|t| t.elapsed() >= gap)
+            || app.ended_unshown()
+            || app.needs_recompute()
+        {
             let started = Instant::now();
             app.refresh();
             // Recomputing is the view's main cost and grows with the window: keep it to a
@@ -296,6 +244,7 @@ fn event_loop(
                 return Err(e).context("cannot draw");
             }
             redraw = false;
+            last_draw = Instant::now();
         }
         let wait = if connected {
             Duration::ZERO
@@ -321,6 +270,10 @@ fn event_loop(
             }) {
                 Ok(Some(TermEvent::Key(key))) if key.kind == KeyEventKind::Press => {
                     app.on_key(key);
+                    redraw = true;
+                }
+                Ok(Some(TermEvent::Resize(width, _))) => {
+                    app.on_resize(width);
                     redraw = true;
                 }
                 Ok(Some(_)) => redraw = true,
@@ -364,34 +317,5 @@ fn terminal_input(wait: Duration) -> Input {
         n if n < 0 => Input::None,
         _ if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 => Input::Gone,
         _ => Input::Ready,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replay_paces_only_times_in_the_window_and_skips_long_gaps() {
-        use crate::model::intake::{MAX_SPAN_NS, hostile};
-        let start = 5_000_000_000;
-        let s = 1_000_000_000;
-        for end in [Some(u64::MAX), Some(0), None] {
-            let recording = hostile::recording(start, end, 1, 1);
-            let mut pace = Pace::new(&recording.header, recording.end.as_ref());
-            assert_eq!(pace.due_ns(u64::MAX), None);
-            assert_eq!(pace.due_ns(start - 1), None);
-            assert_eq!(pace.due_ns(start), Some(0));
-            assert_eq!(pace.due_ns(start + s), Some(s));
-            // A year's gap waits no longer than the longest gap paced.
-            assert_eq!(pace.due_ns(start + MAX_SPAN_NS), Some(s + MAX_PACE_GAP_NS));
-            // An event out of order is due at once.
-            assert_eq!(pace.due_ns(start + 2 * s), Some(0));
-        }
-        // The end marker bounds what is paced.
-        let recording = hostile::recording(start, Some(start + 5 * s), 1, 1);
-        let mut pace = Pace::new(&recording.header, recording.end.as_ref());
-        assert_eq!(pace.due_ns(start + 6 * s), None);
-        assert_eq!(pace.due_ns(start + 5 * s), Some(5 * s));
     }
 }
