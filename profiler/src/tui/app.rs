@@ -430,6 +430,16 @@ impl App {
         })
     }
 
+    /// The cursor's time, within the window: at its end, the last moment in it (the cell the
+    /// cursor marks is the last one that has anything).
+    pub fn cursor_in_window(&self) -> u64 {
+        let (start, end) = self.bounds();
+        self.timeline
+            .cursor_ns
+            .min(end.saturating_sub(1))
+            .max(start)
+    }
+
     /// The time `t` as the view says it: from the recording's start.
     pub fn at(&self, t: u64) -> String {
         let start = self.model.as_ref().map_or(0, |m| m.start_mono_ns);

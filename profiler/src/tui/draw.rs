@@ -282,7 +282,7 @@ fn draw_lanes(
         .title_bottom(legend());
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let cursor = range.cell_of(app.timeline.cursor_ns);
+    let cursor = range.cell_of(app.cursor_in_window());
     let mut lines = Vec::from(cursor_lines(app, tids.get(selected.unwrap_or(0))));
     // Starvation, and the CPU quota's throttling, across every lane.
     let starved = marks(
@@ -450,7 +450,7 @@ fn cursor_lines(app: &App, lane: Option<&(u32, String)>) -> [Line<'static>; 3] {
     let (start, end) = app.bounds();
     let range = app.timeline.range(start, end);
     if let Some((tid, name)) = lane
-        && let Some(i) = range.cell_of(t.cursor_ns)
+        && let Some(i) = range.cell_of(app.cursor_in_window())
     {
         let from = range.from_ns + i as u64 * range.cell_ns;
         let what = app.lanes.cells(*tid, from, range.cell_ns, 1)[0]
