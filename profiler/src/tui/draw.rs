@@ -338,6 +338,10 @@ fn draw_lanes(
         let mut spans = vec![Span::styled(lane_label(name, width), label_style)];
         for (c, cell) in cells.iter().enumerate() {
             let (ch, mut style) = glyph(cell.state());
+            // Starvation across every lane: a dark red ground.
+            if starved.get(c).copied().unwrap_or(false) {
+                style = style.bg(Color::Indexed(52));
+            }
             if Some(c) == cursor {
                 style = style.add_modifier(Modifier::REVERSED);
             }
