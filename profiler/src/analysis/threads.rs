@@ -45,11 +45,9 @@ pub fn threads(model: &Model) -> Vec<ThreadRow> {
 pub fn threads_of(model: &Model, classes: &[Option<Use>]) -> Vec<ThreadRow> {
     let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
     let open = open_intervals(model);
-    let marks = if open.is_empty() {
-        StackMarks::default()
-    } else {
-        StackMarks::of(model)
-    };
+    // A few waits under way read their own stacks (all of them, every refresh of a live
+    // view, would cost more than the rest).
+    let marks = StackMarks::default();
     let closed = model.off_cpu.iter().zip(classes.iter().copied());
     let still_open = open.iter().map(|o| (o, classify_with(model, o, &marks)));
     for (o, used) in closed.chain(still_open) {

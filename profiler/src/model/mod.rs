@@ -431,11 +431,13 @@ impl Model {
     ///
     /// Returns what it folded, with what each counted as (the swimlanes keep them).
     pub fn fold_settled(&mut self, before_ns: u64) -> Vec<(Wait, Option<Use>)> {
-        // A carrier's every interval stays: starvation counts its waits for a CPU too.
-        let folded = self.fold(before_ns, |model, o, used| match used {
-            Some(Use::Pinned(..) | Use::BlockedMounted) => true,
-            _ => model.is_carrier(o.tid),
-        });
+        // A carrier's every interval stays (starvation counts its waits for a CPU too), so it
+        // need not be classified: a refresh then classifies only what it folds.
+        let folded = self.fold(
+            before_ns,
+            |model, o| model.is_carrier(o.tid),
+            |_, _, used| matches!(used, Some(Use::Pinned(..) | Use::BlockedMounted)),
+        );
         self.forget_samples_before(before_ns);
         self.late_wakeups.retain(|w| w.run_ns >= before_ns);
         folded
@@ -472,7 +474,7 @@ impl Model {
         if before_ns <= self.start_mono_ns {
             return;
         }
-        self.fold(before_ns, |_, _, _| false);
+        self.fold(before_ns, |_, _| false, |_, _, _| false);
         self.forget_samples_before(before_ns);
         self.syscalls
             .retain(|s| s.end_ns >= before_ns || s.unfinished);
@@ -509,18 +511,33 @@ impl Model {
     /// Moves the intervals that ended before `before_ns` and that `keep` does not want into
     /// the per-thread sums. (What an interval counts as is the analysis's to say: the sums are
     /// what `analysis::threads` would count of the intervals.)
+    /// `stays`: kept whatever it counts as (not classified); `keep`: kept for what it counts as.
     fn fold(
         &mut self,
         before_ns: u64,
+        stays: impl Fn(&Model, &Wait) -> bool,
         keep: impl Fn(&Model, &Wait, Option<Use>) -> bool,
     ) -> Vec<(Wait, Option<Use>)> {
         let all = std::mem::take(&mut self.off_cpu);
         let mut kept = Vec::with_capacity(all.len());
         let mut folded = Vec::new();
-        let marks = StackMarks::of(self);
+        // Every stack read once pays when many intervals are classified; a few read theirs.
+        let settled = all
+            .iter()
+            .filter(|o| o.end_ns < before_ns && !stays(self, o))
+            .count();
+        let marks = if settled > self.stacks.len() {
+            StackMarks::of(self)
+        } else {
+            StackMarks::default()
+        };
         for o in all {
+            if o.end_ns >= before_ns || stays(self, &o) {
+                kept.push(o);
+                continue;
+            }
             let used = classify_with(self, &o, &marks);
-            if o.end_ns >= before_ns || keep(self, &o, used) {
+            if keep(self, &o, used) {
                 kept.push(o);
                 continue;
             }

@@ -533,12 +533,22 @@ impl App {
     /// Recomputes the figures: the window's if records came since the last time, the
     /// tables' if those or the span they cover changed.
     pub fn refresh(&mut self) {
+        self.refresh_with(self.changed);
+    }
+
+    /// Recomputes the tables if the span they cover changed (a key), but takes in no new
+    /// records: what a key costs does not grow with the window.
+    pub fn refresh_tables(&mut self) {
+        self.refresh_with(false);
+    }
+
+    fn refresh_with(&mut self, take_in: bool) {
         // The selection follows its row when the figures change.
         let selected_rows: Vec<Option<RowKey>> = Tab::ALL
             .iter()
             .map(|&tab| self.view().key(tab, self.selected[tab.index()]))
             .collect();
-        if self.changed {
+        if take_in {
             self.changed = false;
             self.take_in();
             self.timeline.tick(self.bounds().0, self.bounds().1);

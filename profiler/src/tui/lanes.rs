@@ -133,7 +133,10 @@ impl Lanes {
         if self.known_from == 0 {
             self.known_from = model.start_mono_ns;
         }
-        self.recent.clear();
+        // (Emptied, not dropped: the same few threads' vectors are refilled every refresh.)
+        for spans in self.recent.values_mut() {
+            spans.clear();
+        }
         let span = |o: &Wait, used: Option<Use>| Span {
             start_ns: o.start_ns,
             end_ns: o.end_ns,
@@ -156,13 +159,10 @@ impl Lanes {
                 self.recent.entry(o.tid).or_default().push(span(o, used));
             }
         }
-        let open = crate::analysis::threads::open_intervals(model);
-        if !open.is_empty() {
-            let marks = StackMarks::of(model);
-            for o in &open {
-                let used = classify_with(model, o, &marks);
-                self.recent.entry(o.tid).or_default().push(span(o, used));
-            }
+        // (A few waits under way: each reads its own stacks.)
+        for o in &crate::analysis::threads::open_intervals(model) {
+            let used = classify_with(model, o, &StackMarks::default());
+            self.recent.entry(o.tid).or_default().push(span(o, used));
         }
         for m in spells {
             if m.end_ns < self.settled_until {
@@ -180,6 +180,7 @@ impl Lanes {
                 self.recent.entry(m.carrier).or_default().push(span);
             }
         }
+        self.recent.retain(|_, spans| !spans.is_empty());
         for spans in self.recent.values_mut() {
             spans.sort_by_key(|s| s.start_ns);
         }

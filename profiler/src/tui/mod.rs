@@ -18,7 +18,7 @@ use std::{
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
-        mpsc::{self, Receiver, RecvTimeoutError, TryRecvError},
+        mpsc::{self, Receiver, TryRecvError},
     },
     thread,
     time::{Duration, Instant},
@@ -183,8 +183,14 @@ fn event_loop(
     stop: &AtomicBool,
     options: &Options,
 ) -> Result<()> {
+    // The view's figures take at most 1 / MAX_SHARE of a core: a refresh that took T waits
+    // MAX_SHARE x T before the next.
+    const MAX_SHARE: u32 = 20;
     // Records are taken for at most this long between looks at the keyboard.
     const RECORDS_SLICE: Duration = Duration::from_millis(50);
+    // Between looks, records gather in the channel: taken in batches, not one wake-up each
+    // (a wake-up per record cost the view more than all its figures).
+    const BATCH_WAIT: Duration = Duration::from_millis(50);
     let mut connected = true;
     let mut last_refresh: Option<Instant> = None;
     let mut last_draw = Instant::now();
@@ -194,19 +200,22 @@ fn event_loop(
         app.on_resize(size.width);
     }
     while !app.quit && !stop.load(Ordering::Relaxed) {
+        // Whether records were left waiting (the slice ran out): look again at once.
+        let mut behind = false;
         if connected {
             let slice = Instant::now();
-            // The first record waits a little, so an idle stream does not spin.
-            match rx.recv_timeout(Duration::from_millis(20)) {
-                Ok(record) => app.on_record(record),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => connected = false,
-            }
-            while connected && slice.elapsed() < RECORDS_SLICE {
+            loop {
                 match rx.try_recv() {
                     Ok(record) => app.on_record(record),
                     Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => connected = false,
+                    Err(TryRecvError::Disconnected) => {
+                        connected = false;
+                        break;
+                    }
+                }
+                if slice.elapsed() >= RECORDS_SLICE {
+                    behind = true;
+                    break;
                 }
             }
             if !connected {
@@ -222,16 +231,19 @@ fn event_loop(
         if app.timeline.playing && last_draw.elapsed() >= Duration::from_millis(100) {
             redraw = true;
         }
-        // The end of the stream shows its final figures at once; a key's change at once.
-        if last_refresh.is_none_or(|t| t.elapsed() >= gap)
-            || app.ended_unshown()
-            || app.needs_recompute()
+        // The end of the stream shows its final figures at once; a key's change at once, of
+        // the records taken in so far.
+        if !(last_refresh.is_none_or(|t| t.elapsed() >= gap) || app.ended_unshown())
+            && app.needs_recompute()
         {
+            app.refresh_tables();
+            redraw = true;
+        } else if last_refresh.is_none_or(|t| t.elapsed() >= gap) || app.ended_unshown() {
             let started = Instant::now();
             app.refresh();
             // Recomputing is the view's main cost and grows with the window: keep it to a
-            // fifth of one core at most, whatever the refresh asked for.
-            gap = options.refresh.max(started.elapsed() * 4);
+            // twentieth of one core at most (5%), whatever the refresh asked for.
+            gap = options.refresh.max(started.elapsed() * MAX_SHARE);
             last_refresh = Some(Instant::now());
             redraw = true;
         }
@@ -246,8 +258,10 @@ fn event_loop(
             redraw = false;
             last_draw = Instant::now();
         }
-        let wait = if connected {
+        let wait = if behind {
             Duration::ZERO
+        } else if connected || app.timeline.playing {
+            BATCH_WAIT
         } else {
             Duration::from_millis(200)
         };
