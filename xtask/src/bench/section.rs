@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde_json::json;
 
 use super::{
-    MAX_COST,
+    MAX_COST, MAX_VIEW_COST,
     native::Rates,
     stats::{self, Noise, median, min_max},
     tracer::{self, Tracer},
@@ -24,6 +24,10 @@ pub(super) struct Phase {
     pub(super) tracer_cpu: Option<f64>,
     /// pinprof's closing line.
     pub(super) summary: Option<tracer::Summary>,
+    /// The target's pinned events a second, from what pinprof recorded.
+    pub(super) pinned_per_sec: Option<f64>,
+    /// The round of a traced phase.
+    pub(super) round: Option<usize>,
     /// Other processes holding tracing BPF programs during the phase (pids).
     pub(super) foreign: Vec<u32>,
 }
@@ -42,6 +46,8 @@ impl Phase {
             "events": self.summary.map(|s| s.events),
             "events_per_sec": self.summary.map(|s| s.events as f64 / s.seconds.max(1e-3)),
             "lost_events": self.summary.map(|s| s.lost),
+            "target_pinned_per_sec": self.pinned_per_sec,
+            "round": self.round,
             "other_tracers_on_host": self.foreign,
         })
     }
@@ -69,6 +75,68 @@ pub(super) struct Paired {
     pub(super) left_out: usize,
     /// Every round had one: all are used, and none can be judged.
     pub(super) all_disturbed: bool,
+}
+
+/// The live view's own cost: `pinprof top`'s CPU minus `pinprof record`'s in the same round
+/// (both record the same; the difference is the view's work), over the rounds.
+pub(super) struct ViewCost {
+    /// Per round used, in cores.
+    pub(super) cpu: Vec<f64>,
+    /// The target's pinned events a second during the top phases of those rounds (from its
+    /// recordings; none when they could not be read).
+    pub(super) pinned_per_sec: Vec<f64>,
+    /// The target's operations a second during those top phases.
+    pub(super) ops_per_sec: Vec<f64>,
+    /// Rounds left out because another tracer ran on the host during either phase.
+    pub(super) left_out: usize,
+    /// Every round had one: all are used, and none can be judged.
+    pub(super) all_disturbed: bool,
+}
+
+impl ViewCost {
+    /// "6.1% of a core [4.9..7.3] over 2 rounds, at 1630 pinned/s [1616..1644]"
+    fn describe(&self) -> String {
+        let (lo, hi) = min_max(&self.cpu);
+        let pins = if self.pinned_per_sec.is_empty() {
+            "at an unknown pin rate".to_string()
+        } else {
+            let (plo, phi) = min_max(&self.pinned_per_sec);
+            format!(
+                "with the target pinning {:.0}/s [{plo:.0}..{phi:.0}]",
+                stats::mean(&self.pinned_per_sec)
+            )
+        };
+        format!(
+            "{:.1}% of a core [{:.1}..{:.1}] (mean of {} round{}), {pins}",
+            stats::mean(&self.cpu) * 100.0,
+            lo * 100.0,
+            hi * 100.0,
+            self.cpu.len(),
+            if self.cpu.len() == 1 { "" } else { "s" }
+        )
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let (lo, hi) = min_max(&self.cpu);
+        let (plo, phi) = min_max(&self.pinned_per_sec);
+        let pins = !self.pinned_per_sec.is_empty();
+        json!({
+            "what": "pinprof-top's CPU minus pinprof-record's in the same round, in cores",
+            "cpu_cores_mean": stats::mean(&self.cpu),
+            "cpu_cores_min": lo,
+            "cpu_cores_max": hi,
+            "cpu_cores_rounds": self.cpu,
+            "goal_max_cpu_cores": MAX_VIEW_COST,
+            "target_pinned_per_sec_mean": pins.then(|| stats::mean(&self.pinned_per_sec)),
+            "target_pinned_per_sec_min": pins.then_some(plo),
+            "target_pinned_per_sec_max": pins.then_some(phi),
+            "target_pinned_per_sec_rounds": self.pinned_per_sec,
+            "target_ops_per_sec_mean": stats::mean(&self.ops_per_sec),
+            "rounds_used": self.cpu.len(),
+            "rounds_left_out_for_other_tracers": self.left_out,
+            "every_round_disturbed": self.all_disturbed,
+        })
+    }
 }
 
 impl Section {
@@ -159,12 +227,66 @@ impl Section {
         paired
     }
 
+    /// The live view's own cost, when both pinprof record and pinprof top ran: per round
+    /// where both did, top's CPU minus record's. Rounds where either phase had another
+    /// tracer on the host are left out when there are others.
+    pub(super) fn view_cost(&self) -> Option<ViewCost> {
+        let find = |tracer: Tracer, round: usize| {
+            self.phases
+                .iter()
+                .find(|p| p.tracer == tracer && p.round == Some(round))
+        };
+        let rounds = self.phases.iter().filter_map(|p| p.round).max()? + 1;
+        let both: Vec<(&Phase, &Phase)> = (0..rounds)
+            .filter_map(|r| Some((find(Tracer::Top, r)?, find(Tracer::Record, r)?)))
+            .collect();
+        if both.is_empty() {
+            return None;
+        }
+        let clean: Vec<(&Phase, &Phase)> = both
+            .iter()
+            .copied()
+            .filter(|(top, record)| self.counts(top) && self.counts(record))
+            .collect();
+        let all_disturbed = clean.is_empty();
+        let used = if all_disturbed { both.clone() } else { clean };
+        Some(ViewCost {
+            cpu: used
+                .iter()
+                .map(|(top, record)| {
+                    top.tracer_cpu.unwrap_or(0.0) - record.tracer_cpu.unwrap_or(0.0)
+                })
+                .collect(),
+            pinned_per_sec: used
+                .iter()
+                .filter_map(|(top, _)| top.pinned_per_sec)
+                .collect(),
+            ops_per_sec: used.iter().map(|(top, _)| top.ops_per_sec).collect(),
+            left_out: both.len() - used.len(),
+            all_disturbed,
+        })
+    }
+
     /// pinprof's default against the goal and against each peer, each figure against the
-    /// noise of the same figure. What only disturbed rounds could show (another tracer on the
-    /// host meanwhile) is not judged: it goes to `undecided`.
+    /// noise of the same figure; the live view's own CPU against its goal. What only disturbed
+    /// rounds could show (another tracer on the host meanwhile) is not judged: it goes to
+    /// `undecided`.
     pub(super) fn judge(&self, failures: &mut Vec<String>, undecided: &mut Vec<String>) {
         let noise = self.noise();
         let at = format!("JDK {} {}", self.jdk, self.workload);
+        if let Some(view) = self.view_cost() {
+            if view.all_disturbed {
+                undecided.push(format!(
+                    "{at}: the live view's own CPU: every round of pinprof top or record had another tracer on the host"
+                ));
+            } else if stats::mean(&view.cpu) > MAX_VIEW_COST {
+                failures.push(format!(
+                    "{at}: the live view's own CPU (pinprof top's minus pinprof record's) is {}: more than {:.0}% of a core",
+                    view.describe(),
+                    MAX_VIEW_COST * 100.0
+                ));
+            }
+        }
         if !self.tracers().contains(&Tracer::Record) {
             return;
         }
@@ -308,6 +430,27 @@ impl Section {
             median(&self.untraced(|p| p.cpu_per_op)) * 1e6,
             median(&self.untraced(|p| p.bystander.best_reads_per_cpu_sec)) / 1e6
         );
+        if let Some(view) = self.view_cost() {
+            let verdict = if view.all_disturbed {
+                "not judged: another tracer on the host in every round".to_string()
+            } else if stats::mean(&view.cpu) > MAX_VIEW_COST {
+                format!("over the goal of {:.0}%", MAX_VIEW_COST * 100.0)
+            } else {
+                format!("within the goal of {:.0}%", MAX_VIEW_COST * 100.0)
+            };
+            let _ = writeln!(
+                table,
+                "  live view's own CPU (pinprof-top - pinprof-record, same round): {}, target {:.0} ops/s; rounds {}/{}; {verdict}",
+                view.describe(),
+                stats::mean(&view.ops_per_sec),
+                if view.all_disturbed {
+                    0
+                } else {
+                    view.cpu.len()
+                },
+                view.cpu.len() + view.left_out,
+            );
+        }
     }
 
     pub(super) fn to_json(&self) -> serde_json::Value {
@@ -339,7 +482,96 @@ impl Section {
                     "every_round_disturbed": p.all_disturbed,
                 })
             }).collect::<Vec<_>>(),
+            "live_view_cost": self.view_cost().map(|v| v.to_json()),
             "phases": self.phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(tracer: Tracer, round: Option<usize>, cpu: f64, foreign: bool) -> Phase {
+        Phase {
+            tracer,
+            ops_per_sec: 2000.0,
+            cpu_per_op: 1e-5,
+            bystander: Rates {
+                reads_per_sec: 1.0,
+                reads_per_cpu_sec: 1.0,
+                best_reads_per_cpu_sec: 1.0,
+                switches_per_sec: 1.0,
+                cpu_share: 1.0,
+            },
+            tracer_cpu: round.map(|_| cpu),
+            summary: None,
+            pinned_per_sec: round.map(|r| 2000.0 + r as f64),
+            round,
+            foreign: if foreign { vec![1] } else { Vec::new() },
+        }
+    }
+
+    fn section(phases: Vec<Phase>) -> Section {
+        Section {
+            judge_disturbed: false,
+            jdk: 21,
+            workload: "pinning",
+            phases,
+        }
+    }
+
+    #[test]
+    fn view_cost_is_top_minus_record_in_the_same_round() {
+        let none = || phase(Tracer::None, None, 0.0, false);
+        let s = section(vec![
+            none(),
+            phase(Tracer::Record, Some(0), 0.20, false),
+            none(),
+            phase(Tracer::Top, Some(0), 0.23, false),
+            none(),
+            phase(Tracer::Record, Some(1), 0.10, false),
+            none(),
+            phase(Tracer::Top, Some(1), 0.19, true),
+            none(),
+        ]);
+        let view = s.view_cost().unwrap();
+        // Round 1 had another tracer on the host: left out.
+        assert_eq!(view.cpu.len(), 1);
+        assert!((view.cpu[0] - 0.03).abs() < 1e-9);
+        assert_eq!(view.pinned_per_sec, vec![2000.0]);
+        assert_eq!(view.left_out, 1);
+        let (mut failures, mut undecided) = (Vec::new(), Vec::new());
+        s.judge(&mut failures, &mut undecided);
+        assert!(
+            failures.iter().all(|f| !f.contains("live view")),
+            "{failures:?}"
+        );
+
+        let over = section(vec![
+            none(),
+            phase(Tracer::Record, Some(0), 0.20, false),
+            none(),
+            phase(Tracer::Top, Some(0), 0.27, false),
+            none(),
+        ]);
+        let (mut failures, mut undecided) = (Vec::new(), Vec::new());
+        over.judge(&mut failures, &mut undecided);
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.contains("live view") && f.contains("7.0%")),
+            "{failures:?}"
+        );
+        let mut table = String::new();
+        over.print(&mut table);
+        assert!(table.contains("over the goal of 5%"), "{table}");
+
+        let only_record = section(vec![
+            none(),
+            phase(Tracer::Record, Some(0), 0.20, false),
+            none(),
+        ]);
+        assert!(only_record.view_cost().is_none());
     }
 }

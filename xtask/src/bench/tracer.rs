@@ -337,3 +337,33 @@ pub fn pinprof_summary(said: &str) -> Result<Summary> {
         lost,
     })
 }
+
+/// The target's pinned events a second over the window of a pinprof recording, from its JSON
+/// report (`pinned.events` over `window.duration_ns`).
+pub fn pinned_per_sec(pinprof: &Path, recording: &Path) -> Result<f64> {
+    let out = Command::new(pinprof)
+        .args(["report", "--format", "json"])
+        .arg(recording)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run pinprof report")?;
+    if !out.status.success() {
+        bail!(
+            "pinprof report failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("pinprof report's JSON")?;
+    let events = report["pinned"]["events"]
+        .as_u64()
+        .context("no pinned.events in the report")?;
+    let ns = report["window"]["duration_ns"]
+        .as_u64()
+        .context("no window.duration_ns in the report")?;
+    if ns == 0 {
+        bail!("an empty recording");
+    }
+    Ok(events as f64 / (ns as f64 / 1e9))
+}
