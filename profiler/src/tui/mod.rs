@@ -88,8 +88,8 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
 }
 
 /// Shows a recording: at its end, or played from its start at `speed` times the pace it was
-/// recorded at. The file is read as a stream, so memory is the view's, not the file's; the
-/// cursor then moves through what was read.
+/// recorded at (the whole file is read at once; the cursor moves through it). Nothing is
+/// folded, so the figures are `report`'s, in as much memory.
 pub fn replay(path: &Path, speed: Option<f64>, options: &Options) -> Result<()> {
     require_terminal()?;
     // A file that is no recording is said before the screen is taken over.
