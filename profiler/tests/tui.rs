@@ -184,10 +184,26 @@ fn starvation_is_flagged_while_it_lasts() {
     // pinned for seconds, and the view must say so before those waits end.
     let jvm = start_vt(21, 2, "PinnedSleep", &["2", "3000"]);
     let out = scratch("top-starving-with-a-long-name-that-fills-the-status-line.pinrec");
-    // Narrower than the status line: the flag must come before the path, not be cut off.
-    let mut term = Terminal::spawn(top(jvm.pid, &out, &[]), ROWS, 100);
-    term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
+    // The smallest terminal the view is made for, narrower than the status line: the flag
+    // must come before the path, not be cut off.
+    let mut term = Terminal::spawn(top(jvm.pid, &out, &[]), 24, 80);
+    let screen = term.wait_for("starvation flagged", Duration::from_secs(20), |s| {
         s.contains("STARVING NOW: all 2 carriers pinned or blocked")
+    });
+    // The lanes follow the newest time, both carriers pinned in their latest cells.
+    let lanes: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("│worker-"))
+        .collect();
+    assert_eq!(lanes.len(), 2, "{screen}");
+    for lane in lanes {
+        assert!(lane.trim_end_matches([' ', '│']).ends_with('█'), "{screen}");
+    }
+    assert!(screen.contains("● following"), "{screen}");
+    // Space pauses the cursor while the recording goes on.
+    term.send(b" ");
+    term.wait_for("a paused view", Duration::from_secs(5), |s| {
+        s.contains("❚❚ paused")
     });
     term.send(b"q");
     assert!(term.wait_exit(Duration::from_secs(15)).success());
@@ -478,6 +494,20 @@ fn replay_goes_to_each_starvation_names_its_culprit_and_seeks_in_recording_time(
             term.wait_for(&said(i), Duration::from_secs(10), |s| s.contains(&said(i)));
         }
         assert_eq!(secs_after(&term.contents(), "cursor "), Some(shown));
+        // Enter opens the selected carrier's wait there: the pinned sleep, its virtual
+        // thread, and its stack with the frame that holds the monitor.
+        term.send(b"\r");
+        let popup = term.wait_for("the wait under the cursor", Duration::from_secs(10), |s| {
+            s.contains("(Esc closes)")
+        });
+        assert!(popup.contains("pinned from "), "{popup}");
+        assert!(popup.contains("virtual thread mounted: #"), "{popup}");
+        assert!(popup.contains("Stall$Gate.hold"), "{popup}");
+        assert!(popup.contains("[holds monitor]"), "{popup}");
+        term.send(b"\x1b");
+        term.wait_for("the popup closed", Duration::from_secs(10), |s| {
+            !s.contains("(Esc closes)")
+        });
         // Shift-→: one second of recording time on.
         term.send(b"\x1b[1;2C");
         let screen = term.wait_for("the cursor a second on", Duration::from_secs(10), |s| {

@@ -758,9 +758,7 @@ impl App {
         let cells = self.timeline.cells.max(1) as u64;
         let want = length.saturating_mul(3) / cells;
         let zoom = timeline::LADDER.iter().position(|c| *c >= want.max(1));
-        if self.timeline.zoom.is_none_or(|z| Some(z) > zoom) {
-            self.timeline.zoom = zoom;
-        }
+        self.timeline.zoom = zoom;
         self.timeline
             .go_to_showing(e.start_ns, e.start_ns.saturating_sub(length), start, end);
         // Its culprit: the site with most pinned time in it.
@@ -836,11 +834,36 @@ impl App {
                 let class = model.monitor_class(m, o.start_ns).unwrap_or("an object");
                 lines.push(format!("monitor: {class} at {m:#x}"));
             }
+            // Who held the monitor it waited to enter, as read during the wait.
+            if let Some((_, (_, owner))) = model
+                .monitor_owners
+                .get(&tid)
+                .and_then(|reads| reads.range(o.start_ns..=o.end_ns).next())
+            {
+                lines.push(format!(
+                    "held by {}",
+                    crate::analysis::locks::owner_label(owner)
+                ));
+            }
             lines.push("stack, innermost first:".into());
             let frames = model.frames(o);
             let monitors = crate::analysis::stacks::monitor_frames(&frames);
             let stack = crate::analysis::stacks::StackLabels::new(&frames, monitors);
-            lines.extend((0..stack.frames.len()).map(|i| {
+            // The kernel and native frames on top say how it waits, in one line: the Java
+            // frames (where) then fit a small terminal.
+            let native = |i: usize| stack.frame_kinds.get(i).is_some_and(|k| k.is_native());
+            let on_top = (0..stack.frames.len()).take_while(|&i| native(i)).count();
+            let skip = if on_top > 1 && on_top < stack.frames.len() {
+                lines.push(format!(
+                    "  {} … {}  ({on_top} kernel and native frames)",
+                    stack.frames[0],
+                    stack.frames[on_top - 1]
+                ));
+                on_top
+            } else {
+                0
+            };
+            lines.extend((skip..stack.frames.len()).map(|i| {
                 let holds = if stack.monitor_frames.contains(&i) {
                     "  [holds monitor]"
                 } else {

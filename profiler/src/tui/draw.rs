@@ -194,6 +194,7 @@ fn draw_help(frame: &mut Frame, area: Rect) {
 }
 
 fn draw_popup(frame: &mut Frame, area: Rect, title: &str, lines: &[String]) {
+    let title = format!("{title}(Esc closes) ");
     let width = lines
         .iter()
         .map(|l| l.chars().count())

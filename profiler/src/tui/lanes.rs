@@ -317,7 +317,8 @@ impl Lanes {
     pub fn rows(&self, model: &Model, from: u64, to: u64) -> Vec<ThreadRow> {
         let mut rows: BTreeMap<u32, ThreadRow> = BTreeMap::new();
         for (&tid, &(born, died)) in &self.lives {
-            if died <= from.max(self.known_from) || born >= to {
+            // A carrier keeps its row (and its lane) in a span it was not alive in.
+            if (died <= from.max(self.known_from) || born >= to) && !model.is_carrier(tid) {
                 continue;
             }
             let mut sum = [0u64; 6];

@@ -175,6 +175,8 @@ impl Timeline {
             let cell = self.cell_ns(start, end);
             let from = from.clamp(start, t);
             self.origin_ns = start + (from - start) / cell * cell;
+            // (`from` too far back for this zoom: the cursor is shown all the same.)
+            self.keep_in_view(start, end);
         }
     }
 
