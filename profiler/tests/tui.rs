@@ -450,6 +450,25 @@ fn replay_goes_to_each_starvation_names_its_culprit_and_seeks_in_recording_time(
         replay.arg("replay").arg(&out);
         let mut term = Terminal::spawn(replay, height, width);
         term.wait_for("the replayed recording", Duration::from_secs(20), ended);
+        // `?` lists every key of the handler's own table, with what it does.
+        term.send(b"?");
+        let help = term.wait_for("the help", Duration::from_secs(10), |s| {
+            s.contains("Keys (any key closes)")
+        });
+        let bindings = profiler::tui::keys::help_lines();
+        let width = bindings
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap();
+        for (keys, what) in bindings {
+            let line = format!("{keys:<width$}  {what}");
+            assert!(help.contains(&line), "{line:?} not in the help:\n{help}");
+        }
+        term.send(b"x");
+        term.wait_for("the help closed", Duration::from_secs(10), |s| {
+            !s.contains("Keys (any key closes)")
+        });
         term.send(b"\x1b[H");
         // `n` from the start steps through the episodes in time order.
         for i in 0..=pinned[0] {
