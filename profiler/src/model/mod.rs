@@ -151,6 +151,18 @@ pub struct ClassInitWait {
     pub initializer: Option<crate::events::Initializer>,
 }
 
+/// Keeps each key's reads from `from` on, and the last one before it (what a lookup as of
+/// `from` finds).
+fn keep_reads_from<K, T>(reads: &mut HashMap<K, BTreeMap<u64, T>>, from: u64) {
+    for seen in reads.values_mut() {
+        let mut kept = seen.split_off(&from);
+        if let Some((at, last)) = seen.pop_last() {
+            kept.insert(at, last);
+        }
+        *seen = kept;
+    }
+}
+
 /// The snapshots of `snapshots` that bracket `[from, to]`: the last one at or before `from`,
 /// every one between, the first one at or after `to` (what a difference over the span needs).
 pub fn bracketing<T: Clone>(snapshots: &BTreeMap<u64, T>, from: u64, to: u64) -> BTreeMap<u64, T> {
@@ -505,6 +517,22 @@ impl Model {
             starts.retain(|start, _| *start >= from);
             !starts.is_empty()
         });
+        // What was read of a thread's waits (its park blocker, the monitor's owner) goes with
+        // them, as its Java stacks do: a live view read them once a second for as long as it
+        // ran.
+        self.park_blockers.retain(|tid, reads| {
+            *reads = reads.split_off(&from(*tid));
+            !reads.is_empty()
+        });
+        self.monitor_owners.retain(|tid, reads| {
+            *reads = reads.split_off(&from(*tid));
+            !reads.is_empty()
+        });
+        // A monitor's class (or class init) is looked up as of a time: the last read before
+        // the waits kept stays.
+        keep_reads_from(&mut self.monitor_classes, before_ns);
+        keep_reads_from(&mut self.monitor_class_objects, before_ns);
+        keep_reads_from(&mut self.class_init_locks, before_ns);
         self.forgotten_before = Some(self.forgotten_before.unwrap_or(0).max(before_ns));
     }
 
@@ -952,5 +980,50 @@ pub(crate) mod tests {
         assert_eq!(kept, vec![2, 3]);
         assert_eq!(model.java_stack_starts[&1].len(), 1);
         assert_eq!(model.java_stack_starts[&2].len(), 1);
+    }
+
+    #[test]
+    fn forgetting_drops_what_was_read_of_old_waits() {
+        let ms = 1_000_000;
+        let mut model = Model {
+            end_mono_ns: 100 * ms,
+            ..Default::default()
+        };
+        make_carrier(&mut model, 1);
+        model.off_cpu = vec![
+            Wait::from(parked(1, 10, 20, Some(7))),                // old
+            Wait::from(parked(1, 70, 20, Some(7))),                // recent
+            Wait::from(interval(2, 5, 90, OffCpuState::Sleeping)), // one long wait into the window
+        ];
+        let blocker = ParkBlocker {
+            object: 1,
+            class: "java.util.concurrent.locks.ReentrantLock$NonfairSync".into(),
+            ownable: true,
+            owner: None,
+        };
+        for (tid, at) in [(1, 15), (1, 75), (2, 40)] {
+            model
+                .park_blockers
+                .entry(tid)
+                .or_default()
+                .insert(at * ms, blocker.clone());
+        }
+        for at in [10, 20, 60] {
+            model
+                .monitor_classes
+                .entry(9)
+                .or_default()
+                .insert(at * ms, format!("C{at}"));
+        }
+        model.forget_before(50 * ms);
+        // Thread 1's read of its old wait goes; thread 2's long wait keeps its read.
+        assert_eq!(model.park_blockers[&1].len(), 1);
+        assert_eq!(
+            model.park_blocker_reading(2, 5 * ms, 95 * ms).unwrap().0,
+            40 * ms
+        );
+        // A monitor's class as of the window's new start is still known.
+        assert_eq!(model.monitor_class(9, 50 * ms), Some("C20"));
+        assert_eq!(model.monitor_classes[&9].len(), 2);
     }
 }

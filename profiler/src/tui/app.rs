@@ -197,11 +197,16 @@ impl View {
             .filter(|t| t.role == ThreadRole::Carrier)
     }
 
-    /// Threads that did something in the window.
+    /// Threads that did something in the window (a wait as long as the window, too).
     pub fn active_threads(&self) -> impl Iterator<Item = &ThreadRow> {
-        self.threads
-            .iter()
-            .filter(|t| t.intervals > 0 || t.running_ns > 0)
+        self.threads.iter().filter(|t| {
+            t.intervals > 0
+                || t.running_ns > 0
+                || t.blocked_ns > 0
+                || t.pinned_ns > 0
+                || t.idle_ns > 0
+                || t.preempted_ns > 0
+        })
     }
 
     /// What identifies a tab's row `row`, so that the selection stays on it when the table
@@ -440,10 +445,18 @@ impl App {
             .max(start)
     }
 
-    /// The time `t` as the view says it: from the recording's start.
+    /// The time `t` as the view says it: from the recording's start, to the millisecond, or
+    /// finer when the cells are (a cell of 10 µs tells times 10 µs apart).
     pub fn at(&self, t: u64) -> String {
         let start = self.model.as_ref().map_or(0, |m| m.start_mono_ns);
-        format!("{:.3}s", t.saturating_sub(start) as f64 / 1e9)
+        let (from, end) = self.bounds();
+        let decimals = match self.timeline.cell_ns(from, end) {
+            c if c >= 1_000_000 => 3,
+            c if c >= 100_000 => 4,
+            c if c >= 10_000 => 5,
+            _ => 6,
+        };
+        format!("{:.decimals$}s", t.saturating_sub(start) as f64 / 1e9)
     }
 
     /// Takes one record of the stream into the model.
@@ -527,7 +540,9 @@ impl App {
     /// Moves the cursor with time (following the newest, or playing).
     pub fn tick(&mut self) {
         let (start, end) = self.bounds();
-        self.timeline.tick(start, end);
+        // A replay still reading its file plays on past what it has read so far.
+        let complete = self.live || self.status != Status::Running;
+        self.timeline.tick(start, end, complete);
     }
 
     /// Recomputes the figures: the window's if records came since the last time, the
@@ -551,7 +566,7 @@ impl App {
         if take_in {
             self.changed = false;
             self.take_in();
-            self.timeline.tick(self.bounds().0, self.bounds().1);
+            self.tick();
         }
         let (start, end) = self.bounds();
         let span = self.timeline.span(start, end);
@@ -724,6 +739,12 @@ impl App {
                 self.filter.clear();
             }
             Action::Sort => {
+                // The thread lanes are the threads table's rows.
+                let tab = if self.tab == Tab::Lanes {
+                    Tab::Threads.index()
+                } else {
+                    tab
+                };
                 let sort = &mut self.sorts[tab];
                 let i = Sort::ALL.iter().position(|s| s == sort).unwrap_or(0);
                 *sort = Sort::ALL[(i + 1) % Sort::ALL.len()];
@@ -739,16 +760,24 @@ impl App {
         let (start, end) = self.bounds();
         let marks = &self.whole.episode_marks;
         let at = self.timeline.cursor_ns;
+        // (An episode that starts at the cursor is next unless the cursor went to it.)
+        let on = self.episode.as_ref().map(|(i, _)| *i);
         let found = if next {
-            marks.iter().position(|e| e.start_ns > at)
+            marks
+                .iter()
+                .enumerate()
+                .position(|(i, e)| e.start_ns > at || (e.start_ns == at && on != Some(i)))
         } else {
             marks.iter().rposition(|e| e.start_ns < at)
         };
+        // Past the last, round to the first (and back): a replay opens at its end.
+        let (found, wrapped) = match found {
+            Some(i) => (Some(i), false),
+            None if next => (marks.first().map(|_| 0), true),
+            None => (marks.len().checked_sub(1), true),
+        };
         let Some(i) = found else {
-            self.message = Some(format!(
-                "no {} starvation episode",
-                if next { "later" } else { "earlier" }
-            ));
+            self.message = Some("no starvation episode".into());
             return;
         };
         let e = marks[i].clone();
@@ -780,7 +809,13 @@ impl App {
         });
         self.episode = Some((i, culprit.as_ref().map(super::draw::site_label)));
         self.culprit = culprit.map(|s| RowKey::Site(s.reason, s.operation, s.stack.frames));
-        self.message = None;
+        self.message = wrapped.then(|| {
+            format!(
+                "no {} starvation episode: back to the {}",
+                if next { "later" } else { "earlier" },
+                if next { "first" } else { "last" }
+            )
+        });
         self.tab = match self.tab {
             Tab::Overview | Tab::Pinned => self.tab,
             _ => Tab::Overview,
@@ -806,7 +841,9 @@ impl App {
             return Some(Popup {
                 title: format!(" {name} at {} ", self.at(t)),
                 lines: vec![
-                    "running (or in waits too short to record), or not alive".into(),
+                    "running (or in waits too short to record, or not alive; a thread other \
+                     than a carrier: or in a wait that began before attach)"
+                        .into(),
                     format!("virtual thread mounted: {mounted}"),
                 ],
             });

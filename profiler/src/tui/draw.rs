@@ -87,7 +87,10 @@ pub fn draw(frame: &mut Frame, app: &App) {
         draw_popup(frame, body, &popup.title, &popup.lines);
     }
     if app.help {
-        draw_help(frame, body);
+        // Over everything but the footer: two columns of keys fit 80 x 20.
+        let [screen, _] =
+            Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(frame.area());
+        draw_help(frame, screen);
     }
 }
 
@@ -215,7 +218,7 @@ fn draw_popup(frame: &mut Frame, area: Rect, title: &str, lines: &[String]) {
                 .map(|l| Line::from(l.as_str()))
                 .collect::<Vec<_>>(),
         )
-        .block(Block::bordered().title(format!("{title}(Esc closes) "))),
+        .block(Block::bordered().title(title)),
         rect,
     );
 }
@@ -417,6 +420,19 @@ fn axis(app: &App, range: &Range, width: usize, cursor: Option<usize>) -> Line<'
         }
         t += step;
     }
+    // The marked span, under the lanes.
+    if let Some(mark) = app.timeline.mark_ns {
+        let (a, b) = (
+            mark.min(app.timeline.cursor_ns),
+            mark.max(app.timeline.cursor_ns),
+        );
+        for (i, slot) in text.iter_mut().enumerate() {
+            let c0 = range.from_ns + i as u64 * range.cell_ns;
+            if c0 + range.cell_ns > a && c0 <= b && *slot == ' ' {
+                *slot = '═';
+            }
+        }
+    }
     if let Some(c) = cursor {
         text[c] = '▲';
     }
@@ -458,6 +474,14 @@ fn cursor_lines(app: &App, lane: Option<&(u32, String)>) -> [Line<'static>; 3] {
         && let Some(i) = range.cell_of(app.cursor_in_window())
     {
         let from = range.from_ns + i as u64 * range.cell_ns;
+        // (At the live edge, the cell up to what the lanes know: records newer than their
+        // last refresh are not in them yet.)
+        let from = from.min(
+            app.lanes
+                .known_until
+                .saturating_sub(range.cell_ns)
+                .max(range.from_ns),
+        );
         let what = app.lanes.cells(*tid, from, range.cell_ns, 1)[0]
             .state()
             .map_or("not alive", State::as_str);
@@ -532,7 +556,14 @@ fn draw_thread_lanes(frame: &mut Frame, area: Rect, app: &App) {
         frame,
         area,
         app,
-        format!(" Threads ({}, most blocked or pinned first) ", tids.len()),
+        format!(
+            " Threads ({}, most blocked or pinned first{}) ",
+            tids.len(),
+            match app.sorts[Tab::Threads.index()] {
+                super::app::Sort::Time => String::new(),
+                sort => format!("; sorted by {}", sort.as_str()),
+            }
+        ),
         &tids,
         Some(app.selected()),
     );
@@ -689,8 +720,12 @@ fn draw_overview(frame: &mut Frame, area: Rect, app: &App) {
         .as_ref()
         .is_some_and(|m| m.target.runtime.is_some());
     let title = if !jvm {
-        " Carriers: the target is not a HotSpot JVM (threads, locks, system calls: views 3-6) "
-            .to_string()
+        " Not a HotSpot JVM: no carriers (threads: 3, 6; locks: 4; calls: 5) ".to_string()
+    } else if carriers.is_empty() && !app.filter.is_empty() {
+        format!(
+            " Carriers: none matches the filter {:?} (Esc clears it) ",
+            app.filter
+        )
     } else if carriers.is_empty() {
         " Carriers: none known yet (no virtual thread has run, or see the warnings) ".to_string()
     } else {

@@ -115,6 +115,8 @@ pub struct Lanes {
     lives: HashMap<u32, (u64, u64)>,
     /// Spans older than this were dropped (the view's window, or the cap): not known.
     pub known_from: u64,
+    /// The model's end at the latest refresh: what the lanes know goes up to there.
+    pub known_until: u64,
 }
 
 impl Lanes {
@@ -159,10 +161,14 @@ impl Lanes {
                 self.recent.entry(o.tid).or_default().push(span(o, used));
             }
         }
-        // (A few waits under way: each reads its own stacks.)
+        // A few waits under way (each reads its own stacks): seen at the latest checkpoint,
+        // and not ended since (their end would have come as a wait), so under way up to the
+        // newest record.
         for o in &crate::analysis::threads::open_intervals(model) {
             let used = classify_with(model, o, &StackMarks::default());
-            self.recent.entry(o.tid).or_default().push(span(o, used));
+            let mut under_way = span(o, used);
+            under_way.end_ns = under_way.end_ns.max(model.end_mono_ns);
+            self.recent.entry(o.tid).or_default().push(under_way);
         }
         for m in spells {
             if m.end_ns < self.settled_until {
@@ -185,13 +191,20 @@ impl Lanes {
             spans.sort_by_key(|s| s.start_ns);
         }
         self.settled_until = self.settled_until.max(settled);
+        // The target's threads: those with waits, or the scheduler's account, or known to
+        // the JVM (names alone include other processes' threads that woke the target's).
         self.lives.clear();
-        for tid in self.settled.keys().chain(self.recent.keys()) {
+        let tids = self
+            .settled
+            .keys()
+            .chain(self.recent.keys())
+            .chain(model.cpu_last.keys())
+            .chain(model.java_threads.keys())
+            .chain(model.folded.keys());
+        for tid in tids {
             self.lives.insert(*tid, model.life(*tid));
         }
-        for tid in model.names.keys() {
-            self.lives.insert(*tid, model.life(*tid));
-        }
+        self.known_until = model.end_mono_ns;
         // What the view forgot, the lanes forget too.
         if let Some(before) = model.forgotten_before {
             self.forget_before(before);
@@ -364,6 +377,13 @@ impl Lanes {
                 .then(a.tid.cmp(&b.tid))
         });
         rows
+    }
+
+    /// Spans kept (for the tests of its bounds).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.settled.values().map(VecDeque::len).sum::<usize>()
+            + self.recent.values().map(Vec::len).sum::<usize>()
     }
 }
 

@@ -255,8 +255,12 @@ fn a_carrier_pinned_for_three_seconds_reads_as_thirty_cells_of_100ms() {
     let mut app = replayed(120);
     press(&mut app, KeyCode::Char('0'));
     // Zoomed to 100 ms cells.
-    while app.timeline.range(app.bounds().0, app.bounds().1).cell_ns > 100 * MS {
-        press(&mut app, KeyCode::Char('z'));
+    for _ in 0..10 {
+        match app.timeline.range(app.bounds().0, app.bounds().1).cell_ns {
+            c if c > 100 * MS => press(&mut app, KeyCode::Char('z')),
+            c if c < 100 * MS => press(&mut app, KeyCode::Char('Z')),
+            _ => break,
+        }
     }
     press(&mut app, KeyCode::Home);
     let range = app.timeline.range(app.bounds().0, app.bounds().1);
@@ -296,8 +300,13 @@ fn n_goes_to_the_starvation_and_names_its_culprit_and_seeking_moves_the_cursor()
     let shown = screen(&app, 80, 24);
     assert!(shown.contains("Shop.buy [monitor]"), "{shown}");
     app.tab = Tab::Overview;
+    // Past the last episode, `n` goes round to the first.
     press(&mut app, KeyCode::Char('n'));
-    assert_eq!(app.message.as_deref(), Some("no later starvation episode"));
+    assert_eq!(
+        app.message.as_deref(),
+        Some("no later starvation episode: back to the first")
+    );
+    assert_eq!(app.timeline.cursor_ns, START + 1500 * MS);
     press(&mut app, KeyCode::Char('L'));
     assert_eq!(app.timeline.cursor_ns, START + 2500 * MS);
     assert!(screen(&app, 80, 24).contains("cursor 2.500s"));
@@ -396,4 +405,47 @@ fn f_writes_a_flamegraph_of_the_span_shown_and_says_where() {
     let path = said.split(" written to ").nth(1).unwrap();
     assert!(std::fs::read_to_string(path).unwrap().contains("Shop.buy"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_live_view_keeps_no_more_than_its_window() {
+    // Ten minutes of a carrier pinned 10 ms in every 20, and a thread blocked as often,
+    // taken in a second at a time as a live view does, with a 10 s window.
+    let mut app = App::new(
+        "test".into(),
+        true,
+        Some(std::time::Duration::from_secs(10)),
+    );
+    app.on_resize(80);
+    let mut records = scene();
+    records.retain(|r| !matches!(r, Record::End(_) | Record::Event(Event::OffCpu(_))));
+    for r in records {
+        app.on_record(r);
+    }
+    let mut kept = Vec::new();
+    for second in 0..600u64 {
+        for i in 0..50 {
+            let from = second * 1000 + i * 20;
+            let pinned = [
+                Event::OffCpu(wait(101, from, from + 10, Some(java(Some(21), 1)))),
+                Event::OffCpu(wait(103, from + 5, from + 15, None)),
+            ];
+            for e in pinned {
+                app.on_record(Record::Event(e));
+            }
+        }
+        app.refresh();
+        if second % 60 == 59 {
+            kept.push((app.lanes.len(), app.model.as_ref().unwrap().off_cpu.len()));
+        }
+    }
+    // After the first minute, the same (within a refresh's worth).
+    let (lanes, model) = kept[1];
+    for (l, m) in &kept[1..] {
+        assert!(
+            l.abs_diff(lanes) <= 200 && m.abs_diff(model) <= 200,
+            "{kept:?}"
+        );
+    }
+    assert!(lanes < 2 * 100 * 13, "{kept:?}");
 }

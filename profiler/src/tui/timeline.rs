@@ -90,7 +90,7 @@ impl Timeline {
     pub fn cell_ns(&self, start: u64, end: u64) -> u64 {
         match self.zoom {
             Some(i) => LADDER[i.min(LADDER.len() - 1)],
-            None => LADDER[fit(start, end, self.cells)],
+            None => fit_cell(start, end, self.cells),
         }
     }
 
@@ -118,7 +118,10 @@ impl Timeline {
     /// while it moves on (what has happened by then), within the window.
     pub fn span(&self, start: u64, end: u64) -> (u64, u64) {
         if let Some(mark) = self.mark_ns {
+            // At least the cursor's cell: a mark just set is not an empty span.
+            let cell = self.cell_ns(start, end);
             let (a, b) = (mark.min(self.cursor_ns), mark.max(self.cursor_ns));
+            let b = b.max(a.saturating_add(cell));
             return (a.max(start), b.min(end).max(a.max(start)));
         }
         let range = self.range(start, end);
@@ -130,8 +133,8 @@ impl Timeline {
     }
 
     /// Moves the cursor with time: onto the newest while following, on at the replay's speed
-    /// while playing (stopping at the end).
-    pub fn tick(&mut self, start: u64, end: u64) {
+    /// while playing (stopping at the end once the window is `complete`).
+    pub fn tick(&mut self, start: u64, end: u64, complete: bool) {
         let now = Instant::now();
         let elapsed = self
             .last_tick
@@ -142,8 +145,10 @@ impl Timeline {
             self.cursor_ns = self.cursor_ns.max(start).saturating_add(step);
             if self.cursor_ns >= end {
                 self.cursor_ns = end;
-                self.playing = false;
-                self.following = true;
+                if complete {
+                    self.playing = false;
+                    self.following = true;
+                }
             }
         } else if self.following {
             self.cursor_ns = end;
@@ -230,14 +235,22 @@ impl Timeline {
     pub fn zoom(&mut self, finer: bool, start: u64, end: u64) {
         let before = self.range(start, end);
         let column = before.cell_of(self.cursor_ns).unwrap_or(before.cells / 2) as u64;
-        let i = self.zoom.unwrap_or_else(|| fit(start, end, self.cells));
-        let i = if finer {
-            i.saturating_sub(1)
-        } else {
-            (i + 1).min(LADDER.len() - 1)
-        };
-        // Coarser than fitting the whole window shows nothing more: that is the fit.
-        self.zoom = (i < fit(start, end, self.cells)).then_some(i);
+        // Along the ladder; from the fit, to the ladder's cell just shorter or longer.
+        self.zoom = Some(match self.zoom {
+            Some(i) if finer => i.saturating_sub(1),
+            Some(i) => (i + 1).min(LADDER.len() - 1),
+            None => {
+                let fit = fit_cell(start, end, self.cells);
+                if finer {
+                    LADDER.iter().rposition(|c| *c < fit).unwrap_or(0)
+                } else {
+                    LADDER
+                        .iter()
+                        .position(|c| *c > fit)
+                        .unwrap_or(LADDER.len() - 1)
+                }
+            }
+        });
         let cell = self.cell_ns(start, end);
         let from = self
             .cursor_ns
@@ -271,22 +284,45 @@ impl Timeline {
     }
 }
 
-/// The ladder's shortest cell that fits `[start, end)` in `cells` cells.
-fn fit(start: u64, end: u64, cells: usize) -> usize {
-    let per = end.saturating_sub(start).div_ceil(cells.max(1) as u64);
-    LADDER
-        .iter()
-        .position(|c| *c >= per)
-        .unwrap_or(LADDER.len() - 1)
+/// The shortest round cell (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 of a power of ten) that fits
+/// `[start, end)` in `cells` cells: the whole window fills most of the lanes (the ladder's
+/// 1-2-5 steps would leave up to 60% of them empty).
+fn fit_cell(start: u64, end: u64, cells: usize) -> u64 {
+    let per = end
+        .saturating_sub(start)
+        .div_ceil(cells.max(1) as u64)
+        .max(1);
+    let mut decade = 1_000u64;
+    loop {
+        for step in [10, 15, 20, 25, 30, 40, 50, 60, 80] {
+            let cell = decade.saturating_mul(step) / 10;
+            if cell >= per.max(LADDER[0]) {
+                return cell;
+            }
+        }
+        if decade > u64::MAX / 100 {
+            return LADDER[LADDER.len() - 1];
+        }
+        decade *= 10;
+    }
 }
 
-/// A cell length as the lanes' title says it ("100ms", "2s").
+/// A cell length as the lanes' title says it ("100ms", "2s", "1.5s").
 pub fn cell_label(ns: u64) -> String {
+    let unit = |n: u64, per: u64, name: &str| {
+        if n.is_multiple_of(per) {
+            format!("{}{name}", n / per)
+        } else {
+            format!("{}{name}", n as f64 / per as f64)
+        }
+    };
     match ns {
-        n if n >= 60_000_000_000 && n % 60_000_000_000 == 0 => format!("{}min", n / 60_000_000_000),
-        n if n >= 1_000_000_000 => format!("{}s", n / 1_000_000_000),
-        n if n >= 1_000_000 => format!("{}ms", n / 1_000_000),
-        n => format!("{}µs", n / 1_000),
+        n if n >= 60_000_000_000 && n.is_multiple_of(60_000_000_000) => {
+            format!("{}min", n / 60_000_000_000)
+        }
+        n if n >= 1_000_000_000 => unit(n, 1_000_000_000, "s"),
+        n if n >= 1_000_000 => unit(n, 1_000_000, "ms"),
+        n => unit(n, 1_000, "µs"),
     }
 }
 
@@ -312,7 +348,7 @@ mod tests {
         let (start, end) = (10 * S, 16 * S);
         let mut t = Timeline::new(false, None);
         t.cells = 60;
-        t.tick(start, end);
+        t.tick(start, end, true);
         assert_eq!(
             t.cursor_ns, end,
             "a replay without a pace starts at its end"
@@ -335,26 +371,32 @@ mod tests {
         assert!(t.range(start, end).cell_of(14 * S).is_some());
         let (a, b) = t.span(start, end);
         assert_eq!(b - a, 3 * S, "the tables cover what the lanes show");
-        // Zooming out past the fit is the fit.
-        for _ in 0..5 {
+        // Out along the ladder, past the fit if asked; `0` fits again.
+        for _ in 0..3 {
             t.zoom(false, start, end);
         }
-        assert_eq!(t.zoom, None);
+        assert_eq!(t.cell_ns(start, end), 500 * MS);
+        t.zoom_fit();
+        assert_eq!(t.cell_ns(start, end), 100 * MS);
+        // The fit is round and fills most of the lanes: 8.1 s in 60 cells of 150 ms.
+        assert_eq!(fit_cell(0, 8_100 * MS, 60), 150 * MS);
+        assert_eq!(cell_label(150 * MS), "150ms");
+        assert_eq!(cell_label(1_500 * MS), "1.5s");
     }
 
     #[test]
     fn a_replay_plays_from_the_cursor_and_stops_at_the_end() {
         let (start, end) = (0, 10 * S);
         let mut t = Timeline::new(false, Some(64.0));
-        t.tick(start, end);
+        t.tick(start, end, true);
         assert_eq!(t.cursor_ns, start);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        t.tick(start, end);
+        t.tick(start, end, true);
         assert!(t.cursor_ns > start && t.playing, "{}", t.cursor_ns);
         let (_, to) = t.span(start, end);
         assert!(to <= t.cursor_ns + 1, "the tables stop at the cursor");
         std::thread::sleep(std::time::Duration::from_millis(200));
-        t.tick(start, end);
+        t.tick(start, end, true);
         assert_eq!((t.cursor_ns, t.playing), (end, false));
         t.play_pause(false, start, end);
         assert!(
