@@ -191,10 +191,15 @@ pub struct View {
 }
 
 impl View {
+    /// The carriers, in the order they started (their lanes stay in place as figures change).
     pub fn carriers(&self) -> impl Iterator<Item = &ThreadRow> {
-        self.threads
+        let mut carriers: Vec<&ThreadRow> = self
+            .threads
             .iter()
             .filter(|t| t.role == ThreadRole::Carrier)
+            .collect();
+        carriers.sort_by_key(|t| t.tid);
+        carriers.into_iter()
     }
 
     /// Threads that did something in the window (a wait as long as the window, too).

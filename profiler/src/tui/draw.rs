@@ -906,27 +906,27 @@ fn draw_summary(frame: &mut Frame, area: Rect, app: &App) {
         // Said whole where it fits; on a narrow terminal, the figures first.
         let text = if area.width >= 120 {
             format!(
-                "Starvation{note}: {what} for {} in {} episodes (longest {}): no other \
+                "Starvation{note}: {what} for {} in {} (longest {}): no other \
                  virtual thread could run then",
                 secs(view.starved_ns),
-                view.episodes,
+                counted(view.episodes, "episode"),
                 secs(view.longest_starvation_ns)
             )
         } else {
             format!(
-                "Starvation{note}: {} in {} episodes (longest {}), {what}",
+                "Starvation{note}: {} in {} (longest {}), {what}",
                 secs(view.starved_ns),
-                view.episodes,
+                counted(view.episodes, "episode"),
                 secs(view.longest_starvation_ns)
             )
         };
         Line::from(Span::styled(text, Style::new().red().bold()))
     };
     let pinned = Line::from(format!(
-        "Pinned{note}: {} events, {} in all, at {} sites",
-        view.pinned_events,
+        "Pinned{note}: {}, {} in all, at {}",
+        counted(view.pinned_events, "event"),
         secs(view.pinned_ns),
-        view.sites.len()
+        counted(view.sites.len(), "site")
     ));
     let mut lines = vec![starvation, pinned];
     if let Some(throttling) = &view.throttling {
@@ -1152,6 +1152,15 @@ fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
         &[4],
         rows,
     );
+}
+
+/// "1 episode", "2 episodes".
+fn counted(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// The table's sort, when not the default (`s` cycles it).
