@@ -29,7 +29,7 @@ pub fn run() -> Result<()> {
     let live = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if live {
         println!(
-            "demo: live view; Tab or 1-5 switch views, q ends it (the recording stops at {SECONDS} s)"
+            "demo: live view; ? lists the keys, Tab or 1-6 switch views, n goes to each starvation, q ends it (the recording stops at {SECONDS} s)"
         );
         std::thread::sleep(Duration::from_secs(2));
     }
