@@ -29,6 +29,22 @@ pub struct ThreadRow {
     pub blocked_intervals: u64,
 }
 
+impl ThreadRow {
+    /// A row of `tid`'s, its times all zero.
+    pub fn of(model: &Model, tid: u32) -> Self {
+        Self {
+            tid,
+            name: model.thread_name(tid),
+            role: if model.is_carrier(tid) {
+                ThreadRole::Carrier
+            } else {
+                ThreadRole::Other
+            },
+            ..Default::default()
+        }
+    }
+}
+
 /// Blocked time summed over threads (thread-seconds, not wall time).
 pub fn blocked_total_ns(threads: &[ThreadRow]) -> u64 {
     total(threads.iter().map(|t| t.blocked_ns))
@@ -180,16 +196,7 @@ fn account(model: &Model, r: &mut ThreadRow) {
 }
 
 fn row<'a>(model: &Model, rows: &'a mut BTreeMap<u32, ThreadRow>, tid: u32) -> &'a mut ThreadRow {
-    rows.entry(tid).or_insert_with(|| ThreadRow {
-        tid,
-        name: model.thread_name(tid),
-        role: if model.is_carrier(tid) {
-            ThreadRole::Carrier
-        } else {
-            ThreadRole::Other
-        },
-        ..Default::default()
-    })
+    rows.entry(tid).or_insert_with(|| ThreadRow::of(model, tid))
 }
 
 /// The carriers' waits still under way at the latest checkpoint, as intervals up to it;

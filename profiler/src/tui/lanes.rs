@@ -9,7 +9,6 @@ use crate::{
     analysis::{
         Analysis,
         classify::{StackMarks, Use, classify_with},
-        kinds::ThreadRole,
         monopoly::Monopolized,
         threads::ThreadRow,
     },
@@ -352,21 +351,14 @@ impl Lanes {
             rows.insert(
                 tid,
                 ThreadRow {
-                    tid,
-                    name: model.thread_name(tid),
-                    role: if model.is_carrier(tid) {
-                        ThreadRole::Carrier
-                    } else {
-                        ThreadRole::Other
-                    },
                     running_ns: running,
                     idle_ns: sum[State::Idle as usize],
                     blocked_ns: sum[State::Blocked as usize],
                     pinned_ns: sum[State::Pinned as usize],
                     preempted_ns: sum[State::Preempted as usize],
                     intervals,
-                    kernel_lock_ns: 0,
                     blocked_intervals,
+                    ..ThreadRow::of(model, tid)
                 },
             );
         }
