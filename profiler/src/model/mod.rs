@@ -952,8 +952,9 @@ pub(crate) mod tests {
         assert_eq!(model.forgotten_before, Some(50_000_000));
     }
 
-    #[test]
-    fn forgetting_drops_java_stacks_thread_by_thread() {
+    /// A carrier's old and recent waits (10 and 70 ms, 20 ms each), and another thread's
+    /// long wait from 5 ms into the window (to 95 ms), in a 100 ms window.
+    fn old_and_recent_waits() -> Model {
         let mut model = Model {
             end_mono_ns: 100_000_000,
             ..Default::default()
@@ -964,6 +965,12 @@ pub(crate) mod tests {
             Wait::from(parked(1, 70, 20, Some(7))),                // recent
             Wait::from(interval(2, 5, 90, OffCpuState::Sleeping)), // one long wait into the window
         ];
+        model
+    }
+
+    #[test]
+    fn forgetting_drops_java_stacks_thread_by_thread() {
+        let mut model = old_and_recent_waits();
         for (key, id) in [((1, 10), 1), ((1, 70), 2), ((2, 5), 3)] {
             let key = (key.0, key.1 * 1_000_000);
             model.java_stacks.insert(key, id);
@@ -985,16 +992,7 @@ pub(crate) mod tests {
     #[test]
     fn forgetting_drops_what_was_read_of_old_waits() {
         let ms = 1_000_000;
-        let mut model = Model {
-            end_mono_ns: 100 * ms,
-            ..Default::default()
-        };
-        make_carrier(&mut model, 1);
-        model.off_cpu = vec![
-            Wait::from(parked(1, 10, 20, Some(7))),                // old
-            Wait::from(parked(1, 70, 20, Some(7))),                // recent
-            Wait::from(interval(2, 5, 90, OffCpuState::Sleeping)), // one long wait into the window
-        ];
+        let mut model = old_and_recent_waits();
         let blocker = ParkBlocker {
             object: 1,
             class: "java.util.concurrent.locks.ReentrantLock$NonfairSync".into(),
