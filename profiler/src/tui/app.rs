@@ -450,6 +450,22 @@ impl App {
             .max(start)
     }
 
+    /// The cursor's cell on the lanes: (its start, its length). At the live edge, the cell up
+    /// to what the lanes know: records newer than their last refresh are not in them yet.
+    pub fn cursor_cell(&self) -> Option<(u64, u64)> {
+        let (start, end) = self.bounds();
+        let range = self.timeline.range(start, end);
+        let i = range.cell_of(self.cursor_in_window())?;
+        let from = range.from_ns + i as u64 * range.cell_ns;
+        let from = from.min(
+            self.lanes
+                .known_until
+                .saturating_sub(range.cell_ns)
+                .max(range.from_ns),
+        );
+        Some((from, range.cell_ns))
+    }
+
     /// The time `t` as the view says it: from the recording's start, to the millisecond, or
     /// finer when the cells are (a cell of 10 µs tells times 10 µs apart).
     pub fn at(&self, t: u64) -> String {
@@ -838,7 +854,13 @@ impl App {
         };
         let t = self.timeline.cursor_ns;
         let name = model.thread_name(tid);
-        let Some(span) = self.lanes.span_at(tid, t) else {
+        // What the cursor's cell shows (its main wait), as the line above the lanes says:
+        // at 100 ms a cell, not a 40 µs wait that happens to lie under the cursor's instant.
+        let span = match self.cursor_cell() {
+            Some((from, cell_ns)) => self.lanes.main_span(tid, from, cell_ns),
+            None => self.lanes.span_at(tid, t),
+        };
+        let Some(span) = span else {
             let mounted = self
                 .lanes
                 .mounted_at(tid, t, t)

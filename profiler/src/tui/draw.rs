@@ -468,30 +468,15 @@ fn cursor_lines(app: &App, lane: Option<&(u32, String)>) -> [Line<'static>; 3] {
         ));
     }
     // What the cursor's cell on the selected lane shows.
-    let (start, end) = app.bounds();
-    let range = app.timeline.range(start, end);
     if let Some((tid, name)) = lane
-        && let Some(i) = range.cell_of(app.cursor_in_window())
+        && let Some((from, cell_ns)) = app.cursor_cell()
     {
-        let from = range.from_ns + i as u64 * range.cell_ns;
-        // (At the live edge, the cell up to what the lanes know: records newer than their
-        // last refresh are not in them yet.)
-        let from = from.min(
-            app.lanes
-                .known_until
-                .saturating_sub(range.cell_ns)
-                .max(range.from_ns),
-        );
-        let what = app.lanes.cells(*tid, from, range.cell_ns, 1)[0]
+        let what = app.lanes.cells(*tid, from, cell_ns, 1)[0]
             .state()
             .map_or("not alive", State::as_str);
         let mounted = app
             .lanes
-            .mounted_at(
-                *tid,
-                t.cursor_ns.clamp(from, from + range.cell_ns - 1),
-                from,
-            )
+            .mounted_at(*tid, t.cursor_ns.clamp(from, from + cell_ns - 1), from)
             .map_or(String::new(), |v| format!(", #{v} mounted"));
         spans.push(Span::raw(format!(
             " · {}: {what}{mounted}",

@@ -282,6 +282,17 @@ impl Lanes {
         cells
     }
 
+    /// The span that makes the cell `[from, from + cell_ns)` of `tid` what it shows: of the
+    /// cell's state, the one with most time in it (None: the cell shows running or nothing).
+    pub fn main_span(&self, tid: u32, from: u64, cell_ns: u64) -> Option<Span> {
+        let to = from.saturating_add(cell_ns.max(1));
+        let state = self.cells(tid, from, cell_ns.max(1), 1)[0].state()?;
+        self.spans(tid, from, to)
+            .filter(|s| s.state == state)
+            .max_by_key(|s| s.end_ns.min(to).saturating_sub(s.start_ns.max(from)))
+            .copied()
+    }
+
     /// The span of `tid` at `t` (None: running there, or nothing known).
     pub fn span_at(&self, tid: u32, t: u64) -> Option<Span> {
         // A spell lies over running time: a wait at the same moment wins.

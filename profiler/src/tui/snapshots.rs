@@ -152,9 +152,13 @@ pub fn scene() -> Vec<Record> {
 
 /// A replay of the scene, refreshed, on a terminal `width` wide.
 pub fn replayed(width: u16) -> App {
+    replay_of(scene(), width)
+}
+
+fn replay_of(records: Vec<Record>, width: u16) -> App {
     let mut app = App::new("replay of shop.pinrec".into(), false, None);
     app.on_resize(width);
-    for record in scene() {
+    for record in records {
         app.on_record(record);
     }
     app.on_disconnect();
@@ -327,6 +331,57 @@ fn n_goes_to_the_starvation_and_names_its_culprit_and_seeking_moves_the_cursor()
             .lines
             .iter()
             .any(|l| l.contains("Shop.buy:42  [holds monitor]")),
+        "{popup:?}"
+    );
+}
+
+#[test]
+fn enter_opens_the_wait_the_cell_shows_not_a_short_one_under_the_cursor() {
+    // Worker-2 blocked 1 ms (a safepoint, say) just before its pinned sleep: the episode
+    // starts in that wait, but the cursor's cell shows the pinning, and so does Enter.
+    let mut records = scene();
+    for r in &mut records {
+        match r {
+            Record::Event(Event::OffCpu(o)) if o.tid == 102 && o.start_ns == START + 1500 * MS => {
+                o.start_ns += MS;
+            }
+            Record::Event(Event::JavaStack {
+                tid: 102, start_ns, ..
+            }) if *start_ns == START + 1500 * MS => {
+                *start_ns += MS;
+            }
+            _ => {}
+        }
+    }
+    let end = records.pop().unwrap();
+    let safepoint = JavaBlock {
+        at_safepoint: true,
+        ..java(Some(22), 0)
+    };
+    records.push(Record::Event(Event::OffCpu(wait(
+        102,
+        1500,
+        1501,
+        Some(safepoint),
+    ))));
+    records.push(end);
+    let mut app = replay_of(records, 80);
+    press(&mut app, KeyCode::Home);
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(app.timeline.cursor_ns, START + 1500 * MS);
+    press(&mut app, KeyCode::Down);
+    assert_eq!(
+        app.lanes
+            .span_at(102, app.timeline.cursor_ns)
+            .unwrap()
+            .state,
+        State::Blocked
+    );
+    assert!(screen(&app, 80, 24).contains("worker-2: pinned, #22 mounted"));
+    press(&mut app, KeyCode::Enter);
+    let popup = app.popup.clone().expect("a popup");
+    assert!(
+        popup.lines[0].starts_with("pinned from 1.501s for 2.00s"),
         "{popup:?}"
     );
 }
