@@ -6,6 +6,7 @@
 
 mod app;
 mod draw;
+mod hangup;
 pub mod keys;
 mod lanes;
 #[cfg(test)]
@@ -155,6 +156,7 @@ fn require_terminal() -> Result<()> {
 /// Runs the screen until the user quits or `stop` is set; the terminal is restored however it
 /// ends (ratatui's panic hook restores it on a panic too).
 fn show(app: &mut App, rx: &Receiver<Record>, stop: &AtomicBool, options: &Options) -> Result<()> {
+    hangup::watch();
     let result = ratatui::try_init()
         .context("cannot set up the terminal")
         .and_then(|mut terminal| {
@@ -199,7 +201,7 @@ fn event_loop(
     if let Ok(size) = terminal.size() {
         app.on_resize(size.width);
     }
-    while !app.quit && !stop.load(Ordering::Relaxed) {
+    while !app.quit && !stop.load(Ordering::Relaxed) && !hangup::seen() {
         // Whether records were left waiting (the slice ran out): look again at once.
         let mut behind = false;
         if connected {
@@ -266,12 +268,17 @@ fn event_loop(
             Duration::from_millis(200)
         };
         // crossterm spins without end on a terminal that has gone (a closed window), where it
-        // would never see the hang-up: it is asked only while the terminal is there. It is
+        // would never see the hang-up: it is asked only while the terminal is there (and the
+        // hang-up watch frees it from one that comes between this look and its read). It is
         // asked even without input, so that a resize is taken alone: taken together with
         // the next key, it would hide that key until another one comes (crossterm returns
         // the resize and loses the key's edge-triggered wake-up).
-        if let Input::Gone = terminal_input(wait) {
-            break;
+        match terminal_input(wait) {
+            Input::Gone => break,
+            // A signal: SIGHUP comes with a hang-up, and crossterm would spin on the terminal
+            // it left behind. The loop looks at the stop flag first.
+            Input::Interrupted => continue,
+            Input::None | Input::Ready => {}
         }
         // All that crossterm has read, so none waits in its buffer for more input to come.
         loop {
@@ -306,13 +313,15 @@ fn event_loop(
 enum Input {
     None,
     Ready,
+    /// A signal came first.
+    Interrupted,
     /// Hung up or closed: nobody is looking any more.
     Gone,
 }
 
 /// Whether the terminal has gone (hung up or closed) by now.
 fn terminal_gone() -> bool {
-    matches!(terminal_input(Duration::ZERO), Input::Gone)
+    hangup::seen() || matches!(terminal_input(Duration::ZERO), Input::Gone)
 }
 
 /// Waits up to `wait` for input on the terminal (standard input, which `require_terminal`
@@ -327,8 +336,7 @@ fn terminal_input(wait: Duration) -> Input {
     // SAFETY: one valid pollfd.
     match unsafe { libc::poll(&mut fd, 1, ms) } {
         0 => Input::None,
-        // Interrupted by a signal: the loop looks at the stop flag next.
-        n if n < 0 => Input::None,
+        n if n < 0 => Input::Interrupted,
         _ if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 => Input::Gone,
         _ => Input::Ready,
     }
