@@ -273,12 +273,8 @@ fn event_loop(
         // asked even without input, so that a resize is taken alone: taken together with
         // the next key, it would hide that key until another one comes (crossterm returns
         // the resize and loses the key's edge-triggered wake-up).
-        match terminal_input(wait) {
-            Input::Gone => break,
-            // A signal: SIGHUP comes with a hang-up, and crossterm would spin on the terminal
-            // it left behind. The loop looks at the stop flag first.
-            Input::Interrupted => continue,
-            Input::None | Input::Ready => {}
+        if let Input::Gone = terminal_input(wait) {
+            break;
         }
         // All that crossterm has read, so none waits in its buffer for more input to come.
         loop {
@@ -313,8 +309,6 @@ fn event_loop(
 enum Input {
     None,
     Ready,
-    /// A signal came first.
-    Interrupted,
     /// Hung up or closed: nobody is looking any more.
     Gone,
 }
@@ -336,7 +330,8 @@ fn terminal_input(wait: Duration) -> Input {
     // SAFETY: one valid pollfd.
     match unsafe { libc::poll(&mut fd, 1, ms) } {
         0 => Input::None,
-        n if n < 0 => Input::Interrupted,
+        // Interrupted by a signal: the loop looks at the stop flag next.
+        n if n < 0 => Input::None,
         _ if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 => Input::Gone,
         _ => Input::Ready,
     }
