@@ -19,7 +19,8 @@ pub struct ThreadRow {
     /// Off CPU waiting for something (sleep, lock, I/O).
     pub blocked_ns: u64,
     pub pinned_ns: u64,
-    /// Runnable but waiting for a CPU.
+    /// Runnable but waiting for a CPU: in the run queue, or (on a virtual machine) on a
+    /// virtual CPU the host did not run meanwhile (steal).
     pub preempted_ns: u64,
     /// Off-CPU intervals, recorded one by one or summed in the kernel.
     pub intervals: u64,
@@ -123,11 +124,15 @@ pub fn threads_of(model: &Model, classes: &[Option<Use>]) -> Vec<ThreadRow> {
 /// the thread's exit, else the latest snapshot) less its first in the window. Blocked time
 /// is the rest of the thread's time between the two, less its idle and pinned time (its
 /// waits that began before attach count too; a wake-up's wait for a CPU is counted once,
-/// as run-queue time). A thread born in the window has its whole life in its account; one
-/// whose account is not known runs for what is left of its life. Whatever the figures,
-/// their sum is at most the thread's life in the window.
+/// as run-queue time), less what the host took from it (see `stolen_ns`), which is a wait
+/// for a CPU like the run queue's.
+/// A thread born in the window has its whole life in its account; one whose account is not
+/// known runs for what is left of its life. Whatever the figures, their sum is at most the
+/// thread's life in the window.
 fn account(model: &Model, r: &mut ThreadRow) {
     let (from, to) = model.life(r.tid);
+    // Every wait seen, of whatever kind, before the account's figures replace the sums.
+    let seen_off_cpu = total([r.preempted_ns, r.idle_ns, r.pinned_ns, r.blocked_ns]);
     let first = model.cpu_first.get(&r.tid);
     let born = model.births.get(&r.tid).copied();
     // (A thread seen born is not, even if the first snapshot was read after its birth.)
@@ -148,6 +153,9 @@ fn account(model: &Model, r: &mut ThreadRow) {
                 r.idle_ns,
                 r.pinned_ns,
             ]));
+            let stolen = stolen_ns(model, r, (*t0, t1), seen_off_cpu);
+            r.blocked_ns -= stolen;
+            r.preempted_ns += stolen;
         }
         (_, Some((t1, last))) if !there_at_start => {
             r.running_ns = last.run_ns;
@@ -160,6 +168,9 @@ fn account(model: &Model, r: &mut ThreadRow) {
                     r.idle_ns,
                     r.pinned_ns,
                 ]));
+                let stolen = stolen_ns(model, r, (born, t1), seen_off_cpu);
+                r.blocked_ns -= stolen;
+                r.preempted_ns += stolen;
             }
         }
         // Without an account, it ran for what is left of its life, if its life is known:
@@ -193,6 +204,33 @@ fn account(model: &Model, r: &mut ThreadRow) {
         *part -= cut;
         excess -= cut;
     }
+}
+
+/// Of a thread's time in its account's span, what the account leaves unexplained and is
+/// no wait: time the thread was on a CPU that the scheduler counts neither as run time nor
+/// as run-queue time. On a virtual machine that is the time the host took the virtual CPU
+/// from the running thread (steal: on a busy host, a tenth of a running thread's time or
+/// more). It is a wait for a CPU, one level down, and would otherwise read as blocked.
+///
+/// Unexplained is what neither the run time nor a wait seen (run-queue waits lie inside
+/// those) covers. Before the thread's first wait recorded one by one it may also hold a
+/// wait under way at attach that was never seen, or a wait for a CPU that began before its
+/// first switch (after its birth, or before attach): that much stays as it was. All of it
+/// stays when events were lost, since a lost wait can lie anywhere.
+fn stolen_ns(model: &Model, r: &ThreadRow, (from, to): (u64, u64), seen_off_cpu: u64) -> u64 {
+    let counters = &model.counters;
+    if counters.lost_events + counters.start_map_full > 0 {
+        return 0;
+    }
+    let span = to.saturating_sub(from);
+    let unexplained = span.saturating_sub(r.running_ns + seen_off_cpu);
+    let before_first_wait = model
+        .first_wait_ns
+        .get(&r.tid)
+        .map_or(span, |first| first.saturating_sub(from));
+    unexplained
+        .saturating_sub(before_first_wait)
+        .min(r.blocked_ns)
 }
 
 fn row<'a>(model: &Model, rows: &'a mut BTreeMap<u32, ThreadRow>, tid: u32) -> &'a mut ThreadRow {
@@ -322,6 +360,58 @@ mod tests {
         let r = row(&model, 9);
         assert_eq!((r.running_ns, r.blocked_ns), (17 * MS, 8 * MS));
         assert_eq!(life_total(&r), 25 * MS);
+    }
+
+    /// A 4 s window in which thread 4 sleeps 50 ms of every 100 ms from `first_sleep_ms` on,
+    /// and runs the rest: 2 s on a CPU, of which the scheduler's account says 1.8 s, as on
+    /// a virtual machine whose host took a tenth of the CPU's time (steal). Before its first
+    /// sleep seen it was asleep (a wait under way at attach, not seen).
+    fn stolen_from(first_sleep_ms: u64) -> Model {
+        let mut model = Model::default();
+        let sleeps = (first_sleep_ms..4000).step_by(100);
+        let asleep_ms = 50 * sleeps.clone().count() as u64 + first_sleep_ms;
+        // Its wake-ups waited 10 ms in all for a CPU, inside its sleeps.
+        let on_cpu_ms = 4000 - asleep_ms;
+        for (time_ms, run_ms, wait_ms) in [(0, 100, 0), (4000, 100 + on_cpu_ms * 9 / 10, 10)] {
+            model.apply(&Event::ThreadCpu {
+                time_ns: time_ms * MS,
+                threads: vec![account(4, run_ms, wait_ms)],
+            });
+        }
+        for start in sleeps {
+            model.apply(&Event::OffCpu(interval(
+                4,
+                start,
+                50,
+                OffCpuState::Sleeping,
+            )));
+        }
+        model.end_mono_ns = 4000 * MS;
+        model
+    }
+
+    #[test]
+    fn time_the_host_took_from_a_running_thread_is_a_wait_for_a_cpu_not_blocked() {
+        // Seen asleep from the start: every wait was seen, so the 200 ms the account leaves
+        // unexplained were spent on a CPU the host did not run: waiting for a CPU.
+        let r = row(&stolen_from(0), 4);
+        assert_eq!((r.running_ns, r.preempted_ns), (1800 * MS, 210 * MS));
+        assert_eq!(r.blocked_ns, (2000 - 10) * MS);
+        assert_eq!(life_total(&r), 4000 * MS);
+
+        // Asleep unseen for its first second: that second stays blocked, as before the first
+        // wait seen the unexplained time may be a wait; after it, what the host took runs.
+        let r = row(&stolen_from(1000), 4);
+        assert_eq!((r.running_ns, r.preempted_ns), (1350 * MS, 160 * MS));
+        assert_eq!(r.blocked_ns, (2500 - 10) * MS);
+        assert_eq!(life_total(&r), 4000 * MS);
+
+        // With events lost, a lost wait can lie anywhere: the unexplained time is blocked.
+        let mut model = stolen_from(0);
+        model.counters.lost_events = 1;
+        let r = row(&model, 4);
+        assert_eq!((r.running_ns, r.preempted_ns), (1800 * MS, 10 * MS));
+        assert_eq!(r.blocked_ns, (2200 - 10) * MS);
     }
 
     #[test]

@@ -119,6 +119,7 @@ impl Model {
         self.cpu_first.retain(|tid, _| keep(tid));
         self.cpu_last.retain(|tid, _| keep(tid));
         self.births.retain(|tid, _| keep(tid));
+        self.first_wait_ns.retain(|tid, _| keep(tid));
         self.exits.retain(|tid, _| keep(tid));
         self.syscall_sums.retain(|(tid, _), _| keep(tid));
         self.kernel_lock_threads.retain(|tid, _| keep(tid));
@@ -161,6 +162,7 @@ impl Model {
         self.cpu_first.clear();
         self.cpu_last.clear();
         self.cpu_start_ns = None;
+        self.first_wait_ns.clear();
         // The scheduler's histograms are sums over the recording, like the sums above.
         if !self.sched_last.is_empty() {
             self.sched_first.clear();

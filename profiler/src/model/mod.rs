@@ -52,6 +52,9 @@ pub struct Model {
     pub cpu_start_ns: Option<u64>,
     /// Threads born during the window: when.
     pub births: FastMap<u32, u64>,
+    /// Each thread's first wait recorded one by one: when it began (before it, a wait of
+    /// the thread's may have gone unseen; after it, none did unless events were lost).
+    pub first_wait_ns: FastMap<u32, u64>,
     /// Threads that ended during the window: when, and their whole life's account then.
     pub exits: FastMap<u32, (u64, Option<ThreadCpu>)>,
     /// What went wrong reading the source, said to the user with the results.
@@ -262,6 +265,8 @@ impl Model {
                     // died in (until the window's end) is its end, not a wait.
                     self.exits.entry(o.tid).or_insert((o.start_ns, None));
                 } else {
+                    let first = self.first_wait_ns.entry(o.tid).or_insert(o.start_ns);
+                    *first = (*first).min(o.start_ns);
                     self.off_cpu.push(o);
                 }
             }
