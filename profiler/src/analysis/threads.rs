@@ -125,10 +125,9 @@ pub fn threads_of(model: &Model, classes: &[Option<Use>]) -> Vec<ThreadRow> {
 /// is the rest of the thread's time between the two, less its idle and pinned time (its
 /// waits that began before attach count too; a wake-up's wait for a CPU is counted once,
 /// as run-queue time), less what the host took from it (see `stolen_ns`), which is a wait
-/// for a CPU like the run queue's.
-/// A thread born in the window has its whole life in its account; one whose account is not
-/// known runs for what is left of its life. Whatever the figures, their sum is at most the
-/// thread's life in the window.
+/// for a CPU like the run queue's. A thread born in the window has its whole life in its
+/// account; one whose account is not known runs for what is left of its life. Whatever the
+/// figures, their sum is at most the thread's life in the window.
 fn account(model: &Model, r: &mut ThreadRow) {
     let (from, to) = model.life(r.tid);
     // Every wait seen, of whatever kind, before the account's figures replace the sums.
