@@ -124,7 +124,7 @@ pub fn threads_of(model: &Model, classes: &[Option<Use>]) -> Vec<ThreadRow> {
 /// the thread's exit, else the latest snapshot) less its first in the window. Blocked time
 /// is the rest of the thread's time between the two, less its idle and pinned time (its
 /// waits that began before attach count too; a wake-up's wait for a CPU is counted once,
-/// as run-queue time), less what the host took from it (see `stolen_ns`), which is a wait
+/// as run-queue time), less what the host took from it (see `count_steal_as_waiting`), which is a wait
 /// for a CPU like the run queue's. A thread born in the window has its whole life in its
 /// account; one whose account is not known runs for what is left of its life. Whatever the
 /// figures, their sum is at most the thread's life in the window.
@@ -152,9 +152,7 @@ fn account(model: &Model, r: &mut ThreadRow) {
                 r.idle_ns,
                 r.pinned_ns,
             ]));
-            let stolen = stolen_ns(model, r, (*t0, t1), seen_off_cpu);
-            r.blocked_ns -= stolen;
-            r.preempted_ns += stolen;
+            count_steal_as_waiting(model, r, (*t0, t1), seen_off_cpu);
         }
         (_, Some((t1, last))) if !there_at_start => {
             r.running_ns = last.run_ns;
@@ -167,9 +165,7 @@ fn account(model: &Model, r: &mut ThreadRow) {
                     r.idle_ns,
                     r.pinned_ns,
                 ]));
-                let stolen = stolen_ns(model, r, (born, t1), seen_off_cpu);
-                r.blocked_ns -= stolen;
-                r.preempted_ns += stolen;
+                count_steal_as_waiting(model, r, (born, t1), seen_off_cpu);
             }
         }
         // Without an account, it ran for what is left of its life, if its life is known:
@@ -205,31 +201,37 @@ fn account(model: &Model, r: &mut ThreadRow) {
     }
 }
 
-/// Of a thread's time in its account's span, what the account leaves unexplained and is
-/// no wait: time the thread was on a CPU that the scheduler counts neither as run time nor
-/// as run-queue time. On a virtual machine that is the time the host took the virtual CPU
-/// from the running thread (steal: on a busy host, a tenth of a running thread's time or
-/// more). It is a wait for a CPU, one level down, and would otherwise read as blocked.
+/// Moves from blocked to waiting for a CPU what the account of a thread's span leaves
+/// unexplained and is no wait: time the thread was on a CPU that the scheduler counts
+/// neither as run time nor as run-queue time. On a virtual machine that is the time the
+/// host took the virtual CPU from the running thread (steal: on a busy host, a tenth of a
+/// running thread's time or more). It is a wait for a CPU, one level down.
 ///
 /// Unexplained is what neither the run time nor a wait seen (run-queue waits lie inside
 /// those) covers. Before the thread's first wait recorded one by one it may also hold a
 /// wait under way at attach that was never seen, or a wait for a CPU that began before its
 /// first switch (after its birth, or before attach): that much stays as it was. All of it
 /// stays when events were lost, since a lost wait can lie anywhere.
-fn stolen_ns(model: &Model, r: &ThreadRow, (from, to): (u64, u64), seen_off_cpu: u64) -> u64 {
-    let counters = &model.counters;
-    if counters.lost_events + counters.start_map_full > 0 {
-        return 0;
+fn count_steal_as_waiting(
+    model: &Model,
+    r: &mut ThreadRow,
+    (from, to): (u64, u64),
+    seen_off_cpu: u64,
+) {
+    if model.counters.lost() > 0 {
+        return;
     }
     let span = to.saturating_sub(from);
-    let unexplained = span.saturating_sub(r.running_ns + seen_off_cpu);
+    let unexplained = span.saturating_sub(total([r.running_ns, seen_off_cpu]));
     let before_first_wait = model
         .first_wait_ns
         .get(&r.tid)
         .map_or(span, |first| first.saturating_sub(from));
-    unexplained
+    let stolen = unexplained
         .saturating_sub(before_first_wait)
-        .min(r.blocked_ns)
+        .min(r.blocked_ns);
+    r.blocked_ns -= stolen;
+    r.preempted_ns += stolen;
 }
 
 fn row<'a>(model: &Model, rows: &'a mut BTreeMap<u32, ThreadRow>, tid: u32) -> &'a mut ThreadRow {
