@@ -148,13 +148,22 @@ fn counted_off_run_queue_ns(t: &serde_json::Value) -> f64 {
         .sum()
 }
 
+/// How many waits the closing line of `pinprof record` says were lost because the kernel did
+/// not show their end ("3 waits whose end the kernel did not show").
+fn missed_switch_ins(closing: &str) -> u64 {
+    closing
+        .split_once(" waits whose end the kernel did not show")
+        .and_then(|(before, _)| before.rsplit([' ', '(', ',']).next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn thread_times_stay_within_lives(major: u32) {
     let mut jvm = start(major, "Lifetimes", &["churn"]);
     std::thread::sleep(Duration::from_millis(1000));
     let sampler = Sampler::start(jvm.pid);
     let (recorder, out) = spawn_record(jvm.pid, &format!("lifetimes{major}.pinrec"));
     std::thread::sleep(Duration::from_secs(5));
-    interrupt(recorder);
+    let recorded = interrupt(recorder);
     std::thread::sleep(Duration::from_millis(100));
     let sampled = sampler.stop();
     let samples = &sampled.cpu;
@@ -168,9 +177,18 @@ fn thread_times_stay_within_lives(major: u32) {
     let from = report["window"]["start_mono_ns"].as_u64().unwrap();
     let window = report["window"]["duration_ns"].as_u64().unwrap();
     let to = from + window;
-    assert_eq!(
-        report["lost_events"], 0,
-        "no event may be lost at this rate"
+    // No event may be lost at this rate: the ring buffer keeps up. Now and then (about one
+    // recording of this churn in 25) the kernel does not show the programs a thread's switch
+    // back in; pinprof counts and names that wait as lost, and the figures below hold all
+    // the same (they come from the scheduler's accounts). One or two of those, and nothing
+    // else, may be lost.
+    let lost = report["lost_events"].as_u64().unwrap();
+    let closing = String::from_utf8_lossy(&recorded.stderr);
+    let switch_ins_missed = missed_switch_ins(&closing);
+    assert!(
+        lost == switch_ins_missed && lost <= 2,
+        "JDK {major}: {lost} events lost, {switch_ins_missed} of them switches back in the \
+         kernel did not show: {closing}"
     );
     let threads = report["threads"].as_array().unwrap();
 
@@ -458,4 +476,18 @@ fn late_carriers_are_idle_on_21() {
 #[test]
 fn late_carriers_are_idle_on_25() {
     late_carriers_are_idle(25);
+}
+
+#[test]
+fn the_closing_line_names_missed_switch_ins() {
+    let line = "pinprof: recorded 11151 events in 5.2s (1 lost: 1 waits whose end the kernel \
+                did not show (a skipped switch)) to c.pinrec; stopped: duration reached";
+    assert_eq!(missed_switch_ins(line), 1);
+    let line = "pinprof: recorded 9 events in 5.2s (5 lost: 2 with the ring buffer full \
+                (--ring-buffer-mib), 3 waits whose end the kernel did not show (a skipped switch))";
+    assert_eq!(missed_switch_ins(line), 3);
+    assert_eq!(
+        missed_switch_ins("pinprof: recorded 9 events in 5.2s (0 lost) to x"),
+        0
+    );
 }
