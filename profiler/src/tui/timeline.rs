@@ -173,13 +173,18 @@ impl Timeline {
         self.keep_in_view(start, end);
     }
 
-    /// Puts the cursor at `t`, paused, the lanes showing from `from` on.
+    /// Puts the cursor at `t`, paused, the lanes showing from `from` on, with a cell starting
+    /// at `t`: the cursor's cell is then what happened from `t` on (an episode's start), not
+    /// mostly what came before it.
     pub fn go_to_showing(&mut self, t: u64, from: u64, start: u64, end: u64) {
         self.go_to(t, start, end);
         if self.zoom.is_some() {
             let cell = self.cell_ns(start, end);
-            let from = from.clamp(start, t);
-            self.origin_ns = start + (from - start) / cell * cell;
+            let t = t.clamp(start, end.max(start));
+            let before = (t - from.clamp(start, t))
+                .div_ceil(cell)
+                .min((t - start) / cell);
+            self.origin_ns = t - before * cell;
             // (`from` too far back for this zoom: the cursor is shown all the same.)
             self.keep_in_view(start, end);
         }
@@ -382,6 +387,22 @@ mod tests {
         assert_eq!(fit_cell(0, 8_100 * MS, 60), 150 * MS);
         assert_eq!(cell_label(150 * MS), "150ms");
         assert_eq!(cell_label(1_500 * MS), "1.5s");
+    }
+
+    #[test]
+    fn going_to_an_episode_starts_a_cell_at_it() {
+        // An episode at 1.697 s, cells of 100 ms: the cursor's cell is 1.697-1.797 s, not
+        // 1.6-1.7 s, of which the episode holds only 3 ms.
+        let (start, end) = (0, 17 * S);
+        let mut t = Timeline::new(false, None);
+        t.cells = 100;
+        t.zoom = LADDER.iter().position(|c| *c == 100 * MS);
+        let at = 1_697 * MS;
+        t.go_to_showing(at, at.saturating_sub(3 * S), start, end);
+        let r = t.range(start, end);
+        let i = r.cell_of(at).unwrap() as u64;
+        assert_eq!(r.from_ns + i * r.cell_ns, at);
+        assert!(r.from_ns >= start);
     }
 
     #[test]
