@@ -27,6 +27,8 @@ use anyhow::{Context, Result, bail};
 use crate::safe_fs::{Dir, TargetRoot};
 
 /// Protocol version 1 limits each argument to this many bytes (HotSpot `arg_length_max`).
+/// How much of a failed command's reply an error quotes.
+const MAX_FAILURE_TEXT: usize = 2048;
 const ARG_LENGTH_MAX: usize = 1024;
 const SIGQUIT_MASK: u64 = 1 << (libc::SIGQUIT - 1);
 /// Replies longer than this are refused (the commands pinprof sends answer in kilobytes).
@@ -86,9 +88,10 @@ pub fn jcmd(
         format!("JVM {pid} sent a malformed attach reply: {start:?}")
     })?;
     if code != 0 {
+        // The JVM's words, which its owner chooses: escaped and cut to what a person reads.
         bail!(
             "jcmd {command:?} failed in JVM {pid} (return code {code}): {}",
-            output.trim_end()
+            crate::text::for_terminal(output.trim_end(), MAX_FAILURE_TEXT)
         );
     }
     Ok(output)
