@@ -463,7 +463,7 @@ fn run(command: Command) -> Result<()> {
                     format,
                     flamegraph: flamegraph::Options::default(),
                 };
-                write_export(&summary.output, &path, &options, &model::Filter::default())?;
+                write_export(|| load_written(&summary), &path, &options)?;
                 if !quiet {
                     say!("pinprof: wrote {}", path.display());
                 }
@@ -579,7 +579,8 @@ fn run(command: Command) -> Result<()> {
                     ..Default::default()
                 },
             };
-            write_export(&file, &output, &options, &only.filter()?)
+            let only = only.filter()?;
+            write_export(|| load_only(&file, &only), &output, &options)
         }
         Command::Check { .. } => unreachable!("handled in main"),
         Command::Completions { shell } => {
@@ -654,7 +655,7 @@ fn check(
         let (recording, scratch) = match (file, pid) {
             (Some(file), _) => {
                 profiler::capabilities::drop_unless_root()?;
-                (file, None)
+                (Recorded::Named(file), None)
             }
             (None, Some(pid)) => {
                 let (path, scratch) = match output {
@@ -681,17 +682,25 @@ fn check(
                     late_wakeup: Duration::from_millis(2),
                 };
                 let recorded = record::run(&options);
-                if let Err(e) = recorded {
-                    if let Some(dir) = &scratch {
-                        let _ = std::fs::remove_dir_all(dir);
+                let summary = match recorded {
+                    Ok(summary) => summary,
+                    Err(e) => {
+                        if let Some(dir) = &scratch {
+                            let _ = std::fs::remove_dir_all(dir);
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
-                }
-                (path, scratch)
+                };
+                (Recorded::Written(summary), scratch)
             }
             (None, None) => bail!("give a recording, or --pid"),
         };
-        let model = load(&recording);
+        // What this run recorded is read back through its own descriptor: the verdict is
+        // about what pinprof recorded, whatever now stands at the output's name.
+        let model = match &recording {
+            Recorded::Named(file) => load(file),
+            Recorded::Written(summary) => load_written(summary),
+        };
         if let Some(dir) = &scratch {
             let _ = std::fs::remove_dir_all(dir);
         }
@@ -700,7 +709,7 @@ fn check(
     })();
     match verdict {
         Ok(verdict) => {
-            print!("{}", verdict.summary());
+            let _ = print_stdout(&verdict.summary());
             if let Err(e) = write_junit(profiler::check::junit(&verdict, &suite)) {
                 say!("pinprof: error: {e:#}");
                 return ExitCode::from(2);
@@ -715,15 +724,14 @@ fn check(
     }
 }
 
-/// Writes an export of the recording `file` to `output` (`-`: standard output).
+/// Writes an export of the recording `load` reads to `output` (`-`: standard output).
 fn write_export(
-    file: &std::path::Path,
+    load: impl FnOnce() -> Result<model::Model>,
     output: &std::path::Path,
     options: &export::Options,
-    only: &model::Filter,
 ) -> Result<()> {
     if output.as_os_str() == "-" {
-        let model = load_only(file, only)?;
+        let model = load()?;
         let mut stdout = std::io::stdout().lock();
         return export::write(&Analysis::new(&model), options, &mut stdout);
     }
@@ -733,7 +741,7 @@ fn write_export(
             output.display()
         );
     }
-    let model = load_only(file, only)?;
+    let model = load()?;
     // A temporary file beside the output, renamed over it: never written through a symlink,
     // never half-written.
     profiler::safe_fs::write_output(output, |out| {
@@ -757,6 +765,12 @@ fn print_summary(summary: &record::Summary) {
     );
 }
 
+/// The recording `check` judges: one the user names, or the one it just made.
+enum Recorded {
+    Named(PathBuf),
+    Written(record::Summary),
+}
+
 /// `load`, narrowed to what the filter keeps.
 fn load_only(file: &std::path::Path, only: &model::Filter) -> Result<model::Model> {
     let mut model = load(file)?;
@@ -767,7 +781,21 @@ fn load_only(file: &std::path::Path, only: &model::Filter) -> Result<model::Mode
 }
 
 fn load(file: &std::path::Path) -> Result<model::Model> {
-    let model = model::Model::read(file)?;
+    said(model::Model::read(file)?)
+}
+
+/// The model of what this run recorded, read back through the descriptor it was written
+/// with: the name may lead to another file by now.
+fn load_written(summary: &record::Summary) -> Result<model::Model> {
+    let file = summary
+        .file
+        .try_clone()
+        .with_context(|| format!("cannot read back {}", summary.output.display()))?;
+    said(model::Model::read_file(file, &summary.output)?)
+}
+
+/// The model, its warnings said.
+fn said(model: model::Model) -> Result<model::Model> {
     for warning in &model.warnings {
         say!("pinprof: warning: {warning}");
     }
@@ -776,6 +804,8 @@ fn load(file: &std::path::Path) -> Result<model::Model> {
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
 fn print_stdout(text: &str) -> Result<()> {
+    // Whatever it holds of the target's, no escape sequence reaches the terminal.
+    let text = profiler::text::for_terminal(text, usize::MAX);
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("cannot write to stdout"),

@@ -74,6 +74,9 @@ pub struct Options {
 #[derive(Debug)]
 pub struct Summary {
     pub output: PathBuf,
+    /// The recording as written, to be read back through this descriptor: its name may
+    /// lead to another file by now (a CI workspace the code under test can write).
+    pub file: std::fs::File,
     pub events: u64,
     pub lost: u64,
     /// What the lost events were lost to, said in words ("" when none were).
@@ -342,12 +345,13 @@ pub fn run_with(
     });
     // A write that failed (a full disk) cuts the file where it failed: what came before reads.
     let output = options.output.display();
-    finished.with_context(|| {
+    let file = finished.with_context(|| {
         format!("the recording {output} is cut short, but what it holds reads (report, replay)")
     })?;
     result.with_context(|| format!("the recording {output} ends there, and reads"))?;
     Ok(Summary {
         output: options.output.clone(),
+        file,
         events,
         lost,
         lost_causes,

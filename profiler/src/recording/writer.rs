@@ -87,12 +87,18 @@ impl RecordingWriter {
         self.bytes
     }
 
-    pub fn finish(mut self, end: End) -> Result<()> {
+    /// Writes the end marker and syncs; the file is handed back to be read back through
+    /// this descriptor (opened for reading and writing), never reopened by its name.
+    pub fn finish(mut self, end: End) -> Result<File> {
         self.write(Record::End(end))?;
         self.flush()?;
-        self.out
-            .get_ref()
-            .sync_all()
-            .with_context(|| format!("cannot sync {}", self.path.display()))
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("cannot write to {}", self.path.display()))?;
+        file.sync_all()
+            .with_context(|| format!("cannot sync {}", self.path.display()))?;
+        Ok(file)
     }
 }
