@@ -24,6 +24,7 @@ mod jvm_watch;
 mod progress;
 mod queue_watch;
 mod seed;
+mod stack_ids;
 mod stacks;
 mod thread_watch;
 mod translate;
@@ -438,6 +439,7 @@ impl Session {
             if self.handle(&raws)? {
                 break StopReason::TargetExited;
             }
+            self.keep_stack_map_roomy();
             self.name_class_init_waits()?;
             self.name_park_blockers()?;
             self.sample_queued(false)?;
