@@ -42,6 +42,10 @@ enum Command {
         /// With --push: one profile per this long.
         #[arg(long, value_parser = units::duration, default_value = "15s", requires = "push")]
         every: Duration,
+        /// With --push: the longest one push may take, all of it (lookup, connecting,
+        /// sending, the answer); also the longest pinprof waits for pushes once it stopped.
+        #[arg(long, value_parser = units::duration, default_value = "10s", requires = "push")]
+        push_timeout: Duration,
         /// With --push: the application name (default: pinprof.COMMAND of the target).
         #[arg(long, value_name = "NAME", requires = "push")]
         push_app: Option<String>,
@@ -405,6 +409,7 @@ fn run(command: Command) -> Result<()> {
             export,
             push,
             every,
+            push_timeout,
             push_app,
             push_label,
             push_tenant,
@@ -442,6 +447,7 @@ fn run(command: Command) -> Result<()> {
                     let push = profiler::push::Options {
                         server,
                         every,
+                        timeout: push_timeout,
                         app: push_app.unwrap_or_else(|| format!("pinprof.{command}")),
                         labels: push_label,
                         auth: profiler::push::Auth::from_env()?,
@@ -449,11 +455,7 @@ fn run(command: Command) -> Result<()> {
                         tls,
                     };
                     let (summary, pushed) = profiler::push::run(&options, &push)?;
-                    say!(
-                        "pinprof: pushed {} profiles ({} not delivered)",
-                        pushed.sent,
-                        pushed.failed
-                    );
+                    say!("pinprof: {pushed}");
                     summary
                 }
             };

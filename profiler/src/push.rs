@@ -4,18 +4,46 @@
 //! stops. What was sent is forgotten (folded into per-thread sums), so memory stays bounded
 //! however long it runs; a profile the server refuses or cannot take is counted and said,
 //! never queued up.
+//!
+//! The server may be slow or hostile, so:
+//! - the recorder never waits on the pusher: records reach it through a bounded tee
+//!   ([`TEE_BUDGET`]), and a period whose records it missed is not pushed (counted, said);
+//! - the pusher never waits on the server: profiles go to a thread of their own through a
+//!   queue of one ([`WAITING`]); a profile that finds it full is dropped (counted, said);
+//! - a push has one deadline (`--push-timeout`) for all of it: the name lookup (on a thread of
+//!   its own, getaddrinfo having no timeout), connecting, sending and reading the answer,
+//!   each read and write given what is left; once the recording has ended, what is still
+//!   pushed has that long in all.
 
 use std::{
-    io::{Read, Write},
-    net::{TcpStream, ToSocketAddrs as _},
+    io::{self, Read, Write},
+    net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs as _},
     path::Path,
-    sync::{Arc, atomic::AtomicBool, mpsc},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        mpsc,
+    },
+    thread::JoinHandle,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::{analysis::Analysis, model::Model, record, recording::Record};
+use crate::{
+    analysis::Analysis,
+    model::Model,
+    record,
+    recording::{Record, tee},
+};
+
+/// Bytes of records that may wait between the recorder and the pusher; past it, events are
+/// dropped (the recording file has them all) and the period they belong to is not pushed.
+pub const TEE_BUDGET: usize = 16 << 20;
+/// Profiles that may wait for the server while it takes the one before.
+pub const WAITING: usize = 1;
+/// A reply is read up to the end of its status line, at most this many bytes.
+const MAX_STATUS_LINE: usize = 8 << 10;
 
 /// Where and how to push.
 #[derive(Clone, Debug)]
@@ -23,6 +51,9 @@ pub struct Options {
     pub server: Server,
     /// One profile per this long.
     pub every: Duration,
+    /// The longest one push may take, all of it (looking the server up, connecting, sending,
+    /// reading the answer); also the longest pinprof waits for pushes once recording ended.
+    pub timeout: Duration,
     /// The application name (`name`'s part before the labels).
     pub app: String,
     /// Labels added to every profile (`pid` and `host` are always there).
@@ -33,6 +64,16 @@ pub struct Options {
     pub tenant: Option<String>,
     /// How an https:// server is checked (None for http://).
     pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Options {
+    /// Refuses settings that would hang: a push without a deadline.
+    pub fn check(&self) -> Result<()> {
+        if self.timeout.is_zero() {
+            bail!("--push-timeout must be more than 0");
+        }
+        Ok(())
+    }
 }
 
 /// Credentials for the server, taken from the environment (a command line shows in `ps`).
@@ -236,25 +277,102 @@ impl std::str::FromStr for Server {
     }
 }
 
+impl std::fmt::Display for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = match self.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        write!(f, "{scheme}://{}:{}{}", self.host, self.port, self.prefix)
+    }
+}
+
 /// How the pushing went.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pushed {
+    /// Taken by the server.
     pub sent: u64,
+    /// Refused, or not taken within the deadline.
     pub failed: u64,
+    /// Dropped: the server was still taking the ones before.
+    pub busy: u64,
+    /// Not made: the pusher missed records of their periods.
+    pub incomplete: u64,
+    /// The records the pusher missed (the recording file has them).
+    pub missed_records: u64,
+    /// The last period's profile was not made: the pusher had not caught up with the
+    /// recording's end within the push timeout.
+    pub late: bool,
+}
+
+impl std::fmt::Display for Pushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pushed {} profiles ({} not delivered",
+            self.sent, self.failed
+        )?;
+        if self.busy > 0 {
+            write!(
+                f,
+                ", {} dropped while the server was still taking earlier ones",
+                self.busy
+            )?;
+        }
+        if self.incomplete > 0 {
+            write!(
+                f,
+                ", {} not made: the pusher fell behind and missed {} records of their \
+                 periods, all in the recording",
+                self.incomplete, self.missed_records
+            )?;
+        }
+        if self.late {
+            write!(
+                f,
+                ", the last not made: the pusher had not caught up with the recording's end \
+                 within the push timeout"
+            )?;
+        }
+        write!(f, ")")
+    }
 }
 
 /// Records as `record` does, pushing a profile per period; returns the recording's summary.
 pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary, Pushed)> {
+    push.check()?;
     let stop = crate::signals::stop_flag()?;
     let quit = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    let recorder = record::spawn_teed(record, &stop, &quit, tx)?;
+    let (tee, rx) = tee::bounded(TEE_BUDGET);
+    let outbox = Outbox::start(push)?;
+    let recorder = record::spawn_teed(record, &stop, &quit, tee)?;
     let mut pushed = Pushed::default();
     let mut model: Option<Model> = None;
     let mut host = String::new();
     let mut period_start = SystemTime::now();
     let mut next = Instant::now() + push.every;
+    // Records the tee had dropped when the period began.
+    let mut missed_before = 0;
+    let mut last = None;
+    // Once the recording has ended: when pushing must be over.
+    let mut closing: Option<Instant> = None;
     loop {
+        if closing.is_none() && recorder.is_finished() {
+            let by = Instant::now() + push.timeout;
+            outbox.close_by(by);
+            closing = Some(by);
+        }
+        if closing.is_some_and(|by| Instant::now() >= by) {
+            // Still behind the recording's end (a burst of events, a busy host): what the
+            // pusher has not taken in is not pushed, and pinprof ends on time.
+            pushed.late = true;
+            say!(
+                "pinprof: warning: the last period's profile was not pushed: the pusher had \
+                 not caught up with the recording's end within --push-timeout {}s",
+                push.timeout.as_secs_f64()
+            );
+            break;
+        }
         let wait = next.saturating_duration_since(Instant::now());
         let ended = match rx.recv_timeout(wait) {
             Ok(Record::Header(h)) => {
@@ -283,11 +401,33 @@ pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary,
             && let Some(m) = &mut model
         {
             let until = SystemTime::now();
-            match send(push, m, &host, period_start, until) {
-                Ok(()) => pushed.sent += 1,
-                Err(e) => {
-                    pushed.failed += 1;
-                    say!("pinprof: warning: a profile was not pushed: {e:#}");
+            let missed = rx.dropped() - missed_before;
+            missed_before += missed;
+            if missed > 0 {
+                // A profile that lacks part of its period would pass for all of it.
+                pushed.incomplete += 1;
+                pushed.missed_records += missed;
+                say!(
+                    "pinprof: warning: a period's profile was not pushed: the pusher fell \
+                     behind and missed {missed} of its records (the recording has them)"
+                );
+            } else {
+                match request(push, m, &host, period_start, until) {
+                    Ok(request) if ended => last = Some(request),
+                    Ok(request) => {
+                        if !outbox.offer(request) {
+                            pushed.busy += 1;
+                            say!(
+                                "pinprof: warning: a profile was dropped: the server has not \
+                                 yet taken the one before ({} dropped so far)",
+                                pushed.busy
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        pushed.failed += 1;
+                        say!("pinprof: warning: a profile was not pushed: {e:#}");
+                    }
                 }
             }
             // What was sent is forgotten, so that the next profile holds the next period.
@@ -300,20 +440,29 @@ pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary,
             break;
         }
     }
+    let (sent, failed) = outbox.finish(last);
+    pushed.sent += sent;
+    pushed.failed += failed;
     let summary = recorder
         .join()
         .map_err(|_| anyhow!("the recorder failed unexpectedly"))??;
     Ok((summary, pushed))
 }
 
-/// Sends the profile of what the model holds (the period since the last one).
-fn send(
+/// One push, ready to go.
+struct Request {
+    head: Vec<u8>,
+    body: Vec<u8>,
+}
+
+/// Builds the push of what the model holds (the period since the last one).
+fn request(
     push: &Options,
     model: &Model,
     host: &str,
     from: SystemTime,
     until: SystemTime,
-) -> Result<()> {
+) -> Result<Request> {
     let mut profile = Vec::new();
     crate::export::write(
         &Analysis::new(model),
@@ -376,54 +525,301 @@ fn send(
         head.push_str(&format!("X-Scope-OrgID: {}\r\n", header_value(tenant)?));
     }
     head.push_str("\r\n");
-    let address = (push.server.host.as_str(), push.server.port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {}", push.server.host))?
-        .next()
-        .with_context(|| format!("{} has no address", push.server.host))?;
-    let tcp = TcpStream::connect_timeout(&address, Duration::from_secs(5))
-        .with_context(|| format!("cannot connect to {address}"))?;
-    tcp.set_write_timeout(Some(Duration::from_secs(10)))?;
-    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let line = match (push.server.scheme, &push.tls) {
-        (Scheme::Http, _) => exchange(tcp, head.as_bytes(), &body)?,
-        (Scheme::Https, Some(config)) => {
-            let name = rustls::pki_types::ServerName::try_from(push.server.host.clone())
-                .with_context(|| format!("{} is not a TLS server name", push.server.host))?;
-            let tls = rustls::ClientConnection::new(Arc::clone(config), name)
-                .context("cannot start TLS")?;
-            exchange(rustls::StreamOwned::new(tls, tcp), head.as_bytes(), &body)
-                .with_context(|| format!("TLS with {}", push.server.host))?
-        }
-        (Scheme::Https, None) => bail!("https:// without TLS settings"),
-    };
-    let code = line.split_whitespace().nth(1).unwrap_or_default();
-    if !code.starts_with('2') {
-        bail!("the server answered {line:?}");
-    }
-    Ok(())
+    Ok(Request {
+        head: head.into_bytes(),
+        body,
+    })
 }
 
-/// Sends a request and returns the reply's status line: read up to its end (64 KiB at
-/// most), not to the end of the stream, so a server that closes without TLS's closing
-/// message still answers.
+/// The thread that talks to the server, one push at a time, and the queue to it: the
+/// pusher hands profiles over without waiting.
+struct Outbox {
+    tx: mpsc::SyncSender<Request>,
+    thread: JoinHandle<()>,
+    sent: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    /// Set once the recording has ended: no push goes on past it.
+    close_by: Arc<Mutex<Option<Instant>>>,
+    timeout: Duration,
+}
+
+impl Outbox {
+    fn start(push: &Options) -> Result<Self> {
+        let (tx, rx) = mpsc::sync_channel::<Request>(WAITING);
+        let (sent, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let close_by = Arc::new(Mutex::new(None));
+        let link = Link {
+            server: push.server.clone(),
+            tls: push.tls.clone(),
+            timeout: push.timeout,
+            close_by: Arc::clone(&close_by),
+            looking_up: Arc::new(AtomicBool::new(false)),
+        };
+        let counts = (Arc::clone(&sent), Arc::clone(&failed));
+        let thread = std::thread::Builder::new()
+            .name("pusher".into())
+            .spawn(move || {
+                for request in rx {
+                    match link.deliver(&request) {
+                        Ok(()) => counts.0.fetch_add(1, Ordering::Relaxed),
+                        Err(e) => {
+                            say!("pinprof: warning: a profile was not pushed: {e:#}");
+                            counts.1.fetch_add(1, Ordering::Relaxed)
+                        }
+                    };
+                }
+            })
+            .context("cannot start the pusher")?;
+        Ok(Self {
+            tx,
+            thread,
+            sent,
+            failed,
+            close_by,
+            timeout: push.timeout,
+        })
+    }
+
+    /// Hands a profile over without waiting: false (the profile dropped) when one already
+    /// waits for the server.
+    fn offer(&self, request: Request) -> bool {
+        match self.tx.try_send(request) {
+            Ok(()) => true,
+            Err(mpsc::TrySendError::Full(_)) => false,
+            Err(mpsc::TrySendError::Disconnected(_)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
+    /// No push goes on past `by` (the recording has ended).
+    fn close_by(&self, by: Instant) {
+        *self.close_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(by);
+    }
+
+    /// Hands the last profile over and waits for what is left: until the bound set by
+    /// `close_by`, or the push timeout from now if none was (every push ends by its
+    /// deadline, and none goes on past the bound); the profiles sent and failed.
+    fn finish(self, last: Option<Request>) -> (u64, u64) {
+        self.close_by
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(|| Instant::now() + self.timeout);
+        if let Some(last) = last
+            && self.tx.send(last).is_err()
+        {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(self.tx);
+        // A pusher that panicked has counted what it did.
+        let _ = self.thread.join();
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// What the pushing thread needs to reach the server.
+struct Link {
+    server: Server,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+    close_by: Arc<Mutex<Option<Instant>>>,
+    /// A name lookup is under way (at most one: one left behind by a name server that never
+    /// answers is not joined by another each period).
+    looking_up: Arc<AtomicBool>,
+}
+
+impl Link {
+    /// Sends one push and reads the status of the answer, all of it within one deadline.
+    fn deliver(&self, request: &Request) -> Result<()> {
+        let close_by = *self.close_by.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = Deadline::new(self.timeout, close_by);
+        let addresses = self.resolve(&deadline)?;
+        let tcp = connect(&addresses, &deadline)?;
+        let stream = Timed {
+            tcp,
+            deadline: &deadline,
+        };
+        let line = match (self.server.scheme, &self.tls) {
+            (Scheme::Http, _) => exchange(stream, &request.head, &request.body)?,
+            (Scheme::Https, Some(config)) => {
+                let name = rustls::pki_types::ServerName::try_from(self.server.host.clone())
+                    .with_context(|| format!("{} is not a TLS server name", self.server.host))?;
+                let tls = rustls::ClientConnection::new(Arc::clone(config), name)
+                    .context("cannot start TLS")?;
+                let stream = rustls::StreamOwned::new(tls, stream);
+                exchange(stream, &request.head, &request.body)
+                    .with_context(|| format!("TLS with {}", self.server.host))?
+            }
+            (Scheme::Https, None) => bail!("https:// without TLS settings"),
+        };
+        let code = line.split_whitespace().nth(1).unwrap_or_default();
+        if !code.starts_with('2') {
+            // The server's text, as data: escaped, cut.
+            let line: String = line.chars().take(200).collect();
+            bail!("the server answered {line:?}");
+        }
+        Ok(())
+    }
+
+    /// The server's addresses: an IP address as it is, a name looked up on a thread of its
+    /// own (getaddrinfo has no timeout) waited for until the deadline.
+    fn resolve(&self, deadline: &Deadline) -> Result<Vec<SocketAddr>> {
+        let host = &self.server.host;
+        let port = self.server.port;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, port)]);
+        }
+        if self.looking_up.swap(true, Ordering::AcqRel) {
+            bail!(
+                "cannot resolve {host}: the lookup begun for an earlier push has not ended \
+                 (the name server does not answer)"
+            );
+        }
+        let (tx, rx) = mpsc::channel();
+        let (name, looking_up) = (host.clone(), Arc::clone(&self.looking_up));
+        let spawned = std::thread::Builder::new()
+            .name("push-lookup".into())
+            .spawn(move || {
+                let found = (name.as_str(), port)
+                    .to_socket_addrs()
+                    .map(|a| a.collect::<Vec<_>>());
+                looking_up.store(false, Ordering::Release);
+                let _ = tx.send(found);
+            });
+        if let Err(e) = spawned {
+            self.looking_up.store(false, Ordering::Release);
+            return Err(e).context("cannot start a name lookup");
+        }
+        match rx.recv_timeout(deadline.left()?) {
+            Ok(Ok(found)) if !found.is_empty() => Ok(found),
+            Ok(Ok(_)) => bail!("{host} has no address"),
+            Ok(Err(e)) => Err(e).with_context(|| format!("cannot resolve {host}")),
+            Err(_) => bail!(
+                "cannot resolve {host}: no answer within the push's deadline ({})",
+                deadline.said()
+            ),
+        }
+    }
+}
+
+/// Connects to the first of `addresses` that answers before the deadline.
+fn connect(addresses: &[SocketAddr], deadline: &Deadline) -> Result<TcpStream> {
+    let mut failed = None;
+    for address in addresses {
+        match TcpStream::connect_timeout(address, deadline.left()?) {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) => failed = Some((address, e)),
+        }
+    }
+    let (address, e) = failed.context("no address to connect to")?;
+    Err(e).with_context(|| format!("cannot connect to {address}"))
+}
+
+/// When a push must be done by: its timeout from its start, or the recording's end's
+/// bound if sooner.
+struct Deadline {
+    at: Instant,
+    timeout: Duration,
+}
+
+impl Deadline {
+    fn new(timeout: Duration, close_by: Option<Instant>) -> Self {
+        let at = Instant::now() + timeout;
+        Self {
+            at: close_by.map_or(at, |c| c.min(at)),
+            timeout,
+        }
+    }
+
+    /// The time left, or an error once there is none.
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("not done within the push's deadline ({})", self.said()),
+            ));
+        }
+        Ok(left)
+    }
+
+    fn said(&self) -> String {
+        format!("--push-timeout {}s", self.timeout.as_secs_f64())
+    }
+}
+
+/// A connection whose every read and write waits at most until the deadline: a server that
+/// trickles a byte at a time cannot stretch a push past it.
+struct Timed<'a> {
+    tcp: TcpStream,
+    deadline: &'a Deadline,
+}
+
+/// Whether an error only says that a socket's timeout passed (or a signal came).
+fn waited(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+impl Read for Timed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            self.tcp.set_read_timeout(Some(self.deadline.left()?))?;
+            match self.tcp.read(buf) {
+                Err(e) if waited(&e) => {}
+                done => return done,
+            }
+        }
+    }
+}
+
+impl Write for Timed<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            self.tcp.set_write_timeout(Some(self.deadline.left()?))?;
+            match self.tcp.write(buf) {
+                Err(e) if waited(&e) => {}
+                done => return done,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends a request and returns the reply's status line: read up to its end
+/// ([`MAX_STATUS_LINE`] bytes at most), not to the end of the stream, so a server that
+/// closes without TLS's closing message still answers. A line cut short (the deadline, a
+/// closed connection) is no answer: its first bytes could read as a success.
 fn exchange(mut stream: impl Read + Write, head: &[u8], body: &[u8]) -> Result<String> {
     stream.write_all(head)?;
     stream.write_all(body)?;
     stream.flush()?;
     let mut reply = Vec::new();
     let mut buf = [0u8; 4096];
-    while !reply.windows(2).any(|w| w == b"\r\n") && reply.len() < 64 << 10 {
+    loop {
+        if let Some(end) = reply.windows(2).position(|w| w == b"\r\n") {
+            return Ok(String::from_utf8_lossy(&reply[..end]).into_owned());
+        }
+        if reply.len() >= MAX_STATUS_LINE {
+            bail!("the answer's status line is longer than {MAX_STATUS_LINE} bytes");
+        }
         match stream.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => bail!("the server closed the connection before its answer's status line"),
             Ok(n) => reply.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if reply.is_empty() => return Err(e).context("no answer"),
-            Err(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("no complete answer"),
         }
     }
-    let status = String::from_utf8_lossy(&reply);
-    Ok(status.lines().next().unwrap_or_default().to_string())
 }
 
 /// The units and aggregation of pinprof's sample types, for servers that need them named.
@@ -496,5 +892,146 @@ mod tests {
         assert!(!format!("{auth:?}").contains("sesame"));
         assert!(header_value("team-a").is_ok());
         assert!(header_value("a\r\nX-Evil: 1").is_err());
+    }
+
+    fn options(url: &str) -> Options {
+        Options {
+            server: url.parse().unwrap(),
+            every: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            app: "pinprof.java".into(),
+            labels: Vec::new(),
+            auth: None,
+            tenant: None,
+            tls: None,
+        }
+    }
+
+    /// A server on 127.0.0.1 that takes every connection and, a byte a second, reads the
+    /// request and writes a status line that never ends ("HTTP/1.1 200 OK" first).
+    fn trickler() -> (u16, Arc<AtomicU64>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let read = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&read);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { break };
+                let counted = Arc::clone(&counted);
+                std::thread::spawn(move || {
+                    let reply = b"HTTP/1.1 200 OK".iter().chain(std::iter::repeat(&b'x'));
+                    for &b in reply {
+                        let mut one = [0u8];
+                        if stream.read(&mut one).is_ok_and(|n| n == 1) {
+                            counted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        if stream.write_all(&[b]).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                });
+            }
+        });
+        (port, read)
+    }
+
+    #[test]
+    fn a_push_to_a_trickling_server_ends_at_its_deadline_and_fails() {
+        let (port, read) = trickler();
+        let link = Link {
+            server: format!("http://127.0.0.1:{port}").parse().unwrap(),
+            tls: None,
+            timeout: Duration::from_millis(2500),
+            close_by: Arc::default(),
+            looking_up: Arc::default(),
+        };
+        // Small (all of it fits in the sockets' buffers: the answer is waited for) and
+        // large (the send is).
+        for size in [1_000, 16 << 20] {
+            let request = Request {
+                head: b"POST /ingest HTTP/1.1\r\n\r\n".to_vec(),
+                body: vec![b'.'; size],
+            };
+            let started = Instant::now();
+            let failed = link.deliver(&request).unwrap_err();
+            let took = started.elapsed();
+            assert!(
+                format!("{failed:#}").contains("deadline"),
+                "{size} bytes: {failed:#}"
+            );
+            assert!(
+                (2.5..3.5).contains(&took.as_secs_f64()),
+                "{size} bytes: {took:?}"
+            );
+        }
+        // The server was read from: the push was under way, not refused.
+        assert!(read.load(Ordering::Relaxed) >= 2);
+        // Once the recording has ended, a push has until the bound, not its whole timeout.
+        *link.close_by.lock().unwrap() = Some(Instant::now() + Duration::from_millis(700));
+        let started = Instant::now();
+        let request = Request {
+            head: b"POST /ingest HTTP/1.1\r\n\r\n".to_vec(),
+            body: Vec::new(),
+        };
+        assert!(link.deliver(&request).is_err());
+        assert!(
+            (0.7..1.5).contains(&started.elapsed().as_secs_f64()),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_profile_that_finds_the_server_busy_is_dropped_and_the_end_is_bounded() {
+        let (port, _) = trickler();
+        let mut push = options(&format!("http://127.0.0.1:{port}"));
+        push.timeout = Duration::from_secs(2);
+        let outbox = Outbox::start(&push).unwrap();
+        let request = || Request {
+            head: b"POST /ingest HTTP/1.1\r\n\r\n".to_vec(),
+            body: Vec::new(),
+        };
+        // One is sent (held by the server), one waits, the next finds no room.
+        assert!(outbox.offer(request()));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(outbox.offer(request()));
+        assert!(!outbox.offer(request()));
+        // Once the recording has ended (as `run` does: the timeout from then), the one
+        // being sent, the one waiting and the last have that long in all, not 2 s each.
+        let started = Instant::now();
+        outbox.close_by(started + push.timeout);
+        let (sent, failed) = outbox.finish(Some(request()));
+        let took = started.elapsed().as_secs_f64();
+        assert_eq!((sent, failed), (0, 3));
+        assert!((1.9..2.5).contains(&took), "{took} s");
+    }
+
+    #[test]
+    fn a_status_line_cut_short_is_no_answer() {
+        struct Canned(io::Cursor<Vec<u8>>);
+        impl Read for Canned {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                match self.0.read(buf)? {
+                    0 => Err(io::Error::new(io::ErrorKind::TimedOut, "deadline")),
+                    n => Ok(n),
+                }
+            }
+        }
+        impl Write for Canned {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let answer = |reply: &[u8]| exchange(Canned(io::Cursor::new(reply.to_vec())), b"", b"");
+        assert_eq!(
+            answer(b"HTTP/1.1 204 No Content\r\n").unwrap(),
+            "HTTP/1.1 204 No Content"
+        );
+        assert!(answer(b"HTTP/1.1 200").is_err());
+        assert!(answer(&vec![b'x'; 2 * MAX_STATUS_LINE]).is_err());
     }
 }
