@@ -5,7 +5,7 @@
 //! however long it runs; a profile the server refuses or cannot take is counted and said,
 //! never queued up.
 //!
-//! The server may be slow or hostile, so:
+//! The server may be slow or hostile, and the target's text goes into the profile's name, so:
 //! - the recorder never waits on the pusher: records reach it through a bounded tee
 //!   ([`TEE_BUDGET`]), and a period whose records it missed is not pushed (counted, said);
 //! - the pusher never waits on the server: profiles go to a thread of their own through a
@@ -13,7 +13,10 @@
 //! - a push has one deadline (`--push-timeout`) for all of it: the name lookup (on a thread of
 //!   its own, getaddrinfo having no timeout), connecting, sending and reading the answer,
 //!   each read and write given what is left; once the recording has ended, what is still
-//!   pushed has that long in all.
+//!   pushed has that long in all;
+//! - credentials never go in clear text unless asked for (`--push-cleartext-credentials`);
+//! - the application name and label values hold only characters Pyroscope's `name{k=v,...}`
+//!   takes as such, the target's and the host's text escaped, so they cannot add a label.
 
 use std::{
     io::{self, Read, Write},
@@ -44,6 +47,9 @@ pub const TEE_BUDGET: usize = 16 << 20;
 pub const WAITING: usize = 1;
 /// A reply is read up to the end of its status line, at most this many bytes.
 const MAX_STATUS_LINE: usize = 8 << 10;
+/// The most characters of text from elsewhere (the target's command, the host's name) put
+/// into a profile's name.
+const MAX_TEXT: usize = 64;
 
 /// Where and how to push.
 #[derive(Clone, Debug)]
@@ -55,11 +61,13 @@ pub struct Options {
     /// reading the answer); also the longest pinprof waits for pushes once recording ended.
     pub timeout: Duration,
     /// The application name (`name`'s part before the labels).
-    pub app: String,
+    pub app: AppName,
     /// Labels added to every profile (`pid` and `host` are always there).
-    pub labels: Vec<(String, String)>,
+    pub labels: Vec<Label>,
     /// Who pinprof says it is to the server.
     pub auth: Option<Auth>,
+    /// Credentials may go to an http:// server, in clear text (`--push-cleartext-credentials`).
+    pub cleartext_credentials: bool,
     /// The tenant of a multi-tenant server (`X-Scope-OrgID`).
     pub tenant: Option<String>,
     /// How an https:// server is checked (None for http://).
@@ -67,8 +75,20 @@ pub struct Options {
 }
 
 impl Options {
-    /// Refuses settings that would hang: a push without a deadline.
+    /// Refuses settings that would leak or hang: credentials in clear text unless asked for,
+    /// a push without a deadline.
     pub fn check(&self) -> Result<()> {
+        if let (Scheme::Http, Some(auth), false) =
+            (self.server.scheme, &self.auth, self.cleartext_credentials)
+        {
+            bail!(
+                "the credentials of {} would go to {} in clear text, readable on the way: \
+                 use an https:// address, or give --push-cleartext-credentials to send them \
+                 over http:// anyway",
+                auth.variable(),
+                self.server
+            );
+        }
         if self.timeout.is_zero() {
             bail!("--push-timeout must be more than 0");
         }
@@ -133,6 +153,14 @@ impl Auth {
             Self::Bearer(token) => format!("Bearer {token}"),
         }
     }
+
+    /// The environment variable they came from.
+    fn variable(&self) -> &'static str {
+        match self {
+            Self::Basic { .. } => "PINPROF_PUSH_BASIC_AUTH",
+            Self::Bearer(_) => "PINPROF_PUSH_BEARER_TOKEN",
+        }
+    }
 }
 
 /// A header value as given, or an error when it could end the header early (a line break
@@ -142,6 +170,118 @@ pub fn header_value(value: &str) -> Result<&str> {
         bail!("a header value must not hold control characters");
     }
     Ok(value)
+}
+
+/// A character Pyroscope takes in a label's key (`flameql.IsTagKeyRuneAllowed`).
+fn key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '.'
+}
+
+/// A character Pyroscope takes in an application name (`flameql.IsAppNameRuneAllowed`).
+fn app_char(c: char) -> bool {
+    key_char(c) || c == '-' || c == '/'
+}
+
+/// A character pinprof puts in a label's value. Pyroscope's syntax has no escape: a value
+/// ends at `,` or `}`, so those (and `=`, `{`, spaces, control characters) never go in.
+fn value_char(c: char) -> bool {
+    key_char(c) || c == '-'
+}
+
+/// `text` cut at [`MAX_TEXT`] characters, each one `keep` refuses written `_`: text from
+/// elsewhere (the target's command, the host's name) can then neither end the name or a
+/// value nor add a label, and carries no control character.
+fn escape(text: &str, keep: fn(char) -> bool) -> String {
+    text.chars()
+        .take(MAX_TEXT)
+        .map(|c| if keep(c) { c } else { '_' })
+        .collect()
+}
+
+/// A profile's application name (`name`'s part before the labels): only characters
+/// Pyroscope takes in one (letters, digits, `_ . - /`), so it cannot open the label set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppName(String);
+
+impl AppName {
+    /// `pinprof.COMMAND` of the target's command (its `comm`, which the target chooses),
+    /// escaped.
+    pub fn of_command(command: &str) -> Self {
+        let command = escape(command, app_char);
+        Self(format!(
+            "pinprof.{}",
+            if command.is_empty() { "_" } else { &command }
+        ))
+    }
+}
+
+impl std::str::FromStr for AppName {
+    type Err = String;
+
+    /// The user's name, as given or refused (nothing of it is changed behind their back).
+    fn from_str(name: &str) -> Result<Self, String> {
+        if name.is_empty() || name.len() > 256 || !name.chars().all(app_char) {
+            return Err(format!(
+                "{name:?}: an application name is 1 to 256 letters, digits, _ . - /"
+            ));
+        }
+        Ok(Self(name.to_string()))
+    }
+}
+
+/// One `key=value` of a profile's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    key: String,
+    value: String,
+}
+
+impl Label {
+    /// A label of pinprof's own: `key` is pinprof's, `value` may come from elsewhere (the
+    /// host's name) and is escaped.
+    fn escaped(key: &'static str, value: &str) -> Self {
+        debug_assert!(key.chars().all(key_char));
+        let value = escape(value, value_char);
+        Self {
+            key: key.to_string(),
+            value: if value.is_empty() { "_".into() } else { value },
+        }
+    }
+}
+
+impl std::str::FromStr for Label {
+    type Err = String;
+
+    /// The user's `KEY=VALUE`, as given or refused.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (key, value) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
+        let ok = |s: &str, keep: fn(char) -> bool| {
+            !s.is_empty() && s.len() <= 256 && s.chars().all(keep)
+        };
+        if !ok(key, key_char) || !ok(value, value_char) {
+            return Err(format!(
+                "{text:?}: a key is letters, digits, _ . and a value also -"
+            ));
+        }
+        if ["pid", "host", "__name__"].contains(&key) {
+            return Err(format!("{text:?}: {key} is pinprof's own label"));
+        }
+        Ok(Self {
+            key: key.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+/// Pyroscope's `app{key=value,...}`.
+fn series_name(app: &AppName, labels: &[Label]) -> String {
+    let labels: Vec<String> = labels
+        .iter()
+        .map(|l| format!("{}={}", l.key, l.value))
+        .collect();
+    format!("{}{{{}}}", app.0, labels.join(","))
 }
 
 /// The TLS settings for an https:// server: the system's trusted roots (`SSL_CERT_FILE` and
@@ -474,15 +614,13 @@ fn request(
     )?;
     let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut labels = vec![
-        ("pid".to_string(), model.target.pid.to_string()),
-        ("host".to_string(), host.to_string()),
+        Label::escaped("pid", &model.target.pid.to_string()),
+        Label::escaped("host", host),
     ];
     labels.extend(push.labels.iter().cloned());
-    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let name = format!("{}{{{}}}", push.app, labels.join(","));
     let query = format!(
         "name={}&from={}&until={}&format=pprof&spyName=pinprof",
-        url_encode(&name),
+        url_encode(&series_name(&push.app, &labels)),
         secs(from),
         secs(until).max(secs(from) + 1)
     );
@@ -894,17 +1032,114 @@ mod tests {
         assert!(header_value("a\r\nX-Evil: 1").is_err());
     }
 
-    fn options(url: &str) -> Options {
+    /// Pyroscope's own parser of `name` (`segment.ParseKey`): the name up to `{`, then keys
+    /// up to `=` and values up to `,` or `}`, no escape; the labels by key.
+    fn parse_series(name: &str) -> (String, std::collections::BTreeMap<String, String>) {
+        let (app, rest) = name.split_once('{').unwrap();
+        let mut labels = std::collections::BTreeMap::new();
+        let (mut key, mut value, mut in_value) = (String::new(), String::new(), false);
+        for c in rest.chars() {
+            match (in_value, c) {
+                (false, '}') => break,
+                (false, '=') => in_value = true,
+                (false, c) => key.push(c),
+                (true, ',' | '}') => {
+                    labels.insert(std::mem::take(&mut key), std::mem::take(&mut value));
+                    in_value = false;
+                }
+                (true, c) => value.push(c),
+            }
+        }
+        (app.to_string(), labels)
+    }
+
+    #[test]
+    fn the_targets_text_cannot_add_or_change_a_label() {
+        let hostile = "j{pid=1,x=y}a,\u{1b}]52;c;\u{7}=\n";
+        let app = AppName::of_command(hostile);
+        assert_eq!(app.0, "pinprof.j_pid_1_x_y_a___52_c____");
+        let labels = [
+            Label::escaped("pid", "42"),
+            Label::escaped("host", hostile),
+            "env=prod".parse().unwrap(),
+        ];
+        let (name, parsed) = parse_series(&series_name(&app, &labels));
+        assert_eq!(name, app.0);
+        assert_eq!(
+            parsed.into_iter().collect::<Vec<_>>(),
+            [
+                ("env".to_string(), "prod".to_string()),
+                ("host".into(), "j_pid_1_x_y_a___52_c____".into()),
+                ("pid".into(), "42".into()),
+            ]
+        );
+        // Cut, and never empty.
+        assert_eq!(AppName::of_command(&"a".repeat(1000)).0.len(), 8 + MAX_TEXT);
+        assert_eq!(AppName::of_command("").0, "pinprof._");
+        assert_eq!(Label::escaped("host", "").value, "_");
+        // The user's text is taken as given or refused, never changed.
+        for bad in ["a{b", "a b", "", "a,b"] {
+            assert!(bad.parse::<AppName>().is_err(), "{bad}");
+        }
+        assert_eq!("shop/api-1".parse::<AppName>().unwrap().0, "shop/api-1");
+        for bad in [
+            "k=v,x=y", "k=v}", "my-key=v", "k=", "=v", "pid=1", "host=h", "k",
+        ] {
+            assert!(bad.parse::<Label>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "k.1_a=v-1.b".parse::<Label>().unwrap(),
+            Label {
+                key: "k.1_a".into(),
+                value: "v-1.b".into()
+            }
+        );
+    }
+
+    fn options(url: &str, auth: Option<Auth>, cleartext: bool) -> Options {
         Options {
             server: url.parse().unwrap(),
             every: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
-            app: "pinprof.java".into(),
+            app: AppName::of_command("java"),
             labels: Vec::new(),
-            auth: None,
+            auth,
+            cleartext_credentials: cleartext,
             tenant: None,
             tls: None,
         }
+    }
+
+    #[test]
+    fn credentials_go_in_clear_text_only_when_asked_for() {
+        let basic = Some(Auth::Basic {
+            user: "u".into(),
+            password: "p".into(),
+        });
+        let bearer = Some(Auth::Bearer("t".into()));
+        for auth in [&basic, &bearer] {
+            let refused = options("http://pyroscope:4040", auth.clone(), false)
+                .check()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                refused.contains("clear text") && refused.contains("--push-cleartext-credentials"),
+                "{refused}"
+            );
+            assert!(
+                !refused.contains("\"p\"") && !refused.contains(" t "),
+                "{refused}"
+            );
+            options("http://pyroscope:4040", auth.clone(), true)
+                .check()
+                .unwrap();
+            options("https://pyroscope:4040", auth.clone(), false)
+                .check()
+                .unwrap();
+        }
+        options("http://pyroscope:4040", None, false)
+            .check()
+            .unwrap();
     }
 
     /// A server on 127.0.0.1 that takes every connection and, a byte a second, reads the
@@ -985,7 +1220,7 @@ mod tests {
     #[test]
     fn a_profile_that_finds_the_server_busy_is_dropped_and_the_end_is_bounded() {
         let (port, _) = trickler();
-        let mut push = options(&format!("http://127.0.0.1:{port}"));
+        let mut push = options(&format!("http://127.0.0.1:{port}"), None, false);
         push.timeout = Duration::from_secs(2);
         let outbox = Outbox::start(&push).unwrap();
         let request = || Request {
