@@ -19,6 +19,7 @@
 //!   takes as such, the target's and the host's text escaped, so they cannot add a label.
 
 use std::{
+    fs::File,
     io::{self, Read, Write},
     net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs as _},
     path::Path,
@@ -319,21 +320,50 @@ pub fn tls_config(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>> {
     Ok(Arc::new(config))
 }
 
-/// A file the user names: opened without blocking (never a FIFO's writer to wait for), then
-/// held to `safe_fs`'s checks (a regular file, at most `cap` bytes, read no further).
+/// A file the user names, read whole (at most `cap` bytes) if the user may read it.
 fn read_small(path: &Path, cap: u64) -> Result<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
+    let file = open_regular(path, cap)?;
+    crate::safe_fs::read_capped(&file, path, cap)
+}
+
+// TODO(lead): use the safe_fs door
+/// Opens a file the user names for reading, never anything but a regular file: `O_PATH`
+/// first (no driver's `open` runs, no FIFO is waited on, no tty becomes ours), checked
+/// through that descriptor (a regular file, at most `cap` bytes, readable by the user who
+/// started pinprof: file capabilities do not read for them), then reopened through
+/// `/proc/self/fd/N`, which is the same inode whatever happens to the path meanwhile.
+fn open_regular(path: &Path, cap: u64) -> Result<File> {
+    use std::os::{
+        fd::AsRawFd as _,
+        unix::fs::{MetadataExt as _, OpenOptionsExt as _},
+    };
+    let cannot = || format!("cannot open {}", path.display());
+    let handle = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
         .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+        .with_context(cannot)?;
     let expect = crate::safe_fs::Expect {
         max_bytes: cap,
         owner: crate::safe_fs::Owner::Anyone,
     };
-    crate::safe_fs::check_file(&file, path, expect)?;
-    crate::safe_fs::read_capped(&file, path, cap)
+    let before = crate::safe_fs::check_file(&handle, path, expect)?;
+    let through = format!("/proc/self/fd/{}\0", handle.as_raw_fd());
+    // access(2) checks the real user's right with no capability.
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::access(through.as_ptr().cast(), libc::R_OK) } != 0 {
+        return Err(io::Error::last_os_error()).with_context(cannot);
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(through.trim_end_matches('\0'))
+        .with_context(cannot)?;
+    let after = crate::safe_fs::check_file(&file, path, expect)?;
+    if (before.dev(), before.ino()) != (after.dev(), after.ino()) {
+        bail!("{} changed while it was opened", path.display());
+    }
+    Ok(file)
 }
 
 /// Standard base64 with padding (RFC 4648), for basic authentication.
@@ -1268,5 +1298,47 @@ mod tests {
         );
         assert!(answer(b"HTTP/1.1 200").is_err());
         assert!(answer(&vec![b'x'; 2 * MAX_STATUS_LINE]).is_err());
+    }
+
+    #[test]
+    fn the_ca_file_is_never_opened_unless_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("pinprof-push-ca-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        // A FIFO, and a writer waiting in open(2) for a reader: any open for reading, even
+        // one that gives up at once, lets it through.
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::OpenOptions::new().write(true).open(fifo))
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        let refused = read_small(&fifo, 1 << 20).unwrap_err().to_string();
+        assert!(refused.contains("not a regular file"), "{refused}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!writer.is_finished(), "the FIFO was opened for reading");
+        // The test's own reader lets the writer go.
+        let reader = std::fs::File::open(&fifo).unwrap();
+        writer.join().unwrap().unwrap();
+        drop(reader);
+        // A device, a directory, a file over the cap.
+        for path in [Path::new("/dev/null"), Path::new("/dev/tty"), &dir] {
+            let refused = read_small(path, 1 << 20).unwrap_err().to_string();
+            assert!(refused.contains("not a regular file"), "{refused}");
+        }
+        let big = dir.join("big.pem");
+        std::fs::write(&big, vec![b'x'; 2000]).unwrap();
+        assert!(read_small(&big, 1000).is_err());
+        // A regular file is read, through a symlink too (the user names it).
+        let pem = dir.join("ca.pem");
+        std::fs::write(&pem, b"certificate").unwrap();
+        std::os::unix::fs::symlink(&pem, dir.join("link")).unwrap();
+        assert_eq!(read_small(&dir.join("link"), 1000).unwrap(), b"certificate");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
