@@ -42,12 +42,19 @@ enum Command {
         /// With --push: one profile per this long.
         #[arg(long, value_parser = units::duration, default_value = "15s", requires = "push")]
         every: Duration,
+        /// With --push: the longest one push may take, all of it (lookup, connecting,
+        /// sending, the answer); also the longest pinprof waits for pushes once it stopped.
+        #[arg(long, value_parser = units::duration, default_value = "10s", requires = "push")]
+        push_timeout: Duration,
+        /// With an http:// --push: send the credentials anyway, in clear text.
+        #[arg(long, requires = "push")]
+        push_cleartext_credentials: bool,
         /// With --push: the application name (default: pinprof.COMMAND of the target).
         #[arg(long, value_name = "NAME", requires = "push")]
-        push_app: Option<String>,
+        push_app: Option<profiler::push::AppName>,
         /// With --push: a label added to every profile (repeatable).
-        #[arg(long, value_name = "KEY=VALUE", value_parser = label, requires = "push")]
-        push_label: Vec<(String, String)>,
+        #[arg(long, value_name = "KEY=VALUE", requires = "push")]
+        push_label: Vec<profiler::push::Label>,
         /// With --push: the tenant of a multi-tenant server (sent as X-Scope-OrgID).
         #[arg(long, value_name = "ID", requires = "push")]
         push_tenant: Option<String>,
@@ -405,6 +412,8 @@ fn run(command: Command) -> Result<()> {
             export,
             push,
             every,
+            push_timeout,
+            push_cleartext_credentials,
             push_app,
             push_label,
             push_tenant,
@@ -442,18 +451,17 @@ fn run(command: Command) -> Result<()> {
                     let push = profiler::push::Options {
                         server,
                         every,
-                        app: push_app.unwrap_or_else(|| format!("pinprof.{command}")),
+                        timeout: push_timeout,
+                        app: push_app
+                            .unwrap_or_else(|| profiler::push::AppName::of_command(&command)),
                         labels: push_label,
                         auth: profiler::push::Auth::from_env()?,
+                        cleartext_credentials: push_cleartext_credentials,
                         tenant: push_tenant,
                         tls,
                     };
                     let (summary, pushed) = profiler::push::run(&options, &push)?;
-                    say!(
-                        "pinprof: pushed {} profiles ({} not delivered)",
-                        pushed.sent,
-                        pushed.failed
-                    );
+                    say!("pinprof: {pushed}");
                     summary
                 }
             };
@@ -609,24 +617,6 @@ fn run(command: Command) -> Result<()> {
             print_stdout(&jvm::describe(pid, !no_attach, &stop)?)
         }
     }
-}
-
-/// A `KEY=VALUE` label.
-fn label(text: &str) -> Result<(String, String), String> {
-    let (k, v) = text
-        .split_once('=')
-        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
-    let ok = |s: &str| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-    };
-    if !ok(k) || !ok(v) {
-        return Err(format!(
-            "{text:?}: keys and values are letters, digits, _ - ."
-        ));
-    }
-    Ok((k.to_string(), v.to_string()))
 }
 
 /// `pinprof check`: 0 within the limits, 1 a limit crossed, 2 not measured.

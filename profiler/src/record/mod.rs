@@ -111,8 +111,9 @@ pub fn spawn_teed(
     options: &Options,
     stop: &std::sync::Arc<AtomicBool>,
     quit: &std::sync::Arc<AtomicBool>,
-    tx: std::sync::mpsc::Sender<crate::recording::Record>,
+    tee: impl Into<crate::recording::Tee>,
 ) -> Result<std::thread::JoinHandle<Result<Summary>>> {
+    let tee = tee.into();
     let (options, stop, quit) = (
         options.clone(),
         std::sync::Arc::clone(stop),
@@ -126,7 +127,7 @@ pub fn spawn_teed(
                 quit: &quit,
             };
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_with(&options, stops, Some(tx))
+                run_with(&options, stops, Some(tee))
             }))
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the recorder stopped on an internal error")))
         })
@@ -145,7 +146,7 @@ pub struct Stops<'a> {
 pub fn run_with(
     options: &Options,
     stop: Stops,
-    tee: Option<std::sync::mpsc::Sender<crate::recording::Record>>,
+    tee: Option<crate::recording::Tee>,
 ) -> Result<Summary> {
     capture::check_privileges()?;
     let target = Target::open(options.pid)?;
