@@ -666,14 +666,17 @@ impl MappedFile<'_> {
 
 /// A file the user names (a recording to read, a CA bundle), opened for reading the way
 /// files the target names are (`reopen_regular`): a symlink the user gives is followed, as
-/// any tool would, but what it leads to must be a regular file on an ordinary filesystem.
+/// any tool would, but what it leads to must be a regular file on an ordinary filesystem,
+/// which the user who started pinprof may read (`access(2)` checks the real user, without
+/// the capabilities an installed pinprof may hold).
 pub fn open_user_file(path: &Path) -> io::Result<File> {
-    let fd = open_at(
-        libc::AT_FDCWD,
-        path.as_os_str(),
-        libc::O_PATH | libc::O_CLOEXEC,
-        0,
-    )?;
+    let flags = libc::O_PATH | libc::O_CLOEXEC;
+    let fd = open_at(libc::AT_FDCWD, path.as_os_str(), flags, 0)?;
+    let through = cstring(OsStr::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())))?;
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::access(through.as_ptr(), libc::R_OK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
     reopen_regular(fd, Fs::Ordinary)
 }
 

@@ -23,7 +23,6 @@ mod name;
 
 use std::{
     fs::File,
-    io,
     path::Path,
     sync::{Arc, atomic::AtomicBool, mpsc},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -207,43 +206,16 @@ fn read_small(path: &Path, cap: u64) -> Result<Vec<u8>> {
     crate::safe_fs::read_capped(&file, path, cap)
 }
 
-// TODO(lead): use the safe_fs door
-/// Opens a file the user names for reading, never anything but a regular file: `O_PATH`
-/// first (no driver's `open` runs, no FIFO is waited on, no tty becomes ours), checked
-/// through that descriptor (a regular file, at most `cap` bytes, readable by the user who
-/// started pinprof: file capabilities do not read for them), then reopened through
-/// `/proc/self/fd/N`, which is the same inode whatever happens to the path meanwhile.
+/// Opens a file the user names for reading (`safe_fs::open_user_file`: never anything but a
+/// regular file, read with the user's own rights), at most `cap` bytes.
 fn open_regular(path: &Path, cap: u64) -> Result<File> {
-    use std::os::{
-        fd::AsRawFd as _,
-        unix::fs::{MetadataExt as _, OpenOptionsExt as _},
-    };
-    let cannot = || format!("cannot open {}", path.display());
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)
-        .with_context(cannot)?;
+    let file = crate::safe_fs::open_user_file(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let expect = crate::safe_fs::Expect {
         max_bytes: cap,
         owner: crate::safe_fs::Owner::Anyone,
     };
-    let before = crate::safe_fs::check_file(&handle, path, expect)?;
-    let through = format!("/proc/self/fd/{}\0", handle.as_raw_fd());
-    // access(2) checks the real user's right with no capability.
-    // SAFETY: a NUL-terminated path.
-    if unsafe { libc::access(through.as_ptr().cast(), libc::R_OK) } != 0 {
-        return Err(io::Error::last_os_error()).with_context(cannot);
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(through.trim_end_matches('\0'))
-        .with_context(cannot)?;
-    let after = crate::safe_fs::check_file(&file, path, expect)?;
-    if (before.dev(), before.ino()) != (after.dev(), after.ino()) {
-        bail!("{} changed while it was opened", path.display());
-    }
+    crate::safe_fs::check_file(&file, path, expect)?;
     Ok(file)
 }
 
@@ -709,7 +681,7 @@ mod tests {
         };
         std::thread::sleep(Duration::from_millis(200));
         let started = Instant::now();
-        let refused = read_small(&fifo, 1 << 20).unwrap_err().to_string();
+        let refused = format!("{:#}", read_small(&fifo, 1 << 20).unwrap_err());
         assert!(refused.contains("not a regular file"), "{refused}");
         assert!(started.elapsed() < Duration::from_secs(1));
         std::thread::sleep(Duration::from_millis(200));
@@ -720,7 +692,7 @@ mod tests {
         drop(reader);
         // A device, a directory, a file over the cap.
         for path in [Path::new("/dev/null"), Path::new("/dev/tty"), &dir] {
-            let refused = read_small(path, 1 << 20).unwrap_err().to_string();
+            let refused = format!("{:#}", read_small(path, 1 << 20).unwrap_err());
             assert!(refused.contains("not a regular file"), "{refused}");
         }
         let big = dir.join("big.pem");
