@@ -30,6 +30,7 @@ pub mod mappings;
 pub mod model;
 pub mod namespaces;
 pub mod perfmap;
+pub mod procmaps;
 pub mod push;
 pub mod record;
 pub mod recording;
