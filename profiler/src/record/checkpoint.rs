@@ -11,6 +11,7 @@ use crate::{
 
 impl Session {
     pub(super) fn checkpoint(&mut self) -> Result<()> {
+        self.symbol_inputs_cut()?;
         self.cpu_snapshot()?;
         self.open_carrier_waits()?;
         self.sample_queued(true)?;
@@ -85,6 +86,18 @@ impl Session {
         }
         self.sched_snapshot(time_ns)?;
         self.writer.flush()
+    }
+
+    /// The target's perf map read only in part (over a cap): said once, in the recording
+    /// and on the terminal.
+    fn symbol_inputs_cut(&mut self) -> Result<()> {
+        if let Some(warning) = self.symbolizer.news() {
+            if !self.quiet {
+                say!("pinprof: warning: {warning}");
+            }
+            self.writer.write_event(&Event::Warning(warning))?;
+        }
+        Ok(())
     }
 
     /// Every thread's scheduler histograms, as the kernel has them now.

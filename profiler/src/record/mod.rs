@@ -179,6 +179,8 @@ pub fn run_with(
     if stop.signal.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
     }
+    // The perf map is read from now on by a thread of its own, never by the drain.
+    let symbolizer = Symbolizer::new(&target);
     // Known to the kernel before it sees the first event; read again when the list changes.
     let jvm = hotspot.map(|mut hotspot| {
         let threads = hotspot.java_threads().unwrap_or_default();
@@ -273,8 +275,9 @@ pub fn run_with(
     // The target's mapped files, copied once for naming and unwinding alike.
     let mut mappings = Mappings::new(options.pid);
     let mut session = Session {
+        quiet,
         target_mem: std::fs::File::open(format!("/proc/{}/mem", target.pid)).ok(),
-        symbolizer: Symbolizer::new(&target),
+        symbolizer,
         jvm,
         target,
         capture,
@@ -357,6 +360,8 @@ pub fn run_with(
 }
 
 struct Session {
+    /// Warnings go into the recording alone (a live view owns the terminal).
+    quiet: bool,
     target: Target,
     /// The target's memory, opened once: bound to this process, never to a later one that
     /// reuses its pid.
