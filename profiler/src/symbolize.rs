@@ -12,7 +12,7 @@ use blazesym::symbolize::{
 
 use crate::{
     events::{Frame, FrameKind},
-    mappings::{Mappings, SealedFile},
+    mappings::{MapsWatch, Place, SealedFile},
     perfmap::{PerfMap, PerfMapSource},
     safe_fs::TargetRoot,
     target::Target,
@@ -119,7 +119,7 @@ impl Symbolizer {
     }
 
     /// Names a user stack from the target's mapped files (`mappings`) and its perf map.
-    pub fn user(&mut self, mappings: &mut Mappings, addrs: &[u64]) -> Vec<Frame> {
+    pub fn user(&mut self, mappings: &mut MapsWatch, addrs: &[u64]) -> Vec<Frame> {
         let lookups = call_sites(addrs);
         let mut frames: Vec<Frame> = addrs
             .iter()
@@ -135,9 +135,17 @@ impl Symbolizer {
         // Named from sealed copies of the files the target has mapped (handed to blazesym as
         // this process's own memfd, never by the target's path), one call per file.
         let mut by_file: Vec<(Arc<SealedFile>, Vec<usize>, Vec<u64>)> = Vec::new();
+        let maps = Arc::clone(mappings.latest());
         for (i, &lookup) in lookups.iter().enumerate() {
-            let Some(m) = mappings.find_or_refresh(lookup) else {
-                continue;
+            let m = match maps.place(lookup) {
+                Place::File(m) => m,
+                Place::Anonymous => continue,
+                // Mapped since the last reading, perhaps: a new one is asked for (named
+                // from the next stack on), never waited for.
+                Place::Unknown => {
+                    mappings.ask();
+                    continue;
+                }
             };
             let offset = m.file_offset(lookup);
             frames[i].module = Some(m.path.clone());

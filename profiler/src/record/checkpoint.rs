@@ -88,10 +88,13 @@ impl Session {
         self.writer.flush()
     }
 
-    /// The target's perf map read only in part (over a cap): said once, in the recording
-    /// and on the terminal.
+    /// The target's maps or perf map read only in part (over a cap): said once each, in the
+    /// recording and on the terminal.
     fn symbol_inputs_cut(&mut self) -> Result<()> {
-        if let Some(warning) = self.symbolizer.news() {
+        for warning in [self.mappings.news(), self.symbolizer.news()]
+            .into_iter()
+            .flatten()
+        {
             if !self.quiet {
                 say!("pinprof: warning: {warning}");
             }

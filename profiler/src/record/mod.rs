@@ -38,7 +38,7 @@ use crate::{
     capture::{self, Capture},
     events::{Event, FramePointerCheck},
     fdname, jvm,
-    mappings::Mappings,
+    mappings::MapsWatch,
     recording::{End, Header, RecordingWriter, StopReason},
     safe_fs::{self, Existing},
     symbolize::Symbolizer,
@@ -179,8 +179,14 @@ pub fn run_with(
     if stop.signal.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
     }
-    // The perf map is read from now on by a thread of its own, never by the drain.
-    let symbolizer = Symbolizer::new(&target);
+    // The target's mapped files (copied once for naming and unwinding alike) and its perf
+    // map, read before anything is attached; read again from now on by threads of their
+    // own, never by the drain.
+    let mut mappings = MapsWatch::start(options.pid)?;
+    let mut symbolizer = Symbolizer::new(&target);
+    if hotspot.is_some() {
+        stacks::warm_up(&mut symbolizer, &mut mappings);
+    }
     // Known to the kernel before it sees the first event; read again when the list changes.
     let jvm = hotspot.map(|mut hotspot| {
         let threads = hotspot.java_threads().unwrap_or_default();
@@ -272,8 +278,6 @@ pub fn run_with(
     if let Some(hz) = options.on_cpu_hz.filter(|_| capture.samples()) {
         writer.write_event(&Event::Sampling { hz })?;
     }
-    // The target's mapped files, copied once for naming and unwinding alike.
-    let mut mappings = Mappings::new(options.pid);
     let mut session = Session {
         quiet,
         target_mem: std::fs::File::open(format!("/proc/{}/mem", target.pid)).ok(),
@@ -291,7 +295,7 @@ pub fn run_with(
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
-        stacks: Stacks::new(&mut mappings),
+        stacks: Stacks::new(),
         mappings,
         fds: fdname::FdNamer::new(options.pid),
         lock_symbols: HashMap::new(),
@@ -303,7 +307,6 @@ pub fn run_with(
         queue: Default::default(),
         cgroup,
     };
-    session.warm_up();
     let started_ns = session.capture.started_ns();
     session.write_accounts(started_ns, first_accounts)?;
     if let Some(Ok(first)) = &mut first_cgroup {
@@ -388,7 +391,7 @@ struct Session {
     /// The stacks written so far and the native ones waiting for their event.
     stacks: Stacks,
     /// The target's executable mappings and sealed copies of their files.
-    mappings: Mappings,
+    mappings: MapsWatch,
     fds: fdname::FdNamer,
     /// Kernel symbols of the contended kernel locks named so far (static locks have one).
     lock_symbols: HashMap<u64, Option<String>>,
