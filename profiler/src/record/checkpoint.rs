@@ -11,7 +11,6 @@ use crate::{
 
 impl Session {
     pub(super) fn checkpoint(&mut self) -> Result<()> {
-        self.symbol_inputs_cut()?;
         self.cpu_snapshot()?;
         self.open_carrier_waits()?;
         self.sample_queued(true)?;
@@ -88,19 +87,17 @@ impl Session {
         self.writer.flush()
     }
 
-    /// The target's maps or perf map read only in part (over a cap): said once each, in the
-    /// recording and on the terminal.
-    fn symbol_inputs_cut(&mut self) -> Result<()> {
-        for warning in [self.mappings.news(), self.symbolizer.news()]
+    /// The target's maps or perf map read only in part (over a cap), the first time each is
+    /// seen: written into the recording, and given back to be said.
+    pub(super) fn symbol_inputs_cut(&mut self) -> Result<Vec<String>> {
+        let cuts: Vec<String> = [self.mappings.news(), self.symbolizer.news()]
             .into_iter()
             .flatten()
-        {
-            if !self.quiet {
-                say!("pinprof: warning: {warning}");
-            }
-            self.writer.write_event(&Event::Warning(warning))?;
+            .collect();
+        for cut in &cuts {
+            self.writer.write_event(&Event::Warning(cut.clone()))?;
         }
-        Ok(())
+        Ok(cuts)
     }
 
     /// Every thread's scheduler histograms, as the kernel has them now.

@@ -448,6 +448,7 @@ impl Session {
             if last_checkpoint.elapsed() >= CHECKPOINT {
                 last_checkpoint = Instant::now();
                 self.checkpoint()?;
+                self.say_cuts(&progress)?;
                 if !self.target.is_alive() {
                     break StopReason::TargetExited;
                 }
@@ -467,6 +468,7 @@ impl Session {
         // the ring buffer holds all they made, and the maps the waits still open, which end
         // with it (walking their stacks takes time that is not theirs).
         self.checkpoint()?;
+        self.say_cuts(&progress)?;
         let end_ns = self.capture.stop(self.exit_ns);
         raws.clear();
         self.capture.poll(Duration::ZERO, &mut raws)?;
@@ -486,6 +488,17 @@ impl Session {
             self.capture.counters().lost(),
         );
         Ok(reason)
+    }
+
+    /// What the caps on the target's maps and perf map left out, said once each (in the
+    /// recording always; on the terminal unless a live view owns it).
+    fn say_cuts(&mut self, progress: &Progress) -> Result<()> {
+        for cut in self.symbol_inputs_cut()? {
+            if !self.quiet {
+                progress.say(&format!("pinprof: warning: {cut}"));
+            }
+        }
+        Ok(())
     }
 
     /// The recording's window up to `now_ns`: what the progress line and the summary give.
