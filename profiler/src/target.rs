@@ -154,11 +154,8 @@ impl Target {
     }
 
     fn detect_runtime(&self, cmdline: &[String]) -> Option<RuntimeInfo> {
-        let maps = self.process.maps().ok()?;
-        let libjvm = maps.iter().find_map(|m| match &m.pathname {
-            procfs::process::MMapPath::Path(p) if p.ends_with("libjvm.so") => Some(p.clone()),
-            _ => None,
-        })?;
+        let mut maps = crate::procmaps::Maps::open(self.pid).ok()?;
+        let libjvm = maps.library("libjvm.so").ok()??.exec.path().to_path_buf();
         // <java.home>/lib/server/libjvm.so; <java.home>/release names the version.
         let home = libjvm.parent()?.parent()?.parent()?;
         // The target's file, read as it sees it: regular, small, inside its root.

@@ -15,7 +15,7 @@ use framehop::{
 };
 use object::{Object as _, ObjectSection as _, ObjectSegment as _};
 
-use crate::mappings::{Mapping, Mappings, SealedFile, SealedMap};
+use crate::mappings::{Mapping, Mappings, MapsWatch, Place, SealedFile, SealedMap};
 
 /// Frames beyond this are not unwound.
 const MAX_FRAMES: usize = 128;
@@ -31,36 +31,48 @@ pub struct NativeUnwinder {
     /// Each file's unwind sections, found once and shared by all its mappings (by the sealed
     /// copy's address; their bytes stay in the copy); None where they could not be read.
     sections: HashMap<usize, Option<Arc<Sections>>>,
-    /// Executable ranges known, to tell when the maps must be read again.
-    ranges: Vec<Range<u64>>,
+    /// The reading of the maps whose mappings were given last.
+    given: Option<Arc<Mappings>>,
+}
+
+impl Default for NativeUnwinder {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl NativeUnwinder {
-    /// An unwinder for the target whose files `mappings` holds.
-    pub fn new(mappings: &mut Mappings) -> Self {
-        let mut unwinder = Self {
+    pub fn new() -> Self {
+        Self {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             known: HashSet::new(),
             sections: HashMap::new(),
-            ranges: Vec::new(),
-        };
-        unwinder.add_modules(mappings);
-        unwinder
+            given: None,
+        }
     }
 
     /// The addresses of the stack, innermost first: `ip`, then return addresses.
     pub fn unwind(
         &mut self,
-        mappings: &mut Mappings,
+        mappings: &mut MapsWatch,
         ip: u64,
         sp: u64,
         bp: u64,
         stack: &[u8],
     ) -> Vec<u64> {
-        if !self.ranges.iter().any(|r| r.contains(&ip)) {
-            mappings.refresh();
-            self.add_modules(mappings);
+        // Each new reading of the maps gives the unwinder what it did not have; an ip no
+        // mapping holds asks for a new one (never waited for).
+        let latest = mappings.latest();
+        if !self.given.as_ref().is_some_and(|g| Arc::ptr_eq(g, latest)) {
+            let latest = Arc::clone(latest);
+            self.add_modules(&latest);
+            self.given = Some(latest);
+        }
+        if let Some(given) = &self.given
+            && matches!(given.place(ip), Place::Unknown)
+        {
+            mappings.ask();
         }
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let at = addr.checked_sub(sp).ok_or(())? as usize;
@@ -89,7 +101,6 @@ impl NativeUnwinder {
             if self.known.len() >= MAX_MODULES || !self.known.insert((m.start, m.end, m.offset)) {
                 continue;
             }
-            self.ranges.push(m.start..m.end);
             let sections = m.file.as_ref().and_then(|file| {
                 let key = Arc::as_ptr(file) as usize;
                 self.sections

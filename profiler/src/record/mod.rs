@@ -39,7 +39,7 @@ use crate::{
     capture::{self, Capture},
     events::{Event, FramePointerCheck},
     fdname, jvm,
-    mappings::Mappings,
+    mappings::MapsWatch,
     recording::{End, Header, RecordingWriter, StopReason},
     safe_fs::{self, Existing},
     symbolize::Symbolizer,
@@ -184,6 +184,14 @@ pub fn run_with(
     if stop.signal.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
     }
+    // The target's mapped files (copied once for naming and unwinding alike) and its perf
+    // map, read before anything is attached; read again from now on by threads of their
+    // own, never by the drain.
+    let mut mappings = MapsWatch::start(options.pid)?;
+    let mut symbolizer = Symbolizer::new(&target);
+    if hotspot.is_some() {
+        stacks::warm_up(&mut symbolizer, &mut mappings);
+    }
     // Known to the kernel before it sees the first event; read again when the list changes.
     let jvm = hotspot.map(|mut hotspot| {
         let threads = hotspot.java_threads().unwrap_or_default();
@@ -275,11 +283,10 @@ pub fn run_with(
     if let Some(hz) = options.on_cpu_hz.filter(|_| capture.samples()) {
         writer.write_event(&Event::Sampling { hz })?;
     }
-    // The target's mapped files, copied once for naming and unwinding alike.
-    let mut mappings = Mappings::new(options.pid);
     let mut session = Session {
+        quiet,
         target_mem: std::fs::File::open(format!("/proc/{}/mem", target.pid)).ok(),
-        symbolizer: Symbolizer::new(&target),
+        symbolizer,
         jvm,
         target,
         capture,
@@ -293,7 +300,7 @@ pub fn run_with(
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
-        stacks: Stacks::new(&mut mappings),
+        stacks: Stacks::new(),
         mappings,
         fds: fdname::FdNamer::new(options.pid),
         lock_symbols: HashMap::new(),
@@ -305,7 +312,6 @@ pub fn run_with(
         queue: Default::default(),
         cgroup,
     };
-    session.warm_up();
     let started_ns = session.capture.started_ns();
     session.write_accounts(started_ns, first_accounts)?;
     if let Some(Ok(first)) = &mut first_cgroup {
@@ -363,6 +369,8 @@ pub fn run_with(
 }
 
 struct Session {
+    /// Warnings go into the recording alone (a live view owns the terminal).
+    quiet: bool,
     target: Target,
     /// The target's memory, opened once: bound to this process, never to a later one that
     /// reuses its pid.
@@ -389,7 +397,7 @@ struct Session {
     /// The stacks written so far and the native ones waiting for their event.
     stacks: Stacks,
     /// The target's executable mappings and sealed copies of their files.
-    mappings: Mappings,
+    mappings: MapsWatch,
     fds: fdname::FdNamer,
     /// Kernel symbols of the contended kernel locks named so far (static locks have one).
     lock_symbols: HashMap<u64, Option<String>>,
@@ -447,6 +455,7 @@ impl Session {
             if last_checkpoint.elapsed() >= CHECKPOINT {
                 last_checkpoint = Instant::now();
                 self.checkpoint()?;
+                self.say_cuts(&progress)?;
                 if !self.target.is_alive() {
                     break StopReason::TargetExited;
                 }
@@ -466,6 +475,7 @@ impl Session {
         // the ring buffer holds all they made, and the maps the waits still open, which end
         // with it (walking their stacks takes time that is not theirs).
         self.checkpoint()?;
+        self.say_cuts(&progress)?;
         let end_ns = self.capture.stop(self.exit_ns);
         raws.clear();
         self.capture.poll(Duration::ZERO, &mut raws)?;
@@ -485,6 +495,17 @@ impl Session {
             self.capture.counters().lost(),
         );
         Ok(reason)
+    }
+
+    /// What the caps on the target's maps and perf map left out, said once each (in the
+    /// recording always; on the terminal unless a live view owns it).
+    fn say_cuts(&mut self, progress: &Progress) -> Result<()> {
+        for cut in self.symbol_inputs_cut()? {
+            if !self.quiet {
+                progress.say(&format!("pinprof: warning: {cut}"));
+            }
+        }
+        Ok(())
     }
 
     /// The recording's window up to `now_ns`: what the progress line and the summary give.

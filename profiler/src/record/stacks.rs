@@ -12,7 +12,8 @@ use super::{
 use crate::{
     events::{Event, Frame, FrameKind, Stack},
     jvm::{chunk::Frozen, walk::Tier},
-    mappings::Mappings,
+    mappings::MapsWatch,
+    symbolize::Symbolizer,
     unwind::NativeUnwinder,
 };
 
@@ -39,14 +40,14 @@ pub(super) struct Stacks {
 }
 
 impl Stacks {
-    pub(super) fn new(mappings: &mut Mappings) -> Self {
+    pub(super) fn new() -> Self {
         Self {
             ids: StackIds::default(),
             kernel: HashMap::new(),
             misses_seen: 0,
             emptied_at: None,
             own: HashMap::new(),
-            unwinder: NativeUnwinder::new(mappings),
+            unwinder: NativeUnwinder::new(),
             pending_native: HashMap::new(),
             unwound: HashMap::new(),
             next_kernel_id: 0,
@@ -106,24 +107,22 @@ fn read_stack(mem: &std::fs::File, sp: u64) -> Option<Vec<u8>> {
     None
 }
 
-impl Session {
-    /// Reads the JVM library's symbols now: the first stacks through it otherwise take that
-    /// time (a large symbol table) while events wait, new threads among them, whose waits
-    /// would go unknown as Java threads' until the JVM's list is read again.
-    pub(super) fn warm_up(&mut self) {
-        if self.jvm.is_none() {
-            return;
-        }
-        let libjvm = self
-            .mappings
-            .iter()
-            .find(|m| m.path.ends_with("/libjvm.so"))
-            .map(|m| m.start);
-        if let Some(addr) = libjvm {
-            let _ = self.symbolizer.user(&mut self.mappings, &[addr]);
-        }
+/// Reads the JVM library's symbols now, before the capture starts: the first stacks through
+/// it otherwise take that time (a large symbol table) on the drain while events wait, new
+/// threads among them, whose waits would go unknown as Java threads' until the JVM's list is
+/// read again.
+pub(super) fn warm_up(symbolizer: &mut Symbolizer, mappings: &mut MapsWatch) {
+    let libjvm = mappings
+        .latest()
+        .iter()
+        .find(|m| m.path.ends_with("/libjvm.so"))
+        .map(|m| m.start);
+    if let Some(addr) = libjvm {
+        let _ = symbolizer.user(mappings, &[addr]);
     }
+}
 
+impl Session {
     /// The recording's id of the kernel's stack `id`, taken at `taken_ns`: named and written
     /// the first time, before any event uses it; `None` when there is none or it cannot be
     /// known (counted).
