@@ -247,8 +247,7 @@ pub struct Pushed {
 pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary, Pushed)> {
     let stop = crate::signals::stop_flag()?;
     let quit = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    let recorder = record::spawn_teed(record, &stop, &quit, tx)?;
+    let (recorder, rx) = record::spawn_teed(record, &stop, &quit)?;
     let mut pushed = Pushed::default();
     let mut model: Option<Model> = None;
     let mut host = String::new();

@@ -7,6 +7,7 @@ use anyhow::Result;
 
 use super::Session;
 use crate::{
+    budget::{self, Bounded, Cut},
     events::{Event, Frame, FrameKind, Stack},
     jvm::{chunk::Frozen, walk::Tier},
     mappings::Mappings,
@@ -18,24 +19,60 @@ pub(super) struct Stacks {
     /// The kernel's stack ids written so far.
     known: HashSet<u32>,
     /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
-    /// their ids start at `OWN_STACK_IDS`.
-    own: HashMap<Vec<Frame>, u32>,
+    /// their ids start at `OWN_STACK_IDS`. A target makes as many as it likes: the ones not
+    /// used for a while are forgotten, and written again (under a new id) when they come back.
+    own: Bounded<Vec<Frame>, u32>,
+    /// The id the next stack made in user space gets.
+    next_own: u32,
     unwinder: NativeUnwinder,
     /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
     pending_native: HashMap<(u32, u64), u32>,
-    /// Stack ids of the native stacks unwound so far, by their addresses.
-    unwound: HashMap<Vec<u64>, u32>,
+    /// Stack ids of the native stacks unwound so far, by their addresses (forgotten as
+    /// `own`, whose ids they are).
+    unwound: Bounded<Vec<u64>, u32>,
 }
+
+/// What a stack costs kept as a key of `own`.
+fn frames_bytes(frames: &Vec<Frame>, _: &u32) -> u64 {
+    let texts: u64 = frames
+        .iter()
+        .flat_map(|f| [&f.name, &f.module])
+        .flatten()
+        .map(|s| budget::heap_bytes(s))
+        .sum();
+    (frames.capacity() * std::mem::size_of::<Frame>()) as u64 + 16 + texts
+}
+
+fn addrs_bytes(addrs: &Vec<u64>, _: &u32) -> u64 {
+    (addrs.capacity() * 8) as u64 + 16
+}
+
+/// The stack tables' budget until `Stacks::set_budget` says.
+const DEFAULT_BUDGET: u64 = 32 << 20;
 
 impl Stacks {
     pub(super) fn new(mappings: &mut Mappings) -> Self {
+        let (own, unwound) = Self::parts(DEFAULT_BUDGET);
         Self {
             known: HashSet::new(),
-            own: HashMap::new(),
+            own: Bounded::new(own, frames_bytes, Some(Cut::StackForgotten)),
+            next_own: OWN_STACK_IDS,
             unwinder: NativeUnwinder::new(mappings),
             pending_native: HashMap::new(),
-            unwound: HashMap::new(),
+            unwound: Bounded::new(unwound, addrs_bytes, None),
         }
+    }
+
+    /// Keeps the tables within `bytes` in all: most for the stacks' frames, an eighth for
+    /// the unwound addresses that lead to them.
+    pub(super) fn set_budget(&mut self, bytes: u64) {
+        let (own, unwound) = Self::parts(bytes);
+        self.own.set_max_bytes(own);
+        self.unwound.set_max_bytes(unwound);
+    }
+
+    fn parts(bytes: u64) -> (u64, u64) {
+        (bytes - bytes / 8, bytes / 8)
     }
 
     /// The native stack unwound for the event of `tid` keyed by `key_ns`, if one was; taken.
@@ -66,6 +103,16 @@ fn without_tracing_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
     let n = frames.iter().take_while(|f| tracing(f)).count();
     frames.drain(..n);
     frames
+}
+
+/// Cuts every name of a stack (symbols, modules: a C++ template's name, a path) to a name's
+/// length.
+fn cut_names(frames: &mut [Frame]) {
+    for f in frames {
+        for text in [&mut f.name, &mut f.module].into_iter().flatten() {
+            budget::cut_name(text);
+        }
+    }
 }
 
 /// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
@@ -113,22 +160,31 @@ impl Session {
             } else {
                 self.symbolizer.user(&mut self.mappings, &addrs)
             };
-            self.writer
-                .write_event(&Event::Stack(Stack { id, frames }))?;
+            self.write_stack(id, frames)?;
         }
         Ok(Some(id))
     }
 
-    /// The id of a stack made in user space, writing it the first time.
-    fn own_stack(&mut self, frames: Vec<Frame>) -> Result<u32> {
+    /// The id of a stack made in user space, writing it the first time (or the first time
+    /// since it was forgotten).
+    fn own_stack(&mut self, mut frames: Vec<Frame>) -> Result<u32> {
+        cut_names(&mut frames);
         if let Some(&id) = self.stacks.own.get(&frames) {
             return Ok(id);
         }
-        let id = OWN_STACK_IDS + self.stacks.own.len() as u32;
+        // Ids past the last one start again: a stack forgotten that long ago is used by no
+        // event still to come. (2^31 stacks of a recording: never in practice.)
+        let id = self.stacks.next_own;
+        self.stacks.next_own = id.checked_add(1).unwrap_or(OWN_STACK_IDS);
         self.stacks.own.insert(frames.clone(), id);
-        self.writer
-            .write_event(&Event::Stack(Stack { id, frames }))?;
+        self.write_stack(id, frames)?;
         Ok(id)
+    }
+
+    /// Writes a stack, every name in it cut to a name's length.
+    fn write_stack(&mut self, id: u32, mut frames: Vec<Frame>) -> Result<()> {
+        cut_names(&mut frames);
+        self.writer.write_event(&Event::Stack(Stack { id, frames }))
     }
 
     /// Unwinds a native stack the kernel copied and keeps it for its event.
