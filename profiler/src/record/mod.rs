@@ -94,6 +94,41 @@ pub struct Summary {
     pub cuts: Cuts,
 }
 
+/// Threads named and gone since, the latest `RECENTLY_EXITED` of them: later events that
+/// name them (a waker, a lock's holder) do not name them again, when their name can no
+/// longer be read.
+#[derive(Default)]
+struct RecentlyExited {
+    order: std::collections::VecDeque<u32>,
+    set: HashSet<u32>,
+}
+
+const RECENTLY_EXITED: usize = 4096;
+
+impl RecentlyExited {
+    fn insert(&mut self, tid: u32) {
+        if self.set.insert(tid) {
+            if self.order.len() >= RECENTLY_EXITED
+                && let Some(old) = self.order.pop_front()
+            {
+                self.set.remove(&old);
+            }
+            self.order.push_back(tid);
+        }
+    }
+
+    fn contains(&self, tid: &u32) -> bool {
+        self.set.contains(tid)
+    }
+
+    /// An id used again is a new thread, to be named as one.
+    fn remove(&mut self, tid: u32) {
+        if self.set.remove(&tid) {
+            self.order.retain(|&t| t != tid);
+        }
+    }
+}
+
 /// How often the ring buffer is drained when the target is not busy (the kernel programs do
 /// not wake user space per record).
 const DRAIN_PERIOD: Duration = Duration::from_millis(100);
@@ -332,6 +367,7 @@ pub fn run_with(
         capture,
         writer,
         known_threads: HashSet::new(),
+        recently_exited: Default::default(),
         monitor_classes: Bounded::new(
             shares.java_names / 4,
             |_, (_, class, object): &(Instant, String, Option<String>)| {
@@ -437,6 +473,7 @@ struct Session {
     writer: RecordingWriter,
     symbolizer: Symbolizer,
     known_threads: HashSet<u32>,
+    recently_exited: RecentlyExited,
     /// The class last said for each monitor, and when it was read (re-read after a while: a
     /// deflated monitor may serve another object).
     /// Per monitor: when it was named, its object's class and, for a `java.lang.Class`

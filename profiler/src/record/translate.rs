@@ -107,15 +107,21 @@ impl Session {
                         .write_event(&Event::Thread(ThreadName { tid: r.tid, name }))?;
                 }
                 Raw::ThreadStart(life) => {
+                    // An id used again is a new thread, to be named as one.
+                    self.recently_exited.remove(life.tid);
                     self.writer.write_event(&Event::ThreadStart {
                         tid: life.tid,
                         time_ns: life.time_ns,
                     })?;
                 }
                 Raw::ThreadExit(life) => {
-                    // Its last event: the set stays as large as the threads alive, not as
-                    // all the target ever started (and an id used again is named again).
-                    self.known_threads.remove(&life.tid);
+                    // The set stays as large as the threads alive, not as all the target ever
+                    // started (and an id used again is named again); the recently gone are
+                    // remembered a while, since others' events name them after their exit (a
+                    // waker, a lock's holder), when their name can no longer be read.
+                    if self.known_threads.remove(&life.tid) {
+                        self.recently_exited.insert(life.tid);
+                    }
                     let known = life.run_ns != u64::MAX && life.wait_ns != u64::MAX;
                     self.writer.write_event(&Event::ThreadExit {
                         tid: life.tid,
@@ -253,6 +259,9 @@ impl Session {
     }
 
     fn thread(&mut self, tid: u32) -> Result<()> {
+        if self.recently_exited.contains(&tid) {
+            return Ok(());
+        }
         if self.known_threads.insert(tid) {
             let name = self
                 .target
