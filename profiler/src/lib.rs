@@ -29,6 +29,7 @@ pub mod mappings;
 pub mod model;
 pub mod namespaces;
 pub mod perfmap;
+pub mod process;
 pub mod push;
 pub mod record;
 pub mod recording;

@@ -14,7 +14,10 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::safe_fs::{MappedFile, TargetRoot};
+use crate::{
+    process::Process,
+    safe_fs::{MappedFile, TargetRoot},
+};
 
 /// Mapped files larger than this are not read (libjvm.so with its symbols is about 25 MB).
 pub const MAX_MAPPED_FILE: u64 = 256 << 20;
@@ -141,7 +144,7 @@ impl Mapping {
 }
 
 pub struct Mappings {
-    pid: u32,
+    process: Process,
     root: Option<TargetRoot>,
     list: Vec<Mapping>,
     /// Files copied so far, by (device, inode): a library mapped in pieces is copied once.
@@ -150,10 +153,10 @@ pub struct Mappings {
 }
 
 impl Mappings {
-    pub fn new(pid: u32) -> Self {
+    pub fn new(process: &Process) -> Self {
         let mut mappings = Self {
-            pid,
-            root: TargetRoot::open(pid).ok(),
+            process: process.clone(),
+            root: TargetRoot::open(process).ok(),
             list: Vec::new(),
             files: HashMap::new(),
             copied: 0,
@@ -164,7 +167,7 @@ impl Mappings {
 
     /// Re-reads the target's maps (libraries load late), copying files not seen before.
     pub fn refresh(&mut self) {
-        let Ok(maps) = procfs::process::Process::new(self.pid as i32).and_then(|p| p.maps()) else {
+        let Ok(maps) = self.process.maps() else {
             return;
         };
         let mut list = Vec::new();
@@ -185,7 +188,7 @@ impl Mappings {
                 None if self.files.len() >= MAX_FILES => None,
                 None => {
                     let mapped = MappedFile {
-                        pid: self.pid,
+                        pid: &self.process,
                         start: m.address.0,
                         end: m.address.1,
                         path,
@@ -294,7 +297,7 @@ mod tests {
             assert_ne!(at, libc::MAP_FAILED);
             maps.push(at);
         }
-        let mappings = Mappings::new(std::process::id());
+        let mappings = Mappings::new(&Process::myself().unwrap());
         let ours: Vec<_> = mappings
             .iter()
             .filter(|m| std::path::Path::new(&m.path) == path)

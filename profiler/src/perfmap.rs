@@ -102,15 +102,14 @@ mod tests {
 
     #[test]
     fn links_and_strangers_files_are_refused() {
-        let dir = std::env::temp_dir().join(format!("pinprof-perfmap-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::safe_fs::private_temp_dir("pinprof-perfmap").unwrap();
         let real = dir.join("real.map");
         std::fs::write(&real, "1000 10 f\n").unwrap();
         let link = dir.join("link.map");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let me = unsafe { libc::geteuid() };
-        let root = TargetRoot::open(std::process::id()).unwrap();
+        let root = TargetRoot::own().unwrap();
         let map = PerfMap::load(&root, &real, me).unwrap();
         assert_eq!(map.lookup(0x1005), Some("f"));
         assert!(

@@ -40,7 +40,7 @@ impl Symbolizer {
         Self {
             blaze: Blaze::new(),
             owner: target.uid(),
-            root: TargetRoot::open(target.pid).ok(),
+            root: TargetRoot::open(target.process()).ok(),
             // The JVM names it by its pid in its own PID namespace (a container's), and
             // writes it in its own /tmp: read inside its root.
             perf_map_path: format!("/tmp/perf-{}.map", target.ns_pid()).into(),

@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use anyhow::{Context, Result, bail};
 use profiler_ebpf::{ChunkCopy, JavaState, JvmLayout, java_flags};
 
+use crate::process::Process;
+
 use super::{
     chunk::{ChunkLayout, Frozen},
     classinit::{self, ClassLayout},
@@ -120,7 +122,7 @@ pub struct ClassInit {
 
 pub struct Hotspot {
     /// What it was opened with, to open it again (`reopen`).
-    pid: u32,
+    process: Process,
     major: Option<u32>,
     mem: Memory,
     vm: VmStructs,
@@ -182,8 +184,8 @@ struct ListedThreads {
 }
 
 impl Hotspot {
-    /// Reads the JVM of process `pid`, of feature release `major` if known.
-    pub fn attach(pid: u32, major: Option<u32>) -> Result<Self> {
+    /// Reads the JVM of `process`, of feature release `major` if known.
+    pub fn attach(process: &Process, major: Option<u32>) -> Result<Self> {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
@@ -192,8 +194,8 @@ impl Hotspot {
             .chain(&blockers::SYMBOLS)
             .copied()
             .collect();
-        let lib = Libjvm::load(pid, &wanted)?;
-        let mem = Memory::open(pid)?;
+        let lib = Libjvm::load(process, &wanted)?;
+        let mem = Memory::open(process)?;
         let vm = VmStructs::read(&mem, &lib).context("reading the JVM's VMStructs")?;
         // Java field offsets: u32 in the target, below the size of an object in practice.
         let java_offset = |name: &str| -> Result<u64> {
@@ -418,7 +420,7 @@ impl Hotspot {
             ));
         }
         Ok(Self {
-            pid,
+            process: process.clone(),
             major,
             walker,
             chunks: chunks.ok(),
@@ -426,7 +428,7 @@ impl Hotspot {
             walk_error,
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
-            tids: crate::namespaces::ThreadIds::new(pid),
+            tids: crate::namespaces::ThreadIds::new(process),
             listed: ListedThreads::default(),
             blockers: blockers.ok(),
             monitor_layout: monitors::MonitorLayout::read(&vm, major).ok(),
@@ -541,7 +543,7 @@ impl Hotspot {
     /// The same JVM read again, for another thread of pinprof's (each reader keeps caches of
     /// its own).
     pub fn reopen(&self) -> Result<Self> {
-        Self::attach(self.pid, self.major)
+        Self::attach(&self.process, self.major)
     }
 
     /// What changes whenever a Java thread starts or ends: the current `ThreadsList*` (a new

@@ -8,10 +8,13 @@ use std::{collections::HashMap, fs::File, os::unix::fs::FileExt, path::PathBuf};
 use anyhow::{Context, Result, bail};
 use object::{Object, ObjectSymbol};
 
-use crate::{mappings::MAX_MAPPED_FILE, safe_fs::MappedFile};
+use crate::{mappings::MAX_MAPPED_FILE, process::Process, safe_fs::MappedFile};
 
 pub struct Memory {
+    /// `/proc/PID/mem`, opened through the process's own directory: bound to it (its memory
+    /// is gone once it exits: reads then end at once, never in another process's memory).
     file: File,
+    process: Process,
 }
 
 /// A read of the target's memory that failed. Routine (reads race the target's threads, and
@@ -23,6 +26,8 @@ pub enum ReadError {
     Unreadable { addr: u64, len: usize },
     /// No NUL within `max` bytes of a string at `addr`.
     TooLong { addr: u64, max: usize },
+    /// The process has exited: nothing more is read of it.
+    Exited { pid: u32 },
 }
 
 impl std::fmt::Display for ReadError {
@@ -33,6 +38,7 @@ impl std::fmt::Display for ReadError {
             Self::TooLong { addr, max } => {
                 write!(f, "string at {addr:#x} longer than {max} bytes")
             }
+            Self::Exited { pid } => write!(f, "{}", crate::process::Exited { pid }),
         }
     }
 }
@@ -43,14 +49,19 @@ impl std::error::Error for ReadError {}
 pub type Read<T> = std::result::Result<T, ReadError>;
 
 impl Memory {
-    pub fn open(pid: u32) -> Result<Self> {
-        let file = File::open(format!("/proc/{pid}/mem")).with_context(|| {
+    /// The memory of the process attached to; an error once it has exited.
+    pub fn open(process: &Process) -> Result<Self> {
+        let pid = process.pid();
+        let fd = process.open("mem", libc::O_RDONLY).with_context(|| {
             format!(
                 "cannot read the memory of process {pid} (another user's process needs \
                      root, or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH)"
             )
         })?;
-        Ok(Self { file })
+        Ok(Self {
+            file: File::from(fd),
+            process: process.clone(),
+        })
     }
 
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Read<()> {
@@ -61,7 +72,17 @@ impl Memory {
         if addr == 0 {
             return Err(unreadable);
         }
-        self.file.read_exact_at(buf, addr).map_err(|_| unreadable)
+        self.file.read_exact_at(buf, addr).map_err(|e| {
+            // An address not mapped is EIO; the end of the file is a process whose memory
+            // has gone (it exited).
+            if e.kind() == std::io::ErrorKind::UnexpectedEof && self.process.has_exited() {
+                ReadError::Exited {
+                    pid: self.process.pid(),
+                }
+            } else {
+                unreadable
+            }
+        })
     }
 
     pub fn u64(&self, addr: u64) -> Read<u64> {
@@ -128,10 +149,10 @@ pub struct Libjvm {
 impl Libjvm {
     /// Finds `libjvm.so` in the target's maps and reads the symbols pinprof needs (`wanted`).
     /// Local symbols count too: libjvm ships a full `.symtab`.
-    pub fn load(pid: u32, wanted: &[&str]) -> Result<Self> {
-        let maps = procfs::process::Process::new(pid as i32)
-            .and_then(|p| p.maps())
-            .with_context(|| format!("cannot read the memory map of process {pid}"))?;
+    pub fn load(process: &Process, wanted: &[&str]) -> Result<Self> {
+        let maps = process
+            .maps()
+            .with_context(|| format!("cannot read the memory map of process {process}"))?;
         let mut base = None;
         let mut mapping = None;
         for map in maps.iter() {
@@ -147,7 +168,7 @@ impl Libjvm {
             }
         }
         let (Some(base), Some(map)) = (base, mapping) else {
-            bail!("process {pid} has no libjvm.so mapped: not a HotSpot JVM");
+            bail!("process {process} has no libjvm.so mapped: not a HotSpot JVM");
         };
         let procfs::process::MMapPath::Path(path) = &map.pathname else {
             unreachable!("chosen for its path");
@@ -155,7 +176,7 @@ impl Libjvm {
         let path = path.clone();
         // The file the JVM has mapped (its inode, inside its root), never a file it only names.
         let file = MappedFile {
-            pid,
+            pid: process,
             start: map.address.0,
             end: map.address.1,
             path: &path,

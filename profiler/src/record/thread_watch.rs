@@ -174,7 +174,7 @@ impl Watcher {
         // times each had run, then what it is doing.
         let known: HashSet<(u32, u64)> = self.threads.iter().map(|t| (t.tid, t.addr)).collect();
         for t in threads.iter().filter(|t| !known.contains(&(t.tid, t.addr))) {
-            let Some(runs) = crate::target::thread_runs(self.registry.pid(), t.tid) else {
+            let Some(runs) = crate::target::thread_runs(self.registry.process(), t.tid) else {
                 continue;
             };
             if let Some(java) = self.hotspot.java_state(t) {

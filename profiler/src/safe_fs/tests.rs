@@ -178,7 +178,7 @@ fn a_created_file_is_removed_only_while_it_is_ours() {
 #[test]
 fn files_the_target_names_must_be_regular_and_small() {
     let s = Scratch::new("read");
-    let root = TargetRoot::open(std::process::id()).unwrap();
+    let root = TargetRoot::own().unwrap();
     let expect = Expect {
         max_bytes: 1 << 20,
         owner: Owner::Anyone,
@@ -252,7 +252,7 @@ fn paths_resolve_inside_the_targets_root() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert!(ready, "the child did not chroot");
-    let root = TargetRoot::open(child as u32).unwrap();
+    let root = TargetRoot::open(&crate::process::Process::attach(child as u32).unwrap()).unwrap();
     let expect = Expect {
         max_bytes: 1 << 20,
         owner: Owner::Anyone,
