@@ -252,7 +252,8 @@ mod tests {
     /// then kill pinprof with SIGBUS; the sealed copy keeps what it had, and cannot be cut.
     #[test]
     fn a_sealed_copy_outlives_its_source_being_cut() {
-        let path = std::env::temp_dir().join(format!("pinprof-sealed-{}", std::process::id()));
+        let dir = crate::safe_fs::private_temp_dir("pinprof-sealed").unwrap();
+        let path = dir.join("file");
         let content: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
         std::fs::write(&path, &content).unwrap();
         let file = File::open(&path).unwrap();
@@ -272,13 +273,14 @@ mod tests {
         std::fs::write(&path, b"12345").unwrap();
         assert!(SealedFile::copy(&File::open(&path).unwrap(), 4).is_err());
         assert!(SealedFile::copy(&File::open(&path).unwrap(), 5).is_ok());
-        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// One file mapped many times is copied once; the copies have a budget.
     #[test]
     fn a_file_mapped_many_times_is_copied_once() {
-        let path = std::env::temp_dir().join(format!("pinprof-maps-{}", std::process::id()));
+        let dir = crate::safe_fs::private_temp_dir("pinprof-maps").unwrap();
+        let path = dir.join("file");
         std::fs::write(&path, vec![0x90u8; 64 << 10]).unwrap();
         let file = File::open(&path).unwrap();
         let mut maps = Vec::new();
@@ -313,6 +315,6 @@ mod tests {
             // SAFETY: the mappings made above.
             unsafe { libc::munmap(at, 64 << 10) };
         }
-        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -704,8 +704,7 @@ mod tests {
     /// The trigger goes only where the JVM's user may make files anyway.
     #[test]
     fn triggers_go_only_to_the_jvms_own_or_shared_sticky_directories() {
-        let base = std::env::temp_dir().join(format!("pinprof-trigger-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let base = crate::safe_fs::private_temp_dir("pinprof-trigger").unwrap();
         let (own, roots, sticky) = (base.join("own"), base.join("etc"), base.join("tmp"));
         for dir in [&own, &roots, &sticky] {
             std::fs::create_dir_all(dir).unwrap();

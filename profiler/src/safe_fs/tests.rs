@@ -7,10 +7,7 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("pinprof-safefs-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
+        Self(private_temp_dir(&format!("pinprof-safefs-{tag}")).unwrap())
     }
 
     /// A file standing for one that must never be touched (think /etc/shadow).
