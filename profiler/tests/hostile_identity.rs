@@ -8,10 +8,12 @@
 mod common;
 
 use std::{
-    os::unix::process::CommandExt as _,
-    process::{Child, Command},
+    os::unix::{fs::PermissionsExt as _, process::CommandExt as _},
+    process::{Child, Command, Output},
     time::Duration,
 };
+
+use common::{fixture, pinprof, terminal::Terminal};
 
 use profiler::{
     jvm::memory::{Memory, ReadError},
@@ -208,5 +210,132 @@ impl Drop for Killer {
             libc::kill(self.0 as libc::pid_t, libc::SIGKILL);
             libc::waitpid(self.0 as libc::pid_t, std::ptr::null_mut(), 0);
         }
+    }
+}
+
+/// A field of `/proc/PID/status`, as written there.
+fn status_field(pid: u32, name: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'));
+    line.unwrap_or_else(|| panic!("no {name} in {status}"))
+        .trim()
+        .to_string()
+}
+
+/// A reader of recordings that ends as root without root's power: refused (exit `code`),
+/// saying why.
+fn assert_refused(output: &Output, code: i32, what: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "{what}: {stderr}");
+    assert!(stderr.contains("Permission denied"), "{what}: {stderr}");
+    assert!(
+        stderr.contains("without any capability"),
+        "{what}: {stderr}"
+    );
+}
+
+/// `report`, `flamegraph`, `export`, `replay` and `check FILE` run as root hold no capability:
+/// seen in a running `replay`'s status, and in what they may no longer do that root may (a
+/// directory of nobody's 0700, a 0600 recording of nobody's), while writing where root owns
+/// goes on.
+#[test]
+fn readers_of_recordings_give_up_every_capability_even_as_root() {
+    common::require_root();
+    let scratch = profiler::safe_fs::private_temp_dir("pinprof-readers").unwrap();
+    let _cleanup = RemoveDir(scratch.clone());
+    let bytes = fixture::file(
+        &fixture::session(50, |x| fixture::START + x, |tid| tid),
+        fixture::START + 3_000_000_000,
+    );
+    let ours = scratch.join("ours.pinrec");
+    std::fs::write(&ours, &bytes).unwrap();
+    // Nobody's: a directory others may not enter, and a recording others may not read.
+    let theirs = scratch.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let their_recording = scratch.join("theirs.pinrec");
+    std::fs::write(&their_recording, &bytes).unwrap();
+    for (path, mode) in [(&theirs, 0o700), (&their_recording, 0o600)] {
+        std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Root with its capabilities may do both.
+    std::fs::write(theirs.join("probe"), b"root may").unwrap();
+    std::fs::remove_file(theirs.join("probe")).unwrap();
+    assert_eq!(std::fs::read(&their_recording).unwrap(), bytes);
+
+    // A reader at work: uid 0, no capability in any set, no way to gain one.
+    let mut replay = pinprof();
+    replay.arg("replay").arg(&ours);
+    let mut term = Terminal::spawn(replay, 45, 150);
+    term.wait_for("the replayed recording", Duration::from_secs(30), |s| {
+        s.contains("ended: duration reached")
+    });
+    let pid = term.pid();
+    let seen: Vec<(&str, String)> = ["Uid", "CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"]
+        .into_iter()
+        .chain(["NoNewPrivs"])
+        .map(|name| (name, status_field(pid, name)))
+        .collect();
+    eprintln!("replay as root: {seen:?}");
+    term.send(b"q");
+    assert!(term.wait_exit(Duration::from_secs(10)).success());
+    for (name, value) in &seen {
+        let expected = match *name {
+            "Uid" => "0\t0\t0\t0",
+            "NoNewPrivs" => "1",
+            _ => "0000000000000000",
+        };
+        assert_eq!(value, expected, "{name} of a replay run as root");
+    }
+
+    // What only root's capabilities could do is refused, and said for what it is.
+    let run = |args: &[&std::ffi::OsStr]| pinprof().args(args).output().unwrap();
+    let svg = theirs.join("x.svg");
+    let folded = theirs.join("x.folded");
+    let output = run(&[
+        "flamegraph".as_ref(),
+        ours.as_os_str(),
+        "-o".as_ref(),
+        svg.as_os_str(),
+    ]);
+    assert_refused(&output, 1, "flamegraph into nobody's 0700 directory");
+    let output = run(&[
+        "export".as_ref(),
+        ours.as_os_str(),
+        "-o".as_ref(),
+        folded.as_os_str(),
+    ]);
+    assert_refused(&output, 1, "export into nobody's 0700 directory");
+    let output = run(&["report".as_ref(), their_recording.as_os_str()]);
+    assert_refused(&output, 1, "report of nobody's 0600 recording");
+    let output = run(&["check".as_ref(), their_recording.as_os_str()]);
+    assert_refused(&output, 2, "check of nobody's 0600 recording");
+    assert!(
+        std::fs::read_dir(&theirs).unwrap().next().is_none(),
+        "nothing written there"
+    );
+
+    // Where root owns, a reader writes as before.
+    let svg = scratch.join("x.svg");
+    let output = run(&[
+        "flamegraph".as_ref(),
+        ours.as_os_str(),
+        "-o".as_ref(),
+        svg.as_os_str(),
+    ]);
+    common::assert_ok(&output, "flamegraph into root's directory");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let output = run(&["check".as_ref(), ours.as_os_str()]);
+    assert!(output.status.code().is_some_and(|c| c < 2), "{output:?}");
+}
+
+/// Removes a test's directory however the test ends.
+struct RemoveDir(std::path::PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
