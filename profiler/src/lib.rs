@@ -28,6 +28,7 @@ pub mod jvm;
 pub mod mappings;
 pub mod model;
 pub mod namespaces;
+pub mod parser_guard;
 pub mod perfmap;
 pub mod process;
 pub mod push;

@@ -37,8 +37,18 @@ pub struct SealedFile {
 }
 
 impl SealedFile {
+    /// A sealed copy of `bytes` (a file's content as read elsewhere: tests, fuzzing).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        Self::seal(bytes, u64::MAX - 1)
+    }
+
     /// Copies at most `max` bytes of `file` (as it is now) into a sealed memfd.
     fn copy(file: &File, max: u64) -> Result<Self> {
+        Self::seal(file.try_clone()?, max)
+    }
+
+    /// Copies at most `max` bytes of `source` into a sealed memfd.
+    fn seal(mut source: impl io::Read, max: u64) -> Result<Self> {
         // SAFETY: a NUL-terminated name and flags; a new fd or -1.
         let fd = unsafe {
             libc::memfd_create(
@@ -51,7 +61,6 @@ impl SealedFile {
         }
         // SAFETY: a fresh fd nothing else owns.
         let mut memfd = unsafe { File::from_raw_fd(fd) };
-        let mut source = file.try_clone()?;
         io::copy(&mut (&mut source).take(max.saturating_add(1)), &mut memfd)?;
         let len = memfd.metadata()?.len();
         if len > max {

@@ -24,7 +24,10 @@ use crate::{
 const PERF_MAP_REFRESH: Duration = Duration::from_secs(1);
 
 pub struct Symbolizer {
+    /// For the kernel's symbols.
     blaze: Blaze,
+    /// For the target's files.
+    elf: ElfSymbols,
     owner: Option<u32>,
     /// The target's root, its perf map's path inside it.
     root: Option<TargetRoot>,
@@ -39,6 +42,7 @@ impl Symbolizer {
     pub fn new(target: &Target) -> Self {
         Self {
             blaze: Blaze::new(),
+            elf: ElfSymbols::default(),
             owner: target.uid(),
             root: TargetRoot::open(target.process()).ok(),
             // The JVM names it by its pid in its own PID namespace (a container's), and
@@ -117,19 +121,13 @@ impl Symbolizer {
             }
         }
         for (file, at, offsets) in by_file {
-            let elf = Elf {
-                debug_syms: false,
-                ..Elf::new(file.path())
-            };
-            let Ok(named) = self
-                .blaze
-                .symbolize(&Source::Elf(elf), Input::FileOffset(&offsets))
-            else {
+            let module = frames[at[0]].module.clone().unwrap_or_default();
+            let Some(named) = self.elf.names(&file, &module, &offsets) else {
                 continue;
             };
-            for (i, named) in at.into_iter().zip(&named) {
-                if let Symbolized::Sym(sym) = named {
-                    frames[i].name = Some(sym.name.to_string());
+            for (i, name) in at.into_iter().zip(named) {
+                if name.is_some() {
+                    frames[i].name = name;
                 }
             }
         }
@@ -177,6 +175,51 @@ impl Symbolizer {
         if let Ok(map) = PerfMap::load(root, &self.perf_map_path, owner) {
             self.perf_map = map;
             self.perf_map_stamp = stamp;
+        }
+    }
+}
+
+/// Names places in the target's files with blazesym, behind the parser guard: a panic on a
+/// crafted file costs that file's names (it is not asked again), and the parser's state,
+/// which the panic may have left half-made, is dropped.
+#[derive(Default)]
+pub struct ElfSymbols {
+    blaze: Blaze,
+    /// Files blazesym failed on (by their sealed copy's address: `Mappings` keeps them).
+    refused: std::collections::HashSet<usize>,
+}
+
+impl ElfSymbols {
+    /// The symbol at each file offset of `file` (the target's `module`), None where there
+    /// is none; None for all when the parser failed on the file.
+    pub fn names(
+        &mut self,
+        file: &Arc<SealedFile>,
+        module: &str,
+        offsets: &[u64],
+    ) -> Option<Vec<Option<String>>> {
+        let key = Arc::as_ptr(file) as usize;
+        if self.refused.contains(&key) {
+            return None;
+        }
+        let elf = Elf {
+            debug_syms: false,
+            ..Elf::new(file.path())
+        };
+        let blaze = &self.blaze;
+        let named = crate::parser_guard::guard(module, || {
+            let named = blaze
+                .symbolize(&Source::Elf(elf), Input::FileOffset(offsets))
+                .ok()?;
+            Some(named.iter().map(sym_name).collect::<Vec<_>>())
+        });
+        match named {
+            Some(named) => named,
+            None => {
+                self.refused.insert(key);
+                self.blaze = Blaze::new();
+                None
+            }
         }
     }
 }

@@ -146,6 +146,36 @@ pub struct Libjvm {
     symbols: HashMap<String, u64>,
 }
 
+/// The addresses of the symbols named in `wanted` (local ones too: libjvm ships a full
+/// `.symtab`) of the ELF file `name`, whose content is `data`, loaded at `base`. The file is
+/// the target's: read behind the parser guard.
+pub fn elf_symbols(
+    name: &str,
+    data: &[u8],
+    base: u64,
+    wanted: &[&str],
+) -> Result<HashMap<String, u64>> {
+    crate::parser_guard::guard(name, || read_symbols(data, base, wanted))
+        .with_context(|| format!("the ELF parser failed on {name} (a panic, caught)"))?
+        .with_context(|| format!("{name} is not an ELF file"))
+}
+
+fn read_symbols(data: &[u8], base: u64, wanted: &[&str]) -> Result<HashMap<String, u64>> {
+    let elf = object::File::parse(data)?;
+    let mut symbols = HashMap::new();
+    for symbol in elf.symbols().chain(elf.dynamic_symbols()) {
+        if let Ok(name) = symbol.name()
+            && wanted.contains(&name)
+        {
+            // A symbol may claim any address.
+            if let Some(addr) = base.checked_add(symbol.address()) {
+                symbols.insert(name.to_string(), addr);
+            }
+        }
+    }
+    Ok(symbols)
+}
+
 impl Libjvm {
     /// Finds `libjvm.so` in the target's maps and reads the symbols pinprof needs (`wanted`).
     /// Local symbols count too: libjvm ships a full `.symtab`.
@@ -186,19 +216,7 @@ impl Libjvm {
         .open(None, MAX_MAPPED_FILE)?;
         // read(2), never a mapping the JVM's owner could cut short under us.
         let data = crate::safe_fs::read_capped(&file, &path, MAX_MAPPED_FILE)?;
-        let elf = object::File::parse(&*data)
-            .with_context(|| format!("{} is not an ELF file", path.display()))?;
-        let mut symbols = HashMap::new();
-        for symbol in elf.symbols().chain(elf.dynamic_symbols()) {
-            if let Ok(name) = symbol.name()
-                && wanted.contains(&name)
-            {
-                // The file is the target's: a symbol may claim any address.
-                if let Some(addr) = base.checked_add(symbol.address()) {
-                    symbols.insert(name.to_string(), addr);
-                }
-            }
-        }
+        let symbols = elf_symbols(&path.to_string_lossy(), &data, base, wanted)?;
         Ok(Self { path, symbols })
     }
 

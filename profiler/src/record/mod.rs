@@ -312,6 +312,14 @@ pub fn run_with(
     }
     session.write_cgroup(first_cgroup)?;
     let result = session.run(options, stop);
+    // What the parsers of the target's ELF files failed on (their panics, caught) is said,
+    // and kept with the recording.
+    if let Some(warning) = crate::parser_guard::warning() {
+        if !quiet {
+            say!("pinprof: warning: {warning}");
+        }
+        let _ = session.writer.write_event(&Event::Warning(warning));
+    }
     let reason = match &result {
         Ok(reason) => reason.clone(),
         Err(e) => StopReason::Error(format!("{e:#}")),
