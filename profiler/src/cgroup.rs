@@ -25,7 +25,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::safe_fs::{Expect, Owner, TargetRoot, check_file, read_capped};
+use crate::safe_fs::{Expect, Fs, Owner, TargetRoot, check_file, read_capped};
 
 /// Largest cgroup file read (`cpu.stat` is a dozen lines).
 const MAX_CGROUP_FILE: u64 = 4096;
@@ -392,11 +392,12 @@ fn read_kernel_file(path: &Path, max_bytes: u64) -> Result<String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Opens a file for reading through no symlink at all, never blocking: resolved from
-/// pinprof's own root as the target's files are from the target's (`openat2`, no symlinks).
+/// Opens a cgroup file for reading through no symlink at all, never blocking: resolved from
+/// pinprof's own root as the target's files are from the target's (`openat2`, no symlinks),
+/// and only a regular file of the kernel's own filesystems.
 fn open_no_symlinks(path: &Path) -> Result<File> {
     let root = TargetRoot::own()?;
-    Ok(root.open_file(path)?)
+    Ok(root.open_file_on(path, Fs::Kernel)?)
 }
 
 #[cfg(test)]

@@ -42,12 +42,19 @@ enum Command {
         /// With --push: one profile per this long.
         #[arg(long, value_parser = units::duration, default_value = "15s", requires = "push")]
         every: Duration,
+        /// With --push: the longest one push may take, all of it (lookup, connecting,
+        /// sending, the answer); also the longest pinprof waits for pushes once it stopped.
+        #[arg(long, value_parser = units::duration, default_value = "10s", requires = "push")]
+        push_timeout: Duration,
+        /// With an http:// --push: send the credentials anyway, in clear text.
+        #[arg(long, requires = "push")]
+        push_cleartext_credentials: bool,
         /// With --push: the application name (default: pinprof.COMMAND of the target).
         #[arg(long, value_name = "NAME", requires = "push")]
-        push_app: Option<String>,
+        push_app: Option<profiler::push::AppName>,
         /// With --push: a label added to every profile (repeatable).
-        #[arg(long, value_name = "KEY=VALUE", value_parser = label, requires = "push")]
-        push_label: Vec<(String, String)>,
+        #[arg(long, value_name = "KEY=VALUE", requires = "push")]
+        push_label: Vec<profiler::push::Label>,
         /// With --push: the tenant of a multi-tenant server (sent as X-Scope-OrgID).
         #[arg(long, value_name = "ID", requires = "push")]
         push_tenant: Option<String>,
@@ -430,6 +437,8 @@ fn run(command: Command) -> Result<()> {
             export,
             push,
             every,
+            push_timeout,
+            push_cleartext_credentials,
             push_app,
             push_label,
             push_tenant,
@@ -467,18 +476,17 @@ fn run(command: Command) -> Result<()> {
                     let push = profiler::push::Options {
                         server,
                         every,
-                        app: push_app.unwrap_or_else(|| format!("pinprof.{command}")),
+                        timeout: push_timeout,
+                        app: push_app
+                            .unwrap_or_else(|| profiler::push::AppName::of_command(&command)),
                         labels: push_label,
                         auth: profiler::push::Auth::from_env()?,
+                        cleartext_credentials: push_cleartext_credentials,
                         tenant: push_tenant,
                         tls,
                     };
                     let (summary, pushed) = profiler::push::run(&options, &push)?;
-                    say!(
-                        "pinprof: pushed {} profiles ({} not delivered)",
-                        pushed.sent,
-                        pushed.failed
-                    );
+                    say!("pinprof: {pushed}");
                     summary
                 }
             };
@@ -488,7 +496,7 @@ fn run(command: Command) -> Result<()> {
                     format,
                     flamegraph: flamegraph::Options::default(),
                 };
-                write_export(&summary.output, &path, &options, &model::Filter::default())?;
+                write_export(|| load_written(&summary), &path, &options)?;
                 if !quiet {
                     say!("pinprof: wrote {}", path.display());
                 }
@@ -604,7 +612,8 @@ fn run(command: Command) -> Result<()> {
                     ..Default::default()
                 },
             };
-            write_export(&file, &output, &options, &only.filter()?)
+            let only = only.filter()?;
+            write_export(|| load_only(&file, &only), &output, &options)
         }
         Command::Check { .. } => unreachable!("handled in main"),
         Command::Completions { shell } => {
@@ -635,24 +644,6 @@ fn run(command: Command) -> Result<()> {
     }
 }
 
-/// A `KEY=VALUE` label.
-fn label(text: &str) -> Result<(String, String), String> {
-    let (k, v) = text
-        .split_once('=')
-        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
-    let ok = |s: &str| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-    };
-    if !ok(k) || !ok(v) {
-        return Err(format!(
-            "{text:?}: keys and values are letters, digits, _ - ."
-        ));
-    }
-    Ok((k.to_string(), v.to_string()))
-}
-
 /// `pinprof check`: 0 within the limits, 1 a limit crossed, 2 not measured.
 fn check(
     file: Option<PathBuf>,
@@ -680,7 +671,7 @@ fn check(
             (Some(file), _) => {
                 // As `report` does (see `run`).
                 profiler::capabilities::drop_all()?;
-                (file, None)
+                (Recorded::Named(file), None)
             }
             (None, Some(pid)) => {
                 let (path, scratch) = match output {
@@ -707,17 +698,25 @@ fn check(
                     late_wakeup: Duration::from_millis(2),
                 };
                 let recorded = record::run(&options);
-                if let Err(e) = recorded {
-                    if let Some(dir) = &scratch {
-                        let _ = std::fs::remove_dir_all(dir);
+                let summary = match recorded {
+                    Ok(summary) => summary,
+                    Err(e) => {
+                        if let Some(dir) = &scratch {
+                            let _ = std::fs::remove_dir_all(dir);
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
-                }
-                (path, scratch)
+                };
+                (Recorded::Written(summary), scratch)
             }
             (None, None) => bail!("give a recording, or --pid"),
         };
-        let model = load(&recording);
+        // What this run recorded is read back through its own descriptor: the verdict is
+        // about what pinprof recorded, whatever now stands at the output's name.
+        let model = match &recording {
+            Recorded::Named(file) => load(file),
+            Recorded::Written(summary) => load_written(summary),
+        };
         if let Some(dir) = &scratch {
             let _ = std::fs::remove_dir_all(dir);
         }
@@ -726,7 +725,7 @@ fn check(
     })();
     match verdict {
         Ok(verdict) => {
-            print!("{}", verdict.summary());
+            let _ = print_stdout(&verdict.summary());
             if let Err(e) = write_junit(profiler::check::junit(&verdict, &suite)) {
                 say!("pinprof: error: {e:#}");
                 note_without_capabilities(pid.is_none(), &e);
@@ -743,15 +742,14 @@ fn check(
     }
 }
 
-/// Writes an export of the recording `file` to `output` (`-`: standard output).
+/// Writes an export of the recording `load` reads to `output` (`-`: standard output).
 fn write_export(
-    file: &std::path::Path,
+    load: impl FnOnce() -> Result<model::Model>,
     output: &std::path::Path,
     options: &export::Options,
-    only: &model::Filter,
 ) -> Result<()> {
     if output.as_os_str() == "-" {
-        let model = load_only(file, only)?;
+        let model = load()?;
         let mut stdout = std::io::stdout().lock();
         return export::write(&Analysis::new(&model), options, &mut stdout);
     }
@@ -761,7 +759,7 @@ fn write_export(
             output.display()
         );
     }
-    let model = load_only(file, only)?;
+    let model = load()?;
     // A temporary file beside the output, renamed over it: never written through a symlink,
     // never half-written.
     profiler::safe_fs::write_output(output, |out| {
@@ -785,6 +783,12 @@ fn print_summary(summary: &record::Summary) {
     );
 }
 
+/// The recording `check` judges: one the user names, or the one it just made.
+enum Recorded {
+    Named(PathBuf),
+    Written(record::Summary),
+}
+
 /// `load`, narrowed to what the filter keeps.
 fn load_only(file: &std::path::Path, only: &model::Filter) -> Result<model::Model> {
     let mut model = load(file)?;
@@ -795,7 +799,21 @@ fn load_only(file: &std::path::Path, only: &model::Filter) -> Result<model::Mode
 }
 
 fn load(file: &std::path::Path) -> Result<model::Model> {
-    let model = model::Model::read(file)?;
+    said(model::Model::read(file)?)
+}
+
+/// The model of what this run recorded, read back through the descriptor it was written
+/// with: the name may lead to another file by now.
+fn load_written(summary: &record::Summary) -> Result<model::Model> {
+    let file = summary
+        .file
+        .try_clone()
+        .with_context(|| format!("cannot read back {}", summary.output.display()))?;
+    said(model::Model::read_file(file, &summary.output)?)
+}
+
+/// The model, its warnings said.
+fn said(model: model::Model) -> Result<model::Model> {
     for warning in &model.warnings {
         say!("pinprof: warning: {warning}");
     }
@@ -804,6 +822,8 @@ fn load(file: &std::path::Path) -> Result<model::Model> {
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
 fn print_stdout(text: &str) -> Result<()> {
+    // Whatever it holds of the target's, no escape sequence reaches the terminal.
+    let text = profiler::text::for_terminal(text, usize::MAX);
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("cannot write to stdout"),

@@ -9,8 +9,14 @@
 //! - outputs written at once go to a temporary file beside the target name, then `rename`;
 //! - a file we created is removed only while its name still leads to the same inode;
 //! - a file the target names is resolved inside the target's own root (`openat2` with
-//!   `RESOLVE_IN_ROOT`, so its absolute symlinks cannot lead out to the host), opened
-//!   non-blocking, and read only if it is a regular file under a size cap.
+//!   `RESOLVE_IN_ROOT`, so its absolute symlinks cannot lead out to the host);
+//! - every file opened for reading goes through one door, `reopen_regular`: the name is
+//!   opened `O_PATH` (no driver's `open` runs), the inode checked with `fstat` (a regular
+//!   file, not on one of the kernel's pseudo filesystems), and only then opened for reading
+//!   through `/proc/self/fd/N`, `O_NOCTTY|O_NONBLOCK`: a device node, a FIFO or a terminal a
+//!   target places where pinprof reads is never opened, so no watchdog arms, no tape
+//!   rewinds, and no terminal becomes root's controlling terminal;
+//! - what is read is read under a size cap.
 
 use std::{
     ffi::{CString, OsStr},
@@ -74,7 +80,8 @@ impl Dir {
     /// is dropped, unless kept.
     pub fn create_new(&self, name: &OsStr) -> io::Result<Created> {
         check_name(name)?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        // Read and write: a recording is read back through this descriptor, not by name.
+        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
         let fd = open_at(self.fd.as_raw_fd(), name, flags | libc::O_CLOEXEC, MODE)?;
         let file = File::from(fd);
         let meta = file.metadata()?;
@@ -472,12 +479,16 @@ impl TargetRoot {
 
     /// Opens `path` as the target sees it, for reading: resolved inside the target's root,
     /// through no symlink at all (the paths pinprof reads are the kernel's own, canonical,
-    /// names: a symlink on the way is someone's redirection), never blocking on a FIFO or
-    /// device.
+    /// names: a symlink on the way is someone's redirection), and only if it is a regular
+    /// file on an ordinary filesystem (`reopen_regular`).
     pub fn open_file(&self, path: &Path) -> io::Result<File> {
-        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-        self.open_with(path, flags, RESOLVE_NO_SYMLINKS)
-            .map(File::from)
+        self.open_file_on(path, Fs::Ordinary)
+    }
+
+    /// `open_file` for a file on the filesystems `fs` allows.
+    pub fn open_file_on(&self, path: &Path, fs: Fs) -> io::Result<File> {
+        let fd = self.open_with(path, libc::O_PATH | libc::O_NOFOLLOW, RESOLVE_NO_SYMLINKS)?;
+        reopen_regular(fd, fs)
     }
 
     /// Opens directory `path` as the target sees it (e.g. its `/tmp`), resolved inside its
@@ -624,17 +635,13 @@ impl MappedFile<'_> {
             max_bytes,
             owner: Owner::Anyone,
         };
-        let by_map = format!(
-            "/proc/{}/map_files/{:x}-{:x}",
-            self.pid, self.start, self.end
-        );
-        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        let by_map = format!("map_files/{:x}-{:x}", self.start, self.end);
         // The map_files entry is a magic link to the very file mapped: following it is safe.
-        if let Ok(fd) = open_at(libc::AT_FDCWD, OsStr::new(&by_map), flags, 0) {
-            let file = File::from(fd);
+        // Opened through the process's own /proc directory: its mapping, no other's.
+        if let Ok(fd) = self.pid.open(&by_map, libc::O_PATH) {
+            let file = reopen_regular(fd, Fs::Ordinary)
+                .with_context(|| format!("cannot open {}", self.path.display()))?;
             check_file(&file, self.path, expect)?;
-            // Opened by pid: still the process attached to, so the file is its mapping.
-            self.pid.check()?;
             return Ok(file);
         }
         let owned;
@@ -666,6 +673,109 @@ impl MappedFile<'_> {
         }
         Ok(file)
     }
+}
+
+/// A file the user names (a recording to read, a CA bundle), opened for reading the way
+/// files the target names are (`reopen_regular`): a symlink the user gives is followed, as
+/// any tool would, but what it leads to must be a regular file on an ordinary filesystem,
+/// which the user who started pinprof may read (`access(2)` checks the real user, without
+/// the capabilities an installed pinprof may hold).
+pub fn open_user_file(path: &Path) -> io::Result<File> {
+    let flags = libc::O_PATH | libc::O_CLOEXEC;
+    let fd = open_at(libc::AT_FDCWD, path.as_os_str(), flags, 0)?;
+    let through = cstring(OsStr::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())))?;
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::access(through.as_ptr(), libc::R_OK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    reopen_regular(fd, Fs::Ordinary)
+}
+
+/// Which filesystems a file may be read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fs {
+    /// Ordinary ones, never the kernel's pseudo filesystems: a `/proc/kmsg` bind-mounted at a
+    /// path the target names is a "regular file" whose read drains the kernel's log, and
+    /// sysfs and debugfs files act when read.
+    Ordinary,
+    /// The kernel's own files (procfs, sysfs, cgroupfs) at paths pinprof chose.
+    Kernel,
+}
+
+/// Magic numbers of `statfs(2)` for the kernel's pseudo filesystems (linux/magic.h).
+const PSEUDO_FS: [(i64, &str); 12] = [
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x7363_6673, "securityfs"),
+    (0x1cd1, "devpts"),
+    (0xcafe_4a11, "bpf"),
+    (0x6265_6570, "configfs"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x6165_676c, "pstore"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+];
+
+/// The one door for reading a file: `fd` is an `O_PATH` handle (opening it ran no driver);
+/// the inode must be a regular file on a filesystem `fs` allows, and is then opened for
+/// reading through `/proc/self/fd/N` (the same inode, whatever the name leads to now),
+/// `O_NOCTTY|O_NONBLOCK`. Anything else (a device, a FIFO, a socket, a directory, a
+/// symlink) is refused without being opened.
+pub fn reopen_regular(fd: OwnedFd, fs: Fs) -> io::Result<File> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd and a stat buffer of the right type.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => None,
+        libc::S_IFCHR | libc::S_IFBLK => Some("a device"),
+        libc::S_IFIFO => Some("a FIFO"),
+        libc::S_IFSOCK => Some("a socket"),
+        libc::S_IFDIR => Some("a directory"),
+        libc::S_IFLNK => Some("a symbolic link"),
+        _ => Some("not a regular file"),
+    };
+    if let Some(kind) = kind {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{kind}, not a regular file: not opened"),
+        ));
+    }
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd (fstatfs takes O_PATH ones) and a statfs buffer of the right type.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut sfs) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type is i64 on glibc, u32/i64 elsewhere
+    let magic = sfs.f_type as i64;
+    let pseudo = PSEUDO_FS.iter().find(|(m, _)| *m == magic).map(|(_, n)| *n);
+    match (fs, pseudo) {
+        (Fs::Ordinary, Some(name)) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a file of the kernel's {name} filesystem: not read"),
+            ));
+        }
+        (Fs::Kernel, None) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a file of the kernel's own filesystems: not read",
+            ));
+        }
+        _ => {}
+    }
+    let flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let file = File::from(open_at(libc::AT_FDCWD, OsStr::new(&path), flags, 0)?);
+    // The magic link leads to the inode checked; say so rather than trust it.
+    let meta = file.metadata()?;
+    if (meta.dev(), meta.ino()) != (st.st_dev, st.st_ino) {
+        return Err(io::Error::other("the file changed while it was opened"));
+    }
+    Ok(file)
 }
 
 /// The fd of an open file as a path this process can hand to a library that opens by path

@@ -1,11 +1,9 @@
 //! Names stack addresses while the target is alive, so that recordings carry names and can be
 //! read anywhere later: kernel frames from kallsyms, native frames from the ELF symbols of the
-//! mapped files, JIT frames from the runtime's perf map where it wrote one.
+//! mapped files, JIT frames from the runtime's perf map where it wrote one (read by a worker
+//! thread: the drain only looks names up in its latest reading).
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 use blazesym::symbolize::{
     Input, Symbolized, Symbolizer as Blaze,
@@ -14,44 +12,83 @@ use blazesym::symbolize::{
 
 use crate::{
     events::{Frame, FrameKind},
-    mappings::{Mappings, SealedFile},
-    perfmap::PerfMap,
+    mappings::{MapsWatch, Place, SealedFile},
+    perfmap::{PerfMap, PerfMapSource},
     safe_fs::TargetRoot,
     target::Target,
+    worker::{Pace, Worker},
 };
 
-/// How often to re-read the perf map when addresses outside any file turn up.
-const PERF_MAP_REFRESH: Duration = Duration::from_secs(1);
+/// How often the perf map may be looked at again (a stat) when addresses outside any file
+/// turn up, and read again when it changed: at most once a second, and never more than 1/20
+/// of a core.
+const PERF_MAP_PACE: Pace = Pace {
+    min: Duration::from_secs(1),
+    factor: 20,
+};
 
 pub struct Symbolizer {
     /// For the kernel's symbols.
     blaze: Blaze,
     /// For the target's files.
     elf: ElfSymbols,
-    owner: Option<u32>,
-    /// The target's root, its perf map's path inside it.
-    root: Option<TargetRoot>,
+    /// Reads the target's perf map (None: its user or root is not known, or no thread).
+    perf_map: Option<Worker<PerfMap>>,
+    /// The perf map as the target names it, for what is said about it.
     perf_map_path: std::path::PathBuf,
-    perf_map: PerfMap,
-    perf_map_read: Option<Instant>,
-    /// The version of the perf map last parsed.
-    perf_map_stamp: Option<(u64, u64, i64, i64)>,
+    /// Whether a perf map read only in part was said.
+    perf_map_cut_said: bool,
 }
 
 impl Symbolizer {
+    /// Starts reading the perf map at once: made before the capture starts, the first
+    /// reading is there before the first stack.
     pub fn new(target: &Target) -> Self {
+        // The JVM names it by its pid in its own PID namespace (a container's), and writes
+        // it in its own /tmp: read inside its root.
+        let perf_map_path: std::path::PathBuf = format!("/tmp/perf-{}.map", target.ns_pid()).into();
+        let perf_map = target
+            .uid()
+            .zip(TargetRoot::open(target.process()).ok())
+            .and_then(|(owner, root)| {
+                let mut source = PerfMapSource::new(root, perf_map_path.clone(), owner);
+                let worker = Worker::spawn(
+                    "pinprof-perfmap",
+                    Arc::default(),
+                    PERF_MAP_PACE,
+                    move || source.poll().map(Arc::new),
+                )
+                .ok()?;
+                worker.ask();
+                Some(worker)
+            });
         Self {
             blaze: Blaze::new(),
             elf: ElfSymbols::default(),
-            owner: target.uid(),
-            root: TargetRoot::open(target.process()).ok(),
-            // The JVM names it by its pid in its own PID namespace (a container's), and
-            // writes it in its own /tmp: read inside its root.
-            perf_map_path: format!("/tmp/perf-{}.map", target.ns_pid()).into(),
-            perf_map: PerfMap::default(),
-            perf_map_read: None,
-            perf_map_stamp: None,
+            perf_map,
+            perf_map_path,
+            perf_map_cut_said: false,
         }
+    }
+
+    /// The latest reading of the perf map, asking for a fresher one (never waiting).
+    fn perf_map(&mut self) -> Option<&Arc<PerfMap>> {
+        let worker = self.perf_map.as_mut()?;
+        worker.ask();
+        Some(worker.latest())
+    }
+
+    /// A perf map read only in part, the first time one is seen: to be said once.
+    pub fn news(&mut self) -> Option<String> {
+        if self.perf_map_cut_said {
+            return None;
+        }
+        let cut = self.perf_map.as_mut()?.latest().cut.as_ref()?.to_string();
+        self.perf_map_cut_said = true;
+        Some(format!(
+            "the perf map {} is {cut}",
+            self.perf_map_path.display()
+        ))
     }
 
     pub fn kernel(&self, addrs: &[u64]) -> Vec<Frame> {
@@ -86,7 +123,7 @@ impl Symbolizer {
     }
 
     /// Names a user stack from the target's mapped files (`mappings`) and its perf map.
-    pub fn user(&mut self, mappings: &mut Mappings, addrs: &[u64]) -> Vec<Frame> {
+    pub fn user(&mut self, mappings: &mut MapsWatch, addrs: &[u64]) -> Vec<Frame> {
         let lookups = call_sites(addrs);
         let mut frames: Vec<Frame> = addrs
             .iter()
@@ -102,9 +139,17 @@ impl Symbolizer {
         // Named from sealed copies of the files the target has mapped (handed to blazesym as
         // this process's own memfd, never by the target's path), one call per file.
         let mut by_file: Vec<(Arc<SealedFile>, Vec<usize>, Vec<u64>)> = Vec::new();
+        let maps = Arc::clone(mappings.latest());
         for (i, &lookup) in lookups.iter().enumerate() {
-            let Some(m) = mappings.find_or_refresh(lookup) else {
-                continue;
+            let m = match maps.place(lookup) {
+                Place::File(m) => m,
+                Place::Anonymous => continue,
+                // Mapped since the last reading, perhaps: a new one is asked for (named
+                // from the next stack on), never waited for.
+                Place::Unknown => {
+                    mappings.ask();
+                    continue;
+                }
             };
             let offset = m.file_offset(lookup);
             frames[i].module = Some(m.path.clone());
@@ -132,11 +177,12 @@ impl Symbolizer {
             }
         }
         // The rest are JIT code, named by the runtime's perf map where it wrote one.
-        if frames.iter().any(|f| f.module.is_none()) {
-            self.refresh_perf_map();
+        if frames.iter().any(|f| f.module.is_none())
+            && let Some(perf_map) = self.perf_map()
+        {
             for (frame, &lookup) in frames.iter_mut().zip(&lookups) {
                 if frame.module.is_none()
-                    && let Some(name) = self.perf_map.lookup(lookup)
+                    && let Some(name) = perf_map.lookup(lookup)
                 {
                     frame.kind = FrameKind::Jit;
                     frame.name = Some(name.to_string());
@@ -149,33 +195,11 @@ impl Symbolizer {
     /// The Java method the JVM's perf map names at `addr`, as `pkg.Class.method` (the map says
     /// `void pkg.Class.method(long)`); None for code that is not a method.
     pub fn perf_map_method(&mut self, addr: u64) -> Option<String> {
-        self.refresh_perf_map();
-        let entry = self.perf_map.lookup(addr)?;
+        let entry = self.perf_map()?.lookup(addr)?;
         let head = entry.split('(').next()?;
         let method = head.rsplit(' ').next()?;
         // Stubs are named too ("StubRoutines (1)"): a method has a class and a name.
         (head.len() < entry.len() && method.contains('.')).then(|| method.to_string())
-    }
-
-    fn refresh_perf_map(&mut self) {
-        if self
-            .perf_map_read
-            .is_some_and(|t| t.elapsed() < PERF_MAP_REFRESH)
-        {
-            return;
-        }
-        self.perf_map_read = Some(Instant::now());
-        let (Some(owner), Some(root)) = (self.owner, &self.root) else {
-            return;
-        };
-        let stamp = PerfMap::stamp(root, &self.perf_map_path);
-        if stamp.is_none() || stamp == self.perf_map_stamp {
-            return;
-        }
-        if let Ok(map) = PerfMap::load(root, &self.perf_map_path, owner) {
-            self.perf_map = map;
-            self.perf_map_stamp = stamp;
-        }
     }
 }
 
@@ -185,7 +209,8 @@ impl Symbolizer {
 #[derive(Default)]
 pub struct ElfSymbols {
     blaze: Blaze,
-    /// Files blazesym failed on (by their sealed copy's address: `Mappings` keeps them).
+    /// Files blazesym failed on (by their sealed copy's address: the maps reader keeps
+    /// every copy for good).
     refused: std::collections::HashSet<usize>,
 }
 

@@ -42,7 +42,8 @@ impl Target {
             .procfs()
             .map_err(|e| anyhow::anyhow!("cannot read process {pid}: {e}"))?;
         // Kernel threads have no memory map of their own.
-        if identity.read_link("exe").is_err() && identity.maps().map_or(true, |m| m.0.is_empty()) {
+        let executable = crate::procmaps::Maps::open(&identity).and_then(|mut m| m.executable(1));
+        if identity.read_link("exe").is_err() && executable.map_or(true, |l| l.vmas.is_empty()) {
             bail!(
                 "PID {pid} ({}) is a kernel thread or cannot be inspected (another user's \
                  process needs root, or CAP_SYS_PTRACE)",
@@ -179,11 +180,8 @@ impl Target {
     }
 
     fn detect_runtime(&self, cmdline: &[String]) -> Option<RuntimeInfo> {
-        let maps = self.identity.maps().ok()?;
-        let libjvm = maps.iter().find_map(|m| match &m.pathname {
-            procfs::process::MMapPath::Path(p) if p.ends_with("libjvm.so") => Some(p.clone()),
-            _ => None,
-        })?;
+        let mut maps = crate::procmaps::Maps::open(&self.identity).ok()?;
+        let libjvm = maps.library("libjvm.so").ok()??.exec.path().to_path_buf();
         // <java.home>/lib/server/libjvm.so; <java.home>/release names the version.
         let home = libjvm.parent()?.parent()?.parent()?;
         // The target's file, read as it sees it: regular, small, inside its root.

@@ -15,7 +15,7 @@ use framehop::{
 };
 use object::{Object as _, ObjectSection as _, ObjectSegment as _};
 
-use crate::mappings::{Mapping, Mappings, SealedFile, SealedMap};
+use crate::mappings::{Mapping, Mappings, MapsWatch, Place, SealedFile, SealedMap};
 
 /// Frames beyond this are not unwound.
 const MAX_FRAMES: usize = 128;
@@ -32,36 +32,41 @@ pub struct NativeUnwinder {
     /// Each file's unwind sections, found once and shared by all its mappings (by the sealed
     /// copy's address; their bytes stay in the copy); None where they could not be read.
     sections: HashMap<usize, Option<Arc<Sections>>>,
-    /// Executable ranges known (to tell when the maps must be read again), each with its
-    /// file's key in `sections` (None: no file).
+    /// The ranges given, each with its file's key in `sections` (None: no file): what a
+    /// parser's failure takes out.
     ranges: Vec<(Range<u64>, Option<usize>)>,
+    /// The reading of the maps whose mappings were given last.
+    given: Option<Arc<Mappings>>,
 }
 
 impl NativeUnwinder {
-    /// An unwinder for the target whose files `mappings` holds.
-    pub fn new(mappings: &mut Mappings) -> Self {
-        let mut unwinder = Self::default();
-        for m in mappings.iter() {
-            unwinder.add_mapping(m);
-        }
-        unwinder
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// The addresses of the stack, innermost first: `ip`, then return addresses; the maps
-    /// are read again first when `ip` is in none known.
+    /// The addresses of the stack, innermost first: `ip`, then return addresses.
     pub fn unwind(
         &mut self,
-        mappings: &mut Mappings,
+        mappings: &mut MapsWatch,
         ip: u64,
         sp: u64,
         bp: u64,
         stack: &[u8],
     ) -> Vec<u64> {
-        if !self.ranges.iter().any(|(r, _)| r.contains(&ip)) {
-            mappings.refresh();
-            for m in mappings.iter() {
+        // Each new reading of the maps gives the unwinder what it did not have; an ip no
+        // mapping holds asks for a new one (never waited for).
+        let latest = mappings.latest();
+        if !self.given.as_ref().is_some_and(|g| Arc::ptr_eq(g, latest)) {
+            let latest = Arc::clone(latest);
+            for m in latest.iter() {
                 self.add_mapping(m);
             }
+            self.given = Some(latest);
+        }
+        if let Some(given) = &self.given
+            && matches!(given.place(ip), Place::Unknown)
+        {
+            mappings.ask();
         }
         self.walk(ip, sp, bp, stack)
     }

@@ -17,7 +17,7 @@ use common::{fixture, pinprof, terminal::Terminal};
 
 use profiler::{
     jvm::memory::{Memory, ReadError, elf_symbols},
-    mappings::{Mapping, Mappings, SealedFile},
+    mappings::{Mapping, MapsWatch, SealedFile},
     parser_guard,
     process::{Process, is_exited},
     safe_fs::TargetRoot,
@@ -80,7 +80,10 @@ fn a_handle_on_an_exited_process_refuses_to_read_and_says_why() {
         assert!(is_exited(&err), "{name}: {err}");
     }
     assert!(is_exited(&process.procfs().unwrap_err()));
-    assert_eq!(Mappings::new(&process).iter().count(), 0);
+    assert_eq!(
+        MapsWatch::start(&process).unwrap().latest().iter().count(),
+        0
+    );
     // And it says so in a sentence.
     assert!(
         mem.read(at, &mut word)
@@ -196,7 +199,10 @@ fn a_pid_taken_over_by_another_process_leads_nowhere() {
     }
     assert!(is_exited(&process.read_link("exe").unwrap_err()));
     assert!(is_exited(&process.procfs().unwrap_err()));
-    assert_eq!(Mappings::new(&process).iter().count(), 0);
+    assert_eq!(
+        MapsWatch::start(&process).unwrap().latest().iter().count(),
+        0
+    );
     // A new hold on the pid is the newcomer, and says so by its start time.
     let again = Process::attach(pid).unwrap();
     assert_ne!(again.start_time(), process.start_time());

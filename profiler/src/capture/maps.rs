@@ -6,7 +6,7 @@ use std::os::fd::{AsFd as _, AsRawFd as _};
 use aya::maps::{HashMap, MapData};
 use profiler_ebpf::{SyscallKey, WaitSum, counter};
 
-use super::Capture;
+use super::{Capture, monotonic_ns};
 use crate::events::{Counters, ShortOffCpu};
 
 /// Why events were lost, each a different remedy.
@@ -52,6 +52,13 @@ impl LostCauses {
     }
 }
 
+/// What `Capture::empty_stack_map` did.
+pub struct EmptiedStacks {
+    pub end_ns: u64,
+    /// The ids deleted, when, and their addresses when they were read.
+    pub deleted: Vec<(u32, u64, Option<Vec<u64>>)>,
+}
+
 /// Every entry of a map the kernel programs keep, if it was loaded (a read that fails mid-way
 /// means the entry went away meanwhile).
 fn entries<K: aya::Pod, V: aya::Pod>(map: Option<&HashMap<MapData, K, V>>) -> Vec<(K, V)> {
@@ -64,6 +71,53 @@ impl Capture {
     pub fn stack(&self, id: u32) -> Option<Vec<u64>> {
         let trace = self.stacks.get(&id, 0).ok()?;
         Some(trace.frames().iter().map(|f| f.ip).collect())
+    }
+
+    /// How many stacks the kernel's stack map holds at most.
+    pub fn stack_map_entries(&self) -> u32 {
+        self.stack_map_entries
+    }
+
+    /// How many stacks the kernel could not keep so far (the map full, or a collision).
+    pub fn kernel_stack_misses(&self) -> u64 {
+        self.counter(counter::STACK_MISSES)
+    }
+
+    /// Empties the kernel's stack map so that new stacks find room: first each thread's
+    /// reused kernel stack id (so no program takes an id from before), then every stack,
+    /// each read before it is deleted unless `known` says user space has it already.
+    /// Returns when it began and ended, and what was deleted (`None`: known, not read).
+    pub fn empty_stack_map(&mut self, known: impl Fn(u32) -> bool) -> EmptiedStacks {
+        let reused: Vec<u32> = self.kernel_stack_reuse.keys().flatten().collect();
+        for tid in reused {
+            let _ = self.kernel_stack_reuse.remove(&tid);
+        }
+        let ids: Vec<u32> = self.stacks.stack_ids().flatten().collect();
+        let mut deleted = Vec::with_capacity(ids.len());
+        for id in ids {
+            let addrs = if known(id) {
+                None
+            } else {
+                match self.stack(id) {
+                    Some(addrs) => Some(addrs),
+                    None => continue, // gone meanwhile
+                }
+            };
+            // The time just after: an event's stack taken before it was what was read.
+            if self.stacks.remove(&id).is_ok() {
+                deleted.push((id, monotonic_ns(), addrs));
+            }
+        }
+        EmptiedStacks {
+            end_ns: monotonic_ns(),
+            deleted,
+        }
+    }
+
+    /// A stack the kernel took that user space could not name (see `empty_stack_map`):
+    /// counted with the kernel's own stack misses.
+    pub fn stack_lost(&mut self) {
+        self.stacks_lost_to_emptying += 1;
     }
 
     /// Runs of the programs the kernel skipped that cost an event: a tracepoint that fires
@@ -126,7 +180,7 @@ impl Capture {
         let read = |index: u32| self.counter(index);
         Counters {
             lost_events: self.lost_causes().total(),
-            stack_misses: read(counter::STACK_MISSES),
+            stack_misses: read(counter::STACK_MISSES) + self.stacks_lost_to_emptying,
             start_map_full: read(counter::START_MAP_FULL)
                 + self.seeds_lost[0]
                 + self.registry.lost(),

@@ -157,6 +157,13 @@ pub struct WaitAtStart {
 pub struct Capture {
     events: RingBuf<MapData>,
     stacks: StackTraceMap<MapData>,
+    /// Each thread's last kernel stack id, reused by its next waits (`KSTACKS`; the value,
+    /// a `KernelStackReuse`, is never read here): forgotten when the stack map is emptied.
+    kernel_stack_reuse: HashMap<MapData, u32, [u64; 3]>,
+    /// How many entries the stack map has room for.
+    stack_map_entries: u32,
+    /// Stacks user space could not name (taken while the map was being emptied).
+    stacks_lost_to_emptying: u64,
     counters: PerCpuArray<MapData, u64>,
     short: HashMap<MapData, u32, profiler_ebpf::ShortOffCpu>,
     starts: HashMap<MapData, u32, profiler_ebpf::OffCpuStart>,
@@ -332,7 +339,13 @@ impl Capture {
                 .with_context(|| format!("kernel object has no map {name}"))
         };
         let events = RingBuf::try_from(take(&mut ebpf, "EVENTS")?)?;
-        let stacks = StackTraceMap::try_from(take(&mut ebpf, "STACKS")?)?;
+        let stacks = take(&mut ebpf, "STACKS")?;
+        let stack_map_entries = match &stacks {
+            aya::maps::Map::StackTraceMap(data) => data.info()?.max_entries(),
+            _ => 0,
+        };
+        let stacks = StackTraceMap::try_from(stacks)?;
+        let kernel_stack_reuse = HashMap::try_from(take(&mut ebpf, "KSTACKS")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
         let sched_stats = HashMap::try_from(take(&mut ebpf, "SCHED_STATS")?)?;
@@ -372,6 +385,9 @@ impl Capture {
             in_syscall,
             events,
             stacks,
+            kernel_stack_reuse,
+            stack_map_entries,
+            stacks_lost_to_emptying: 0,
             counters,
             short,
             starts,

@@ -29,6 +29,8 @@ use crate::{
 };
 
 /// Protocol version 1 limits each argument to this many bytes (HotSpot `arg_length_max`).
+/// How much of a failed command's reply an error quotes.
+const MAX_FAILURE_TEXT: usize = 2048;
 const ARG_LENGTH_MAX: usize = 1024;
 const SIGQUIT_MASK: u64 = 1 << (libc::SIGQUIT - 1);
 /// Replies longer than this are refused (the commands pinprof sends answer in kilobytes).
@@ -91,9 +93,10 @@ pub fn jcmd(
         format!("JVM {pid} sent a malformed attach reply: {start:?}")
     })?;
     if code != 0 {
+        // The JVM's words, which its owner chooses: escaped and cut to what a person reads.
         bail!(
             "jcmd {command:?} failed in JVM {pid} (return code {code}): {}",
-            output.trim_end()
+            crate::text::for_terminal(output.trim_end(), MAX_FAILURE_TEXT)
         );
     }
     Ok(output)
@@ -151,10 +154,10 @@ fn start_listener(
     stop: &AtomicBool,
 ) -> Result<()> {
     let pid = process.pid();
-    let maps = process
-        .read("maps", crate::process::MAX_MAPS)
+    let libjvm = crate::procmaps::Maps::open(process)
+        .and_then(|mut maps| maps.library("libjvm.so"))
         .with_context(|| format!("cannot read /proc/{pid}/maps"))?;
-    if !maps_libjvm(&maps) {
+    if libjvm.is_none() {
         bail!("process {pid} is not a JVM (it does not map libjvm.so)");
     }
     // Fail closed: a command line that cannot be read may hold the flag.
@@ -531,11 +534,6 @@ fn parse_reply(reply: &[u8]) -> Option<(i32, String)> {
     Some((code.trim().parse().ok()?, output.to_owned()))
 }
 
-pub(super) fn maps_libjvm(maps: &[u8]) -> bool {
-    maps.windows(b"/libjvm.so".len())
-        .any(|w| w == b"/libjvm.so")
-}
-
 /// The last of `-XX:±DisableAttachMechanism` wins, as in HotSpot's own flag parsing.
 fn attach_disabled(cmdline: &[u8]) -> bool {
     cmdline
@@ -736,13 +734,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_maps_and_cmdline() {
-        assert!(maps_libjvm(
-            b"7f00-7f01 r-xp 0 08:01 1 /opt/jdk/lib/server/libjvm.so\n"
-        ));
-        assert!(!maps_libjvm(
-            b"7f00-7f01 r-xp 0 08:01 1 /usr/lib/libc.so.6\n"
-        ));
+    fn reads_cmdline() {
         assert!(attach_disabled(
             b"java\0-XX:+DisableAttachMechanism\0Main\0"
         ));

@@ -180,37 +180,23 @@ impl Libjvm {
     /// Finds `libjvm.so` in the target's maps and reads the symbols pinprof needs (`wanted`).
     /// Local symbols count too: libjvm ships a full `.symtab`.
     pub fn load(process: &Process, wanted: &[&str]) -> Result<Self> {
-        let maps = process
-            .maps()
+        let libjvm = crate::procmaps::Maps::open(process)
+            .and_then(|mut maps| maps.library("libjvm.so"))
             .with_context(|| format!("cannot read the memory map of process {process}"))?;
-        let mut base = None;
-        let mut mapping = None;
-        for map in maps.iter() {
-            if let procfs::process::MMapPath::Path(p) = &map.pathname
-                && p.file_name().is_some_and(|n| n == "libjvm.so")
-            {
-                // The load bias: where file offset 0 would be mapped.
-                let Some(bias) = map.address.0.checked_sub(map.offset) else {
-                    continue;
-                };
-                base = Some(base.map_or(bias, |b: u64| b.min(bias)));
-                mapping.get_or_insert(map);
-            }
-        }
-        let (Some(base), Some(map)) = (base, mapping) else {
+        let Some(libjvm) = libjvm else {
             bail!("process {process} has no libjvm.so mapped: not a HotSpot JVM");
         };
-        let procfs::process::MMapPath::Path(path) = &map.pathname else {
-            unreachable!("chosen for its path");
-        };
-        let path = path.clone();
+        // The load bias: where file offset 0 is mapped.
+        let base = libjvm.bias;
+        let map = libjvm.exec;
+        let path = map.path().to_path_buf();
         // The file the JVM has mapped (its inode, inside its root), never a file it only names.
         let file = MappedFile {
             pid: process,
-            start: map.address.0,
-            end: map.address.1,
+            start: map.start,
+            end: map.end,
             path: &path,
-            dev: (map.dev.0 as u64, map.dev.1 as u64),
+            dev: map.dev,
             inode: map.inode,
         }
         .open(None, MAX_MAPPED_FILE)?;

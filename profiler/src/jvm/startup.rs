@@ -98,16 +98,16 @@ pub fn wait_until_started(
 
 /// libjvm mapped, or a `java` launcher (it links libjli, and loads libjvm itself later).
 fn phase(process: &Process) -> Phase {
-    let Ok(maps) = process.read("maps", crate::process::MAX_MAPS) else {
+    let Ok(mut maps) = crate::procmaps::Maps::open(process) else {
         return Phase::NotJava;
     };
-    if super::attach::maps_libjvm(&maps) {
+    let mut mapped = |name: &str| maps.library(name).is_ok_and(|l| l.is_some());
+    if mapped("libjvm.so") {
         return Phase::Libjvm;
     }
-    let mapped = |name: &[u8]| maps.windows(name.len()).any(|w| w == name);
     // Right after exec, before the dynamic loader has mapped libjli: the program's name.
     let exe = process.read_link("exe").unwrap_or_default();
-    if mapped(b"/libjli.so\n") || exe.file_name() == Some(Path::new("java").as_os_str()) {
+    if mapped("libjli.so") || exe.file_name() == Some(Path::new("java").as_os_str()) {
         Phase::Launcher
     } else {
         Phase::NotJava

@@ -13,7 +13,18 @@ impl Model {
     /// file's. Every event is checked as it is taken in (see `intake`): what a hostile file
     /// holds is left out or cut to fit, and said in `warnings`.
     pub fn read(path: &Path) -> Result<Self> {
-        let records = Records::open(path)?;
+        Self::read_records(Records::open(path)?, path)
+    }
+
+    /// `read` of a recording this process wrote, through the descriptor it wrote with (its
+    /// name may lead elsewhere by now); `path` names it in messages.
+    pub fn read_file(file: std::fs::File, path: &Path) -> Result<Self> {
+        let records = Records::from_file(file)
+            .with_context(|| format!("{} is not a usable recording", path.display()))?;
+        Self::read_records(records, path)
+    }
+
+    fn read_records<R: std::io::Read>(records: Records<R>, path: &Path) -> Result<Self> {
         let (mut model, outline) = recording::stream(records, Model::new, Model::apply_owned)
             .with_context(|| format!("{} is not a usable recording", path.display()))?;
         model.close(&outline);

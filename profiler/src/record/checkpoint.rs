@@ -87,6 +87,19 @@ impl Session {
         self.writer.flush()
     }
 
+    /// The target's maps or perf map read only in part (over a cap), the first time each is
+    /// seen: written into the recording, and given back to be said.
+    pub(super) fn symbol_inputs_cut(&mut self) -> Result<Vec<String>> {
+        let cuts: Vec<String> = [self.mappings.news(), self.symbolizer.news()]
+            .into_iter()
+            .flatten()
+            .collect();
+        for cut in &cuts {
+            self.writer.write_event(&Event::Warning(cut.clone()))?;
+        }
+        Ok(cuts)
+    }
+
     /// Every thread's scheduler histograms, as the kernel has them now.
     fn sched_snapshot(&mut self, time_ns: u64) -> Result<()> {
         let threads: Vec<ThreadSched> = self

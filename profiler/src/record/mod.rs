@@ -24,6 +24,7 @@ mod jvm_watch;
 mod progress;
 mod queue_watch;
 mod seed;
+mod stack_ids;
 mod stacks;
 mod thread_watch;
 mod translate;
@@ -38,7 +39,7 @@ use crate::{
     capture::{self, Capture},
     events::{Event, FramePointerCheck},
     fdname, jvm,
-    mappings::Mappings,
+    mappings::MapsWatch,
     recording::{End, Header, RecordingWriter, StopReason},
     safe_fs::{self, Existing},
     symbolize::Symbolizer,
@@ -74,6 +75,9 @@ pub struct Options {
 #[derive(Debug)]
 pub struct Summary {
     pub output: PathBuf,
+    /// The recording as written, to be read back through this descriptor: its name may
+    /// lead to another file by now (a CI workspace the code under test can write).
+    pub file: std::fs::File,
     pub events: u64,
     pub lost: u64,
     /// What the lost events were lost to, said in words ("" when none were).
@@ -107,8 +111,9 @@ pub fn spawn_teed(
     options: &Options,
     stop: &std::sync::Arc<AtomicBool>,
     quit: &std::sync::Arc<AtomicBool>,
-    tx: std::sync::mpsc::Sender<crate::recording::Record>,
+    tee: impl Into<crate::recording::Tee>,
 ) -> Result<std::thread::JoinHandle<Result<Summary>>> {
+    let tee = tee.into();
     let (options, stop, quit) = (
         options.clone(),
         std::sync::Arc::clone(stop),
@@ -122,7 +127,7 @@ pub fn spawn_teed(
                 quit: &quit,
             };
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_with(&options, stops, Some(tx))
+                run_with(&options, stops, Some(tee))
             }))
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the recorder stopped on an internal error")))
         })
@@ -141,7 +146,7 @@ pub struct Stops<'a> {
 pub fn run_with(
     options: &Options,
     stop: Stops,
-    tee: Option<std::sync::mpsc::Sender<crate::recording::Record>>,
+    tee: Option<crate::recording::Tee>,
 ) -> Result<Summary> {
     capture::check_privileges()?;
     let target = Target::open(options.pid)?;
@@ -179,6 +184,14 @@ pub fn run_with(
     // Reading the JVM can take seconds (the attach protocol): a Ctrl-C meanwhile ends here.
     if stop.signal.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
+    }
+    // The target's mapped files (copied once for naming and unwinding alike) and its perf
+    // map, read before anything is attached; read again from now on by threads of their
+    // own, never by the drain.
+    let mut mappings = MapsWatch::start(&process)?;
+    let mut symbolizer = Symbolizer::new(&target);
+    if hotspot.is_some() {
+        stacks::warm_up(&mut symbolizer, &mut mappings);
     }
     // Known to the kernel before it sees the first event; read again when the list changes.
     let jvm = hotspot.map(|mut hotspot| {
@@ -271,14 +284,13 @@ pub fn run_with(
     if let Some(hz) = options.on_cpu_hz.filter(|_| capture.samples()) {
         writer.write_event(&Event::Sampling { hz })?;
     }
-    // The target's mapped files, copied once for naming and unwinding alike.
-    let mut mappings = Mappings::new(&process);
     let mut session = Session {
+        quiet,
         target_mem: process
             .open("mem", libc::O_RDONLY)
             .map(std::fs::File::from)
             .ok(),
-        symbolizer: Symbolizer::new(&target),
+        symbolizer,
         jvm,
         target,
         capture,
@@ -292,7 +304,7 @@ pub fn run_with(
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
-        stacks: Stacks::new(&mut mappings),
+        stacks: Stacks::new(),
         mappings,
         fds: fdname::FdNamer::new(&process),
         lock_symbols: HashMap::new(),
@@ -304,7 +316,6 @@ pub fn run_with(
         queue: Default::default(),
         cgroup,
     };
-    session.warm_up();
     let started_ns = session.capture.started_ns();
     session.write_accounts(started_ns, first_accounts)?;
     if let Some(Ok(first)) = &mut first_cgroup {
@@ -354,12 +365,13 @@ pub fn run_with(
     });
     // A write that failed (a full disk) cuts the file where it failed: what came before reads.
     let output = options.output.display();
-    finished.with_context(|| {
+    let file = finished.with_context(|| {
         format!("the recording {output} is cut short, but what it holds reads (report, replay)")
     })?;
     result.with_context(|| format!("the recording {output} ends there, and reads"))?;
     Ok(Summary {
         output: options.output.clone(),
+        file,
         events,
         lost,
         lost_causes,
@@ -369,6 +381,8 @@ pub fn run_with(
 }
 
 struct Session {
+    /// Warnings go into the recording alone (a live view owns the terminal).
+    quiet: bool,
     target: Target,
     /// The target's memory, opened once: bound to this process, never to a later one that
     /// reuses its pid.
@@ -395,7 +409,7 @@ struct Session {
     /// The stacks written so far and the native ones waiting for their event.
     stacks: Stacks,
     /// The target's executable mappings and sealed copies of their files.
-    mappings: Mappings,
+    mappings: MapsWatch,
     fds: fdname::FdNamer,
     /// Kernel symbols of the contended kernel locks named so far (static locks have one).
     lock_symbols: HashMap<u64, Option<String>>,
@@ -446,12 +460,14 @@ impl Session {
             if self.handle(&raws)? {
                 break StopReason::TargetExited;
             }
+            self.keep_stack_map_roomy();
             self.name_class_init_waits()?;
             self.name_park_blockers()?;
             self.sample_queued(false)?;
             if last_checkpoint.elapsed() >= CHECKPOINT {
                 last_checkpoint = Instant::now();
                 self.checkpoint()?;
+                self.say_cuts(&progress)?;
                 if !self.target.is_alive() {
                     break StopReason::TargetExited;
                 }
@@ -471,6 +487,7 @@ impl Session {
         // the ring buffer holds all they made, and the maps the waits still open, which end
         // with it (walking their stacks takes time that is not theirs).
         self.checkpoint()?;
+        self.say_cuts(&progress)?;
         let end_ns = self.capture.stop(self.exit_ns);
         raws.clear();
         self.capture.poll(Duration::ZERO, &mut raws)?;
@@ -490,6 +507,17 @@ impl Session {
             self.capture.counters().lost(),
         );
         Ok(reason)
+    }
+
+    /// What the caps on the target's maps and perf map left out, said once each (in the
+    /// recording always; on the terminal unless a live view owns it).
+    fn say_cuts(&mut self, progress: &Progress) -> Result<()> {
+        for cut in self.symbol_inputs_cut()? {
+            if !self.quiet {
+                progress.say(&format!("pinprof: warning: {cut}"));
+            }
+        }
+        Ok(())
     }
 
     /// The recording's window up to `now_ns`: what the progress line and the summary give.

@@ -6,6 +6,8 @@ use std::{io::IsTerminal as _, time::Duration};
 pub(super) struct Progress {
     enabled: bool,
     tty: bool,
+    /// Whether the line is on the terminal now, unended.
+    shown: std::cell::Cell<bool>,
 }
 
 impl Progress {
@@ -13,6 +15,7 @@ impl Progress {
         Self {
             enabled,
             tty: std::io::stderr().is_terminal(),
+            shown: std::cell::Cell::new(false),
         }
     }
 
@@ -28,9 +31,18 @@ impl Progress {
         );
         if self.tty {
             let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\r{line}   "));
+            self.shown.set(true);
         } else if window.as_secs().is_multiple_of(5) {
             say!("{line}");
         }
+    }
+
+    /// Says a line of its own on stderr, below the progress line if one is shown.
+    pub(super) fn say(&self, line: &str) {
+        if self.shown.replace(false) {
+            say!();
+        }
+        say!("{line}");
     }
 
     pub(super) fn finish(&self, window: Duration, events: u64, bytes: u64, lost: u64) {

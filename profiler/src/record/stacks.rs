@@ -1,22 +1,32 @@
 //! Stacks: the kernel's named once and written before their first use, native stacks
 //! unwound by DWARF, Java stacks walked, each stack made in user space interned by its frames.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use anyhow::Result;
 
-use super::Session;
+use super::{
+    Session,
+    stack_ids::{Held, Resolved, Slot, StackIds},
+};
 use crate::{
     events::{Event, Frame, FrameKind, Stack},
     jvm::{chunk::Frozen, walk::Tier},
-    mappings::Mappings,
+    mappings::MapsWatch,
+    symbolize::Symbolizer,
     unwind::NativeUnwinder,
 };
 
 /// The stacks written so far, and the native stacks unwound for events still to come.
 pub(super) struct Stacks {
-    /// The kernel's stack ids written so far.
-    known: HashSet<u32>,
+    /// The kernel's stack ids, as the recording names them (see `stack_ids`).
+    ids: StackIds,
+    /// The kernel's stacks written so far, by kernel or user side and addresses: the same
+    /// stack taken again after the kernel's map was emptied keeps its id in the recording.
+    kernel: HashMap<(bool, Vec<u64>), u32>,
+    /// The kernel's stack misses counted when the map was last emptied, and when that was.
+    misses_seen: u64,
+    emptied_at: Option<std::time::Instant>,
     /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
     /// their ids start at `OWN_STACK_IDS`.
     own: HashMap<Vec<Frame>, u32>,
@@ -25,16 +35,22 @@ pub(super) struct Stacks {
     pending_native: HashMap<(u32, u64), u32>,
     /// Stack ids of the native stacks unwound so far, by their addresses.
     unwound: HashMap<Vec<u64>, u32>,
+    /// The next id for a kernel stack in the recording.
+    next_kernel_id: u32,
 }
 
 impl Stacks {
-    pub(super) fn new(mappings: &mut Mappings) -> Self {
+    pub(super) fn new() -> Self {
         Self {
-            known: HashSet::new(),
+            ids: StackIds::default(),
+            kernel: HashMap::new(),
+            misses_seen: 0,
+            emptied_at: None,
             own: HashMap::new(),
-            unwinder: NativeUnwinder::new(mappings),
+            unwinder: NativeUnwinder::new(),
             pending_native: HashMap::new(),
             unwound: HashMap::new(),
+            next_kernel_id: 0,
         }
     }
 
@@ -44,9 +60,17 @@ impl Stacks {
     }
 }
 
-/// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above any id
-/// of the kernel's stack map.
+/// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above those
+/// of the kernel's stacks.
 const OWN_STACK_IDS: u32 = 1 << 31;
+
+/// Kernel stacks remembered by their addresses; past this many, forgotten (a stack seen
+/// again is then written again under a new id: more bytes, the same figures).
+const MAX_KERNEL_STACKS: usize = 1 << 16;
+
+/// The kernel's stack map is emptied at most this often for the stacks it refused (see
+/// `Session::keep_stack_map_roomy`).
+const EMPTY_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Unwound native stacks kept for events still to come; more means they were never claimed.
 const MAX_PENDING_NATIVE: usize = 4096;
@@ -83,40 +107,118 @@ fn read_stack(mem: &std::fs::File, sp: u64) -> Option<Vec<u8>> {
     None
 }
 
-impl Session {
-    /// Reads the JVM library's symbols now: the first stacks through it otherwise take that
-    /// time (a large symbol table) while events wait, new threads among them, whose waits
-    /// would go unknown as Java threads' until the JVM's list is read again.
-    pub(super) fn warm_up(&mut self) {
-        if self.jvm.is_none() {
-            return;
-        }
-        let libjvm = self
-            .mappings
-            .iter()
-            .find(|m| m.path.ends_with("/libjvm.so"))
-            .map(|m| m.start);
-        if let Some(addr) = libjvm {
-            let _ = self.symbolizer.user(&mut self.mappings, &[addr]);
-        }
+/// Reads the JVM library's symbols now, before the capture starts: the first stacks through
+/// it otherwise take that time (a large symbol table) on the drain while events wait, new
+/// threads among them, whose waits would go unknown as Java threads' until the JVM's list is
+/// read again.
+pub(super) fn warm_up(symbolizer: &mut Symbolizer, mappings: &mut MapsWatch) {
+    let libjvm = mappings
+        .latest()
+        .iter()
+        .find(|m| m.path.ends_with("/libjvm.so"))
+        .map(|m| m.start);
+    if let Some(addr) = libjvm {
+        let _ = symbolizer.user(mappings, &[addr]);
     }
+}
 
-    /// Names a stack the first time its id is seen, and writes it before any event uses it.
-    pub(super) fn stack(&mut self, id: i32, kernel: bool) -> Result<Option<u32>> {
+impl Session {
+    /// The recording's id of the kernel's stack `id`, taken at `taken_ns`: named and written
+    /// the first time, before any event uses it; `None` when there is none or it cannot be
+    /// known (counted).
+    pub(super) fn stack(&mut self, id: i32, kernel: bool, taken_ns: u64) -> Result<Option<u32>> {
         let Ok(id) = u32::try_from(id) else {
             return Ok(None);
         };
-        if self.stacks.known.insert(id) {
-            let addrs = self.capture.stack(id).unwrap_or_default();
-            let frames = if kernel {
-                without_tracing_frames(self.symbolizer.kernel(&addrs))
-            } else {
-                self.symbolizer.user(&mut self.mappings, &addrs)
-            };
-            self.writer
-                .write_event(&Event::Stack(Stack { id, frames }))?;
+        match self.stacks.ids.resolve(id, taken_ns) {
+            Resolved::Known(rec) => Ok(Some(rec)),
+            Resolved::Lost => {
+                self.capture.stack_lost();
+                Ok(None)
+            }
+            Resolved::ReadMap => {
+                let addrs = self.capture.stack(id).unwrap_or_default();
+                let rec = self.kernel_stack(addrs, kernel)?;
+                self.stacks.ids.named(id, rec);
+                Ok(Some(rec))
+            }
+            Resolved::Read { emptying, addrs } => {
+                let rec = self.kernel_stack(addrs, kernel)?;
+                self.stacks.ids.named_at(emptying, id, rec);
+                Ok(Some(rec))
+            }
         }
-        Ok(Some(id))
+    }
+
+    /// The recording's id of a stack the kernel took, named and written the first time.
+    fn kernel_stack(&mut self, addrs: Vec<u64>, kernel: bool) -> Result<u32> {
+        let key = (kernel, addrs);
+        if let Some(&rec) = self.stacks.kernel.get(&key) {
+            return Ok(rec);
+        }
+        if self.stacks.kernel.len() >= MAX_KERNEL_STACKS {
+            self.stacks.kernel.clear();
+        }
+        let id = self.stacks.next_kernel_id;
+        self.stacks.next_kernel_id = (id + 1) % OWN_STACK_IDS;
+        let frames = if kernel {
+            without_tracing_frames(self.symbolizer.kernel(&key.1))
+        } else {
+            self.symbolizer.user(&mut self.mappings, &key.1)
+        };
+        self.stacks.kernel.insert(key, id);
+        self.writer
+            .write_event(&Event::Stack(Stack { id, frames }))?;
+        // Many new stacks in a batch are a map filling up: looked at as the batch goes.
+        if id.is_multiple_of(128) {
+            self.keep_stack_map_roomy();
+        }
+        Ok(id)
+    }
+
+    /// Empties the kernel's stack map when it is three quarters full with stacks read, or
+    /// when it refused stacks since it was last emptied (full, or a collision: a bucket holds
+    /// one stack, so a map a tenth full refuses a tenth of new stacks), at most every
+    /// `EMPTY_EVERY`: a target with many distinct stacks would otherwise leave later waits
+    /// without theirs. A target whose stacks repeat never gets here.
+    pub(super) fn keep_stack_map_roomy(&mut self) {
+        let entries = self.capture.stack_map_entries() as usize;
+        let read = self.stacks.ids.read_since_emptied();
+        let full = read * 4 >= entries * 3;
+        let due = self
+            .stacks
+            .emptied_at
+            .is_none_or(|at| at.elapsed() >= EMPTY_EVERY);
+        if entries == 0 || !(full || due) {
+            return;
+        }
+        let misses = self.capture.kernel_stack_misses();
+        if !full && misses == self.stacks.misses_seen {
+            return;
+        }
+        self.stacks.misses_seen = misses;
+        self.stacks.emptied_at = Some(std::time::Instant::now());
+        let ids = &self.stacks.ids;
+        let emptied = self.capture.empty_stack_map(|id| ids.current(id).is_some());
+        let deleted = emptied
+            .deleted
+            .into_iter()
+            .filter_map(|(id, deleted_ns, addrs)| {
+                let held = match addrs {
+                    Some(addrs) => Held::Read(addrs),
+                    None => Held::Named(self.stacks.ids.current(id)?),
+                };
+                Some((id, Slot { deleted_ns, held }))
+            })
+            .collect::<std::collections::HashMap<_, _>>();
+        if std::env::var_os("PINPROF_DEBUG").is_some() {
+            crate::say!(
+                "pinprof: emptied the kernel's stack map ({read} stacks read since, {misses} \
+                 refused so far): {} deleted",
+                deleted.len(),
+            );
+        }
+        self.stacks.ids.emptied(emptied.end_ns, deleted);
     }
 
     /// The id of a stack made in user space, writing it the first time.

@@ -66,8 +66,9 @@ impl Session {
                         start_ns: e.start_ns,
                         end_ns: e.end_ns,
                         state: OffCpuState::from_prev_state(e.prev_state),
-                        kernel_stack: self.stack(e.kernel_stack_id, true)?,
-                        user_stack: self.stack(e.user_stack_id, false)?,
+                        // Both taken as the wait began.
+                        kernel_stack: self.stack(e.kernel_stack_id, true, e.start_ns)?,
+                        user_stack: self.stack(e.user_stack_id, false, e.start_ns)?,
                         waker_tid: (e.waker_tid != 0).then_some(e.waker_tid),
                         cpu: e.cpu,
                         java: self.java_block(&e.java),
@@ -121,8 +122,8 @@ impl Session {
                         tid: e.tid,
                         time_ns: e.time_ns,
                         cpu: e.cpu,
-                        kernel_stack: self.stack(e.kernel_stack_id, true)?,
-                        user_stack: self.stack(e.user_stack_id, false)?,
+                        kernel_stack: self.stack(e.kernel_stack_id, true, e.time_ns)?,
+                        user_stack: self.stack(e.user_stack_id, false, e.time_ns)?,
                         java: self.java_block(&e.java),
                     };
                     self.thread(e.tid)?;
@@ -170,9 +171,9 @@ impl Session {
                     wake_ns: e.waker.wake_ns,
                     user_stack: match unwound {
                         Some(id) => Some(id),
-                        None => self.stack(e.waker.user_stack_id, false)?,
+                        None => self.stack(e.waker.user_stack_id, false, e.waker.wake_ns)?,
                     },
-                    kernel_stack: self.stack(e.waker.kernel_stack_id, true)?,
+                    kernel_stack: self.stack(e.waker.kernel_stack_id, true, e.waker.wake_ns)?,
                 })
             } else {
                 None
@@ -199,7 +200,8 @@ impl Session {
             ret: e.ret,
             user_stack: match self.stacks.take_native(e.tid, e.start_ns) {
                 Some(id) => Some(id),
-                None => self.stack(e.user_stack_id, false)?,
+                // Taken as the call returned.
+                None => self.stack(e.user_stack_id, false, e.end_ns)?,
             },
             fd,
             futex,
@@ -325,8 +327,8 @@ impl Session {
                 start_ns: start.start_ns,
                 end_ns: now,
                 state: OffCpuState::from_prev_state(start.prev_state),
-                kernel_stack: self.stack(start.kernel_stack_id, true)?,
-                user_stack: self.stack(start.user_stack_id, false)?,
+                kernel_stack: self.stack(start.kernel_stack_id, true, start.start_ns)?,
+                user_stack: self.stack(start.user_stack_id, false, start.start_ns)?,
                 waker_tid: None,
                 cpu: 0,
                 java: self.java_block(&start.java),

@@ -15,11 +15,13 @@
 mod blocks;
 mod legacy;
 mod reader;
+pub mod tee;
 mod writer;
 
 #[cfg(test)]
 pub use reader::Damage;
 pub use reader::{Outline, Recording, Records, stream};
+pub use tee::Tee;
 pub use writer::RecordingWriter;
 
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,6 @@
 use std::{
     fs::File,
     io::{BufReader, Read},
-    os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _},
     path::Path,
 };
 
@@ -71,17 +70,11 @@ impl Recording {
     /// Whether `path` is a regular file that begins as a recording does (never blocking, never
     /// following a symlink at its name).
     pub fn is_one(path: &Path) -> bool {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path);
-        let Ok(mut file) = file else {
+        let Ok(mut file) = crate::safe_fs::open_user_file(path) else {
             return false;
         };
         let mut magic = [0u8; MAGIC.len()];
-        file.metadata().is_ok_and(|m| m.is_file())
-            && read_up_to(&mut file, &mut magic).is_ok_and(|n| n == magic.len())
-            && &magic == MAGIC
+        read_up_to(&mut file, &mut magic).is_ok_and(|n| n == magic.len()) && &magic == MAGIC
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Self> {
@@ -244,37 +237,32 @@ enum Framing<R> {
 }
 
 impl Records<BufReader<File>> {
-    /// Opens a recording file to read as a stream; anything but a regular file is refused.
+    /// Opens a recording file to read as a stream; anything but a regular file is refused
+    /// without being opened (`safe_fs::open_user_file`: a device's driver never runs).
     pub fn open(path: &Path) -> Result<Self> {
-        // Non-blocking, so that opening a FIFO does not wait for a writer before the check.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let meta = file
-            .metadata()
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let kind = meta.file_type();
-        if !kind.is_file() {
-            let what = if kind.is_dir() {
-                "a directory"
-            } else if kind.is_fifo() {
-                "a FIFO"
-            } else if kind.is_char_device() || kind.is_block_device() {
-                "a device"
-            } else if kind.is_socket() {
-                "a socket"
+        let file = crate::safe_fs::open_user_file(path).map_err(|e| {
+            let e = anyhow::Error::new(e).context(format!("cannot read {}", path.display()));
+            if e.root_cause()
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::InvalidInput)
+            {
+                e.context("pinprof reads recordings from regular files only")
             } else {
-                "not a regular file"
-            };
-            bail!(
-                "{} is {what}: pinprof reads recordings from regular files only",
-                path.display()
-            );
-        }
-        Self::new(BufReader::with_capacity(1 << 16, file), meta.len())
+                e
+            }
+        })?;
+        Self::from_file(file)
             .with_context(|| format!("{} is not a usable recording", path.display()))
+    }
+
+    /// Reads a recording from a file already open (one pinprof wrote, read back through the
+    /// descriptor it wrote with, never reopened by name), from its first byte.
+    pub fn from_file(mut file: File) -> Result<Self> {
+        use std::io::Seek as _;
+        file.rewind()
+            .context("cannot read the recording from its start")?;
+        let len = file.metadata().context("cannot read the recording")?.len();
+        Self::new(BufReader::with_capacity(1 << 16, file), len)
     }
 }
 

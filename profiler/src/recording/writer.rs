@@ -2,12 +2,11 @@ use std::{
     fs::File,
     io::{BufWriter, Write as _},
     path::PathBuf,
-    sync::mpsc::Sender,
 };
 
 use anyhow::{Context as _, Result};
 
-use super::{End, FORMAT_VERSION, Header, MAGIC, Record, blocks::Framer};
+use super::{End, FORMAT_VERSION, Header, MAGIC, Record, Tee, blocks::Framer};
 use crate::{events::Event, safe_fs::NewOutput};
 
 /// Appends records to a `.pinrec` file. Call [`RecordingWriter::flush`] now and then so that
@@ -20,14 +19,14 @@ pub struct RecordingWriter {
     /// Reused for each record's framed bytes.
     scratch: Vec<u8>,
     /// A live view's copy of the stream: every record written is sent here too.
-    tee: Option<Sender<Record>>,
+    tee: Option<Tee>,
 }
 
 impl RecordingWriter {
     /// Writes `header` into a new output file (see `safe_fs::create_output`) and puts the file
     /// at its name. With `tee`, every record (header, events, end) is also sent there as it is
-    /// written; a receiver that has gone is ignored.
-    pub fn create(output: NewOutput, header: &Header, tee: Option<Sender<Record>>) -> Result<Self> {
+    /// written (a bounded tee may drop events, see `tee`); a receiver that has gone is ignored.
+    pub fn create(output: NewOutput, header: &Header, tee: Option<Tee>) -> Result<Self> {
         let path = output.path().to_owned();
         let file = output
             .file()
@@ -63,7 +62,7 @@ impl RecordingWriter {
         self.scratch = framed;
         written?;
         if let Some(tee) = &self.tee {
-            let _ = tee.send(record);
+            tee.send(record, payload.len());
         }
         Ok(())
     }
@@ -87,12 +86,18 @@ impl RecordingWriter {
         self.bytes
     }
 
-    pub fn finish(mut self, end: End) -> Result<()> {
+    /// Writes the end marker and syncs; the file is handed back to be read back through
+    /// this descriptor (opened for reading and writing), never reopened by its name.
+    pub fn finish(mut self, end: End) -> Result<File> {
         self.write(Record::End(end))?;
         self.flush()?;
-        self.out
-            .get_ref()
-            .sync_all()
-            .with_context(|| format!("cannot sync {}", self.path.display()))
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("cannot write to {}", self.path.display()))?;
+        file.sync_all()
+            .with_context(|| format!("cannot sync {}", self.path.display()))?;
+        Ok(file)
     }
 }

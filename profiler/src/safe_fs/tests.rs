@@ -182,7 +182,10 @@ fn files_the_target_names_must_be_regular_and_small() {
     };
     // A device and a FIFO are refused at once (opening the FIFO does not wait for a writer).
     let err = read_target_file(&root, Path::new("/dev/zero"), expect).unwrap_err();
-    assert!(err.to_string().contains("not a regular file"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains("a device, not a regular file"),
+        "{err:#}"
+    );
     let fifo = s.0.join("fifo");
     let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
@@ -207,6 +210,55 @@ fn files_the_target_names_must_be_regular_and_small() {
     let link = s.0.join("link");
     symlink(&big, &link).unwrap();
     assert!(read_target_file(&root, &link, expect).is_err());
+}
+
+/// The kernel's pseudo files pass as regular files (`/proc/kmsg` bind-mounted where the target
+/// names a file would drain the kernel's log when read): a file the target or the user names
+/// is read only from an ordinary filesystem; a kernel file pinprof chose, only from the kernel's.
+#[test]
+fn pseudo_files_of_the_kernel_are_read_only_where_pinprof_chose_them() {
+    let root = TargetRoot::own().unwrap();
+    for path in [
+        "/proc/version",
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+    ] {
+        let path = Path::new(path);
+        if !path.exists() {
+            continue;
+        }
+        let err = root.open_file(path).unwrap_err();
+        assert!(
+            err.to_string().contains("filesystem: not read"),
+            "{path:?}: {err}"
+        );
+        let err = open_user_file(path).unwrap_err();
+        assert!(
+            err.to_string().contains("filesystem: not read"),
+            "{path:?}: {err}"
+        );
+        assert!(root.open_file_on(path, Fs::Kernel).is_ok(), "{path:?}");
+    }
+    // And an ordinary file is not a kernel file.
+    let s = Scratch::new("pseudo");
+    let file = s.0.join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(root.open_file_on(&file, Fs::Kernel).is_err());
+    assert_eq!(
+        read_capped(&open_user_file(&file).unwrap(), &file, 10).unwrap(),
+        b"x"
+    );
+}
+
+/// What is opened for reading is the inode checked, opened without making a terminal the
+/// process's controlling one, and never a device: `/dev/tty`-like nodes included.
+#[test]
+fn only_regular_files_are_opened_for_reading() {
+    for path in ["/dev/null", "/dev/ptmx", "/dev/zero"] {
+        let err = open_user_file(Path::new(path)).unwrap_err();
+        assert!(err.to_string().contains("a device"), "{path}: {err}");
+    }
+    let err = open_user_file(Path::new("/tmp")).unwrap_err();
+    assert!(err.to_string().contains("a directory"), "{err}");
 }
 
 /// A process in a root of its own (as in a container): its absolute symlinks resolve inside

@@ -17,6 +17,10 @@
 //!   Prints `slept <start> <end>` per round, then the napper's own account of its life
 //!   (`account <time> <cpu> <run-queue>` at its start and at its end, from the kernel's
 //!   counters) and `lived <spawn> <joined>` around the whole thread.
+//! - `stacks N`: thread `walker` sleeps 20 us N times, each time with a user stack of
+//!   another path down a binary tree of calls (`left` or `right` at each of 16 levels, by the
+//!   bits of a counter): up to 65,536 distinct stacks in turn. Prints
+//!   `walked <sleeps> <distinct stacks>`.
 
 use std::{
     io::{BufRead as _, Read as _, Write as _},
@@ -162,6 +166,78 @@ fn fsync(path: &str, rounds: usize) -> std::fs::File {
     file
 }
 
+/// Levels of the `stacks` tree.
+const STACK_LEVELS: usize = 16;
+
+/// Sleeps 20 us with a user stack that says `path`: the frame chain the kernel's walk follows
+/// (from rbp: the caller's rbp, then its return address) is laid out here, one frame per
+/// level whose return address is in `left` or `right` by bit `level` of the path, as a
+/// recursion through them built with frame pointers would leave it (the test binary is built
+/// without frame pointers, and libc keeps none either). The system call is made from here.
+#[inline(never)]
+fn sleep_in_path(path: u32) {
+    let mut frames = [0u64; 2 * (STACK_LEVELS + 1)];
+    let base = frames.as_mut_ptr() as u64;
+    for level in 0..STACK_LEVELS {
+        let at = 2 * level;
+        let caller = if path & (1 << level) == 0 {
+            left as *const () as u64
+        } else {
+            right as *const () as u64
+        };
+        // The next frame's address, then a return address inside the caller.
+        frames[at] = base + 8 * (at as u64 + 2);
+        frames[at + 1] = caller + 4;
+    }
+    let nap = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 20_000,
+    };
+    // SAFETY: nanosleep with a valid timespec and no remainder; rbp is saved on the stack
+    // and restored, the kernel clobbers rcx and r11 only, and `frames` outlives the call.
+    unsafe {
+        std::arch::asm!(
+            "push rbp",
+            "mov rbp, {chain}",
+            "syscall",
+            "pop rbp",
+            chain = in(reg) base,
+            inlateout("rax") libc::SYS_nanosleep => _,
+            in("rdi") &nap as *const libc::timespec,
+            in("rsi") 0usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+        );
+    }
+    std::hint::black_box(&frames);
+}
+
+/// Stand-ins for the two callers a path goes through (their addresses name its frames).
+#[inline(never)]
+fn left() {
+    std::hint::black_box(1);
+}
+
+#[inline(never)]
+fn right() {
+    std::hint::black_box(2);
+}
+
+/// Sleeps `sleeps` times, each down the next path of the tree (round and round).
+fn stacks(sleeps: usize) {
+    std::thread::Builder::new()
+        .name("walker".into())
+        .spawn(move || {
+            for leaf in 0..sleeps {
+                sleep_in_path((leaf % (1 << STACK_LEVELS)) as u32);
+            }
+            println!("walked {sleeps} {}", sleeps.min(1 << STACK_LEVELS));
+        })
+        .expect("spawn walker")
+        .join()
+        .expect("walker");
+}
+
 /// Busy 5 ms, then asleep 20 ms: the sleeps are the thread's off-CPU time.
 fn nap(rounds: usize) {
     let spawned = now_ns();
@@ -237,12 +313,15 @@ fn main() {
         Some("pipe") => pipe(number(2)),
         Some("mmap") => mmap(number(2)),
         Some("sleep") => nap(number(2)),
+        Some("stacks") => stacks(number(2)),
         Some("fsync") => {
             let path = args.get(2).map_or("/tmp/pinprof-fsync", String::as_str);
             _log = Some(fsync(path, number(3)));
         }
         other => {
-            eprintln!("usage: pinprof-testprog mutex|pipe|mmap|fsync|sleep ... (got {other:?})");
+            eprintln!(
+                "usage: pinprof-testprog mutex|pipe|mmap|fsync|sleep|stacks ... (got {other:?})"
+            );
             std::process::exit(2);
         }
     }

@@ -4,10 +4,25 @@
 //! stops. What was sent is forgotten (folded into per-thread sums), so memory stays bounded
 //! however long it runs; a profile the server refuses or cannot take is counted and said,
 //! never queued up.
+//!
+//! The server may be slow or hostile, and the target's text goes into the profile's name, so:
+//! - the recorder never waits on the pusher: records reach it through a bounded tee
+//!   ([`TEE_BUDGET`]), and a period whose records it missed is not pushed (counted, said);
+//! - the pusher never waits on the server: profiles go to a thread of their own through a
+//!   queue of one ([`WAITING`]); a profile that finds it full is dropped (counted, said);
+//! - a push has one deadline (`--push-timeout`) for all of it: the name lookup (on a thread of
+//!   its own, getaddrinfo having no timeout), connecting, sending and reading the answer,
+//!   each read and write given what is left; once the recording has ended, what is still
+//!   pushed has that long in all;
+//! - credentials never go in clear text unless asked for (`--push-cleartext-credentials`);
+//! - the application name and label values hold only characters Pyroscope's `name{k=v,...}`
+//!   takes as such, the target's and the host's text escaped, so they cannot add a label.
+
+mod link;
+mod name;
 
 use std::{
-    io::{Read, Write},
-    net::{TcpStream, ToSocketAddrs as _},
+    fs::File,
     path::Path,
     sync::{Arc, atomic::AtomicBool, mpsc},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -15,24 +30,63 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::{analysis::Analysis, model::Model, record, recording::Record};
+use crate::{
+    analysis::Analysis,
+    model::Model,
+    record,
+    recording::{Record, tee},
+};
+pub use link::WAITING;
+use link::{Outbox, Request};
+use name::series_name;
+pub use name::{AppName, Label};
 
+/// Bytes of records that may wait between the recorder and the pusher; past it, events are
+/// dropped (the recording file has them all) and the period they belong to is not pushed.
+pub const TEE_BUDGET: usize = 16 << 20;
 /// Where and how to push.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub server: Server,
     /// One profile per this long.
     pub every: Duration,
+    /// The longest one push may take, all of it (looking the server up, connecting, sending,
+    /// reading the answer); also the longest pinprof waits for pushes once recording ended.
+    pub timeout: Duration,
     /// The application name (`name`'s part before the labels).
-    pub app: String,
+    pub app: AppName,
     /// Labels added to every profile (`pid` and `host` are always there).
-    pub labels: Vec<(String, String)>,
+    pub labels: Vec<Label>,
     /// Who pinprof says it is to the server.
     pub auth: Option<Auth>,
+    /// Credentials may go to an http:// server, in clear text (`--push-cleartext-credentials`).
+    pub cleartext_credentials: bool,
     /// The tenant of a multi-tenant server (`X-Scope-OrgID`).
     pub tenant: Option<String>,
     /// How an https:// server is checked (None for http://).
     pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Options {
+    /// Refuses settings that would leak or hang: credentials in clear text unless asked for,
+    /// a push without a deadline.
+    pub fn check(&self) -> Result<()> {
+        if let (Scheme::Http, Some(auth), false) =
+            (self.server.scheme, &self.auth, self.cleartext_credentials)
+        {
+            bail!(
+                "the credentials of {} would go to {} in clear text, readable on the way: \
+                 use an https:// address, or give --push-cleartext-credentials to send them \
+                 over http:// anyway",
+                auth.variable(),
+                self.server
+            );
+        }
+        if self.timeout.is_zero() {
+            bail!("--push-timeout must be more than 0");
+        }
+        Ok(())
+    }
 }
 
 /// Credentials for the server, taken from the environment (a command line shows in `ps`).
@@ -92,6 +146,14 @@ impl Auth {
             Self::Bearer(token) => format!("Bearer {token}"),
         }
     }
+
+    /// The environment variable they came from.
+    fn variable(&self) -> &'static str {
+        match self {
+            Self::Basic { .. } => "PINPROF_PUSH_BASIC_AUTH",
+            Self::Bearer(_) => "PINPROF_PUSH_BEARER_TOKEN",
+        }
+    }
 }
 
 /// A header value as given, or an error when it could end the header early (a line break
@@ -138,21 +200,23 @@ pub fn tls_config(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>> {
     Ok(Arc::new(config))
 }
 
-/// A file the user names: opened without blocking (never a FIFO's writer to wait for), then
-/// held to `safe_fs`'s checks (a regular file, at most `cap` bytes, read no further).
+/// A file the user names, read whole (at most `cap` bytes) if the user may read it.
 fn read_small(path: &Path, cap: u64) -> Result<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
+    let file = open_regular(path, cap)?;
+    crate::safe_fs::read_capped(&file, path, cap)
+}
+
+/// Opens a file the user names for reading (`safe_fs::open_user_file`: never anything but a
+/// regular file, read with the user's own rights), at most `cap` bytes.
+fn open_regular(path: &Path, cap: u64) -> Result<File> {
+    let file = crate::safe_fs::open_user_file(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     let expect = crate::safe_fs::Expect {
         max_bytes: cap,
         owner: crate::safe_fs::Owner::Anyone,
     };
     crate::safe_fs::check_file(&file, path, expect)?;
-    crate::safe_fs::read_capped(&file, path, cap)
+    Ok(file)
 }
 
 /// Standard base64 with padding (RFC 4648), for basic authentication.
@@ -236,25 +300,102 @@ impl std::str::FromStr for Server {
     }
 }
 
+impl std::fmt::Display for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = match self.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        write!(f, "{scheme}://{}:{}{}", self.host, self.port, self.prefix)
+    }
+}
+
 /// How the pushing went.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pushed {
+    /// Taken by the server.
     pub sent: u64,
+    /// Refused, or not taken within the deadline.
     pub failed: u64,
+    /// Dropped: the server was still taking the ones before.
+    pub busy: u64,
+    /// Not made: the pusher missed records of their periods.
+    pub incomplete: u64,
+    /// The records the pusher missed (the recording file has them).
+    pub missed_records: u64,
+    /// The last period's profile was not made: the pusher had not caught up with the
+    /// recording's end within the push timeout.
+    pub late: bool,
+}
+
+impl std::fmt::Display for Pushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pushed {} profiles ({} not delivered",
+            self.sent, self.failed
+        )?;
+        if self.busy > 0 {
+            write!(
+                f,
+                ", {} dropped while the server was still taking earlier ones",
+                self.busy
+            )?;
+        }
+        if self.incomplete > 0 {
+            write!(
+                f,
+                ", {} not made: the pusher fell behind and missed {} records of their \
+                 periods, all in the recording",
+                self.incomplete, self.missed_records
+            )?;
+        }
+        if self.late {
+            write!(
+                f,
+                ", the last not made: the pusher had not caught up with the recording's end \
+                 within the push timeout"
+            )?;
+        }
+        write!(f, ")")
+    }
 }
 
 /// Records as `record` does, pushing a profile per period; returns the recording's summary.
 pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary, Pushed)> {
+    push.check()?;
     let stop = crate::signals::stop_flag()?;
     let quit = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    let recorder = record::spawn_teed(record, &stop, &quit, tx)?;
+    let (tee, rx) = tee::bounded(TEE_BUDGET);
+    let outbox = Outbox::start(push)?;
+    let recorder = record::spawn_teed(record, &stop, &quit, tee)?;
     let mut pushed = Pushed::default();
     let mut model: Option<Model> = None;
     let mut host = String::new();
     let mut period_start = SystemTime::now();
     let mut next = Instant::now() + push.every;
+    // Records the tee had dropped when the period began.
+    let mut missed_before = 0;
+    let mut last = None;
+    // Once the recording has ended: when pushing must be over.
+    let mut closing: Option<Instant> = None;
     loop {
+        if closing.is_none() && recorder.is_finished() {
+            let by = Instant::now() + push.timeout;
+            outbox.close_by(by);
+            closing = Some(by);
+        }
+        if closing.is_some_and(|by| Instant::now() >= by) {
+            // Still behind the recording's end (a burst of events, a busy host): what the
+            // pusher has not taken in is not pushed, and pinprof ends on time.
+            pushed.late = true;
+            say!(
+                "pinprof: warning: the last period's profile was not pushed: the pusher had \
+                 not caught up with the recording's end within --push-timeout {}s",
+                push.timeout.as_secs_f64()
+            );
+            break;
+        }
         let wait = next.saturating_duration_since(Instant::now());
         let ended = match rx.recv_timeout(wait) {
             Ok(Record::Header(h)) => {
@@ -283,11 +424,33 @@ pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary,
             && let Some(m) = &mut model
         {
             let until = SystemTime::now();
-            match send(push, m, &host, period_start, until) {
-                Ok(()) => pushed.sent += 1,
-                Err(e) => {
-                    pushed.failed += 1;
-                    say!("pinprof: warning: a profile was not pushed: {e:#}");
+            let missed = rx.dropped() - missed_before;
+            missed_before += missed;
+            if missed > 0 {
+                // A profile that lacks part of its period would pass for all of it.
+                pushed.incomplete += 1;
+                pushed.missed_records += missed;
+                say!(
+                    "pinprof: warning: a period's profile was not pushed: the pusher fell \
+                     behind and missed {missed} of its records (the recording has them)"
+                );
+            } else {
+                match request(push, m, &host, period_start, until) {
+                    Ok(request) if ended => last = Some(request),
+                    Ok(request) => {
+                        if !outbox.offer(request) {
+                            pushed.busy += 1;
+                            say!(
+                                "pinprof: warning: a profile was dropped: the server has not \
+                                 yet taken the one before ({} dropped so far)",
+                                pushed.busy
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        pushed.failed += 1;
+                        say!("pinprof: warning: a profile was not pushed: {e:#}");
+                    }
                 }
             }
             // What was sent is forgotten, so that the next profile holds the next period.
@@ -300,20 +463,23 @@ pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary,
             break;
         }
     }
+    let (sent, failed) = outbox.finish(last);
+    pushed.sent += sent;
+    pushed.failed += failed;
     let summary = recorder
         .join()
         .map_err(|_| anyhow!("the recorder failed unexpectedly"))??;
     Ok((summary, pushed))
 }
 
-/// Sends the profile of what the model holds (the period since the last one).
-fn send(
+/// Builds the push of what the model holds (the period since the last one).
+fn request(
     push: &Options,
     model: &Model,
     host: &str,
     from: SystemTime,
     until: SystemTime,
-) -> Result<()> {
+) -> Result<Request> {
     let mut profile = Vec::new();
     crate::export::write(
         &Analysis::new(model),
@@ -325,15 +491,13 @@ fn send(
     )?;
     let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut labels = vec![
-        ("pid".to_string(), model.target.pid.to_string()),
-        ("host".to_string(), host.to_string()),
+        Label::escaped("pid", &model.target.pid.to_string()),
+        Label::escaped("host", host),
     ];
     labels.extend(push.labels.iter().cloned());
-    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let name = format!("{}{{{}}}", push.app, labels.join(","));
     let query = format!(
         "name={}&from={}&until={}&format=pprof&spyName=pinprof",
-        url_encode(&name),
+        url_encode(&series_name(&push.app, &labels)),
         secs(from),
         secs(until).max(secs(from) + 1)
     );
@@ -376,54 +540,10 @@ fn send(
         head.push_str(&format!("X-Scope-OrgID: {}\r\n", header_value(tenant)?));
     }
     head.push_str("\r\n");
-    let address = (push.server.host.as_str(), push.server.port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {}", push.server.host))?
-        .next()
-        .with_context(|| format!("{} has no address", push.server.host))?;
-    let tcp = TcpStream::connect_timeout(&address, Duration::from_secs(5))
-        .with_context(|| format!("cannot connect to {address}"))?;
-    tcp.set_write_timeout(Some(Duration::from_secs(10)))?;
-    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let line = match (push.server.scheme, &push.tls) {
-        (Scheme::Http, _) => exchange(tcp, head.as_bytes(), &body)?,
-        (Scheme::Https, Some(config)) => {
-            let name = rustls::pki_types::ServerName::try_from(push.server.host.clone())
-                .with_context(|| format!("{} is not a TLS server name", push.server.host))?;
-            let tls = rustls::ClientConnection::new(Arc::clone(config), name)
-                .context("cannot start TLS")?;
-            exchange(rustls::StreamOwned::new(tls, tcp), head.as_bytes(), &body)
-                .with_context(|| format!("TLS with {}", push.server.host))?
-        }
-        (Scheme::Https, None) => bail!("https:// without TLS settings"),
-    };
-    let code = line.split_whitespace().nth(1).unwrap_or_default();
-    if !code.starts_with('2') {
-        bail!("the server answered {line:?}");
-    }
-    Ok(())
-}
-
-/// Sends a request and returns the reply's status line: read up to its end (64 KiB at
-/// most), not to the end of the stream, so a server that closes without TLS's closing
-/// message still answers.
-fn exchange(mut stream: impl Read + Write, head: &[u8], body: &[u8]) -> Result<String> {
-    stream.write_all(head)?;
-    stream.write_all(body)?;
-    stream.flush()?;
-    let mut reply = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !reply.windows(2).any(|w| w == b"\r\n") && reply.len() < 64 << 10 {
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => reply.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if reply.is_empty() => return Err(e).context("no answer"),
-            Err(_) => break,
-        }
-    }
-    let status = String::from_utf8_lossy(&reply);
-    Ok(status.lines().next().unwrap_or_default().to_string())
+    Ok(Request {
+        head: head.into_bytes(),
+        body,
+    })
 }
 
 /// The units and aggregation of pinprof's sample types, for servers that need them named.
@@ -496,5 +616,93 @@ mod tests {
         assert!(!format!("{auth:?}").contains("sesame"));
         assert!(header_value("team-a").is_ok());
         assert!(header_value("a\r\nX-Evil: 1").is_err());
+    }
+
+    pub(super) fn options(url: &str, auth: Option<Auth>, cleartext: bool) -> Options {
+        Options {
+            server: url.parse().unwrap(),
+            every: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            app: AppName::of_command("java"),
+            labels: Vec::new(),
+            auth,
+            cleartext_credentials: cleartext,
+            tenant: None,
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn credentials_go_in_clear_text_only_when_asked_for() {
+        let basic = Some(Auth::Basic {
+            user: "u".into(),
+            password: "p".into(),
+        });
+        let bearer = Some(Auth::Bearer("t".into()));
+        for auth in [&basic, &bearer] {
+            let refused = options("http://pyroscope:4040", auth.clone(), false)
+                .check()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                refused.contains("clear text") && refused.contains("--push-cleartext-credentials"),
+                "{refused}"
+            );
+            assert!(
+                !refused.contains("\"p\"") && !refused.contains(" t "),
+                "{refused}"
+            );
+            options("http://pyroscope:4040", auth.clone(), true)
+                .check()
+                .unwrap();
+            options("https://pyroscope:4040", auth.clone(), false)
+                .check()
+                .unwrap();
+        }
+        options("http://pyroscope:4040", None, false)
+            .check()
+            .unwrap();
+    }
+
+    #[test]
+    fn the_ca_file_is_never_opened_unless_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("pinprof-push-ca-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        // A FIFO, and a writer waiting in open(2) for a reader: any open for reading, even
+        // one that gives up at once, lets it through.
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::OpenOptions::new().write(true).open(fifo))
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        let refused = format!("{:#}", read_small(&fifo, 1 << 20).unwrap_err());
+        assert!(refused.contains("not a regular file"), "{refused}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!writer.is_finished(), "the FIFO was opened for reading");
+        // The test's own reader lets the writer go.
+        let reader = std::fs::File::open(&fifo).unwrap();
+        writer.join().unwrap().unwrap();
+        drop(reader);
+        // A device, a directory, a file over the cap.
+        for path in [Path::new("/dev/null"), Path::new("/dev/tty"), &dir] {
+            let refused = format!("{:#}", read_small(path, 1 << 20).unwrap_err());
+            assert!(refused.contains("not a regular file"), "{refused}");
+        }
+        let big = dir.join("big.pem");
+        std::fs::write(&big, vec![b'x'; 2000]).unwrap();
+        assert!(read_small(&big, 1000).is_err());
+        // A regular file is read, through a symlink too (the user names it).
+        let pem = dir.join("ca.pem");
+        std::fs::write(&pem, b"certificate").unwrap();
+        std::os::unix::fs::symlink(&pem, dir.join("link")).unwrap();
+        assert_eq!(read_small(&dir.join("link"), 1000).unwrap(), b"certificate");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
