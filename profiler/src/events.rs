@@ -497,6 +497,94 @@ pub enum Event {
     /// The CPU limit and throttling counters of the target's cgroup, read at the window's
     /// start, at every checkpoint and at the end (format 8).
     CgroupCpu(CgroupCpu),
+    /// The JVM's thread list changed (format 9; before, each change was a `JavaThreads` of
+    /// the whole list): threads new to it or renamed, with their classes, and those gone from
+    /// it; `carriers` are the carriers listed after the change.
+    JavaThreadsChanged {
+        time_ns: u64,
+        listed: Vec<JavaThreadInfo>,
+        classes: Vec<(u32, String)>,
+        gone: Vec<u32>,
+        carriers: u32,
+    },
+    /// The memory budget pinprof recorded under, and what it cut to stay in it (cumulative
+    /// since the window opened; the last one wins; format 9).
+    MemoryBudget {
+        time_ns: u64,
+        bytes: u64,
+        cuts: Cuts,
+    },
+}
+
+/// What pinprof cut, forgot or dropped to stay within its memory budget and the recording's
+/// size cap (see `budget`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Cuts {
+    /// Names the target gave longer than 1 KiB (methods, classes, threads, paths, symbols),
+    /// cut to it.
+    pub names_cut: u64,
+    /// Threads of the JVM's list left out, its share of the budget full.
+    pub threads_not_listed: u64,
+    /// Stacks forgotten by the tables that keep them (written again when seen again).
+    pub stacks_forgotten: u64,
+    /// Thread births not passed on to the thread list's watcher, its queue full.
+    pub births_unsignaled: u64,
+    /// Records a live view or a pusher was too far behind to take.
+    pub records_not_teed: u64,
+    /// Events not written: the recording had reached its size cap.
+    pub events_not_written: u64,
+}
+
+impl Cuts {
+    /// What was counted between `start` and `self` (both cumulative).
+    pub fn since(&self, start: &Cuts) -> Cuts {
+        Cuts {
+            names_cut: self.names_cut.saturating_sub(start.names_cut),
+            threads_not_listed: self
+                .threads_not_listed
+                .saturating_sub(start.threads_not_listed),
+            stacks_forgotten: self.stacks_forgotten.saturating_sub(start.stacks_forgotten),
+            births_unsignaled: self
+                .births_unsignaled
+                .saturating_sub(start.births_unsignaled),
+            records_not_teed: self.records_not_teed.saturating_sub(start.records_not_teed),
+            events_not_written: self
+                .events_not_written
+                .saturating_sub(start.events_not_written),
+        }
+    }
+
+    /// What was dropped rather than kept: events and records lost, threads left out. (Names
+    /// cut and stacks forgotten lose no event.)
+    pub fn dropped(&self) -> u64 {
+        self.threads_not_listed
+            .saturating_add(self.births_unsignaled)
+            .saturating_add(self.records_not_teed)
+            .saturating_add(self.events_not_written)
+    }
+
+    /// "12 names cut to 1 KiB, 40 stacks forgotten", the non-zero counts.
+    pub fn describe(&self) -> String {
+        [
+            (self.names_cut, "names cut to 1 KiB"),
+            (self.threads_not_listed, "Java threads not listed"),
+            (
+                self.stacks_forgotten,
+                "stacks forgotten (written again when seen)",
+            ),
+            (self.births_unsignaled, "thread births found late"),
+            (
+                self.records_not_teed,
+                "records the live view or pusher missed",
+            ),
+            (self.events_not_written, "events past the size cap"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
 }
 
 /// One on-CPU sample of a thread of the target (a CPU clock event).
@@ -662,7 +750,9 @@ impl Event {
             | Event::ThreadExit { time_ns, .. }
             | Event::ParkBlocker { time_ns, .. }
             | Event::MonitorOwner { time_ns, .. }
-            | Event::Queued { time_ns, .. } => Some(*time_ns),
+            | Event::Queued { time_ns, .. }
+            | Event::JavaThreadsChanged { time_ns, .. }
+            | Event::MemoryBudget { time_ns, .. } => Some(*time_ns),
             Event::CgroupCpu(c) => Some(c.time_ns),
             _ => None,
         }

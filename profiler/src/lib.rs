@@ -24,6 +24,7 @@ macro_rules! say {
 }
 
 pub mod analysis;
+pub mod budget;
 pub mod capabilities;
 pub mod capture;
 pub mod cgroup;

@@ -101,6 +101,10 @@ enum Command {
         /// Do not ask the JVM for its scheduler settings through the attach protocol.
         #[arg(long)]
         no_attach: bool,
+        /// The most memory pinprof holds (`256MiB`) whatever the JVM makes it read: threads
+        /// past it are left out, and said.
+        #[arg(long, value_parser = units::size, default_value = "256MiB", value_name = "SIZE")]
+        memory_budget: u64,
     },
     /// Summarize a recording: per-thread time, top blocked stacks.
     Report {
@@ -197,6 +201,8 @@ enum Command {
         /// Also write the verdict as JUnit XML, a test case per limit.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Print a shell completion script (`cargo xtask dist` puts them beside the binary).
     #[command(hide = true)]
@@ -317,6 +323,33 @@ struct CaptureArgs {
     /// recorded with its waker (every wake-up counts in the latency histograms).
     #[arg(long, value_parser = units::duration, default_value = "2ms")]
     late_wakeup: Duration,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// What pinprof may spend on a target: shared by every command that records.
+#[derive(Args)]
+struct LimitArgs {
+    /// The most memory pinprof holds (`256MiB`, `1GiB`), whatever the target makes it keep:
+    /// longer names are cut, unused stacks forgotten, threads past it left out, each counted.
+    #[arg(long, value_parser = units::size, default_value = "256MiB", value_name = "SIZE")]
+    memory_budget: u64,
+    /// The recording ends, readable, once its file reaches this size (`4GiB`).
+    #[arg(long, value_parser = units::size, default_value = "4GiB", value_name = "SIZE")]
+    max_size: u64,
+}
+
+impl LimitArgs {
+    fn budget(&self) -> Result<profiler::budget::Budget> {
+        profiler::budget::Budget::new(self.memory_budget).context("--memory-budget")
+    }
+
+    fn max_size(&self) -> Result<u64> {
+        if self.max_size < 1 << 20 {
+            bail!("--max-size must be at least 1MiB");
+        }
+        Ok(self.max_size)
+    }
 }
 
 impl CaptureArgs {
@@ -348,6 +381,8 @@ impl CaptureArgs {
             progress,
             on_cpu_hz: (self.oncpu_hz > 0).then_some(self.oncpu_hz),
             late_wakeup: self.late_wakeup.max(Duration::from_nanos(1)),
+            budget: self.limits.budget()?,
+            max_size: Some(self.limits.max_size()?),
         })
     }
 }
@@ -376,6 +411,7 @@ fn main() -> ExitCode {
         max_starvation,
         fail_on,
         junit,
+        limits: spend,
     } = cli.command
     {
         let limits = profiler::check::Options {
@@ -383,7 +419,15 @@ fn main() -> ExitCode {
             max_starvation,
             fail_on,
         };
-        return check(file, pid, duration, output, &limits, junit.as_deref());
+        return check(
+            file,
+            pid,
+            duration,
+            output,
+            &limits,
+            &spend,
+            junit.as_deref(),
+        );
     }
     let reader = cli.command.attaches_to_nothing();
     match run(cli.command) {
@@ -637,9 +681,14 @@ fn run(command: Command) -> Result<()> {
             clap_mangen::Man::new(page).render(&mut out)?;
             print_stdout(&String::from_utf8_lossy(&out))
         }
-        Command::Jvm { pid, no_attach } => {
+        Command::Jvm {
+            pid,
+            no_attach,
+            memory_budget,
+        } => {
+            let budget = profiler::budget::Budget::new(memory_budget).context("--memory-budget")?;
             let stop = profiler::signals::stop_flag()?;
-            print_stdout(&jvm::describe(pid, !no_attach, &stop)?)
+            print_stdout(&jvm::describe(pid, !no_attach, budget, &stop)?)
         }
     }
 }
@@ -651,6 +700,7 @@ fn check(
     duration: Duration,
     output: Option<PathBuf>,
     limits: &profiler::check::Options,
+    spend: &LimitArgs,
     junit: Option<&std::path::Path>,
 ) -> ExitCode {
     let suite = match (&file, pid) {
@@ -696,6 +746,8 @@ fn check(
                     progress: false,
                     on_cpu_hz: Some(99),
                     late_wakeup: Duration::from_millis(2),
+                    budget: spend.budget()?,
+                    max_size: Some(spend.max_size()?),
                 };
                 let recorded = record::run(&options);
                 let summary = match recorded {
@@ -773,8 +825,16 @@ fn print_summary(summary: &record::Summary) {
     } else {
         format!(": {}", summary.lost_causes)
     };
+    // What the memory budget cut, when it cut anything.
+    let cuts = match summary.cuts.describe() {
+        cut if cut.is_empty() => String::new(),
+        cut => format!(
+            "; within its memory budget of {}: {cut}",
+            profiler::budget::mib(summary.budget.bytes())
+        ),
+    };
     say!(
-        "pinprof: recorded {} events in {:.1}s ({} lost{causes}) to {}; stopped: {}",
+        "pinprof: recorded {} events in {:.1}s ({} lost{causes}{cuts}) to {}; stopped: {}",
         summary.events,
         summary.seconds,
         summary.lost,

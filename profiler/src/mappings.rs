@@ -30,13 +30,11 @@ use crate::{
 
 /// Mapped files larger than this are not read (libjvm.so with its symbols is about 25 MB).
 pub const MAX_MAPPED_FILE: u64 = 256 << 20;
-// budget: symbol inputs share
 /// What all copies together may take: a target that maps many large files does not make
 /// pinprof's memory grow without end.
 const MAX_COPIED: u64 = 512 << 20;
 /// Distinct files copied at most (each holds a descriptor).
 const MAX_FILES: usize = 1024;
-// budget: symbol inputs share
 /// Executable mappings kept at most, of files and of none.
 const MAX_MAPPINGS: usize = 16 << 10;
 /// A mapped file's name as frames give it is cut here.

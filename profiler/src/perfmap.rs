@@ -17,11 +17,9 @@ use crate::{
     safe_fs::{Expect, Owner, TargetRoot, check_file},
 };
 
-// budget: symbol inputs share
 /// Bytes of a perf map read at most: a larger file is named from its first bytes, and that
 /// is said once. The JVM's own map of a large service is a few MB.
 pub const MAX_PERF_MAP_BYTES: u64 = 32 << 20;
-// budget: symbol inputs share
 /// Entries kept at most (16 bytes each besides their names, which the bytes cap bounds).
 pub const MAX_PERF_MAP_ENTRIES: usize = 512 << 10;
 /// Names longer than this are cut (a method's name is far shorter; a stack of such names

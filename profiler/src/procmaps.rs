@@ -18,11 +18,9 @@ use std::{
 
 use crate::lines;
 
-// budget: symbol inputs share
 /// Bytes of `/proc/PID/maps` read at most: the kernel's CPU and ours grow with them. A large
 /// JVM lists a few thousand mappings, about 100 bytes each.
 pub const MAX_MAPS_BYTES: u64 = 16 << 20;
-// budget: symbol inputs share
 /// Lines of `/proc/PID/maps` read at most.
 pub const MAX_MAPS_LINES: u64 = 128 << 10;
 /// Lines are cut here (a path holds at most 4096 bytes, some escaped as 4).

@@ -206,3 +206,53 @@ mod moment_tests {
         );
     }
 }
+
+/// A size as people write one: a number and its unit (`256MiB`, `1.5GiB`, `512KiB`; `B`,
+/// `KiB`, `MiB`, `GiB`, `TiB`, and `K`, `M`, `G`, `T` for the same); a bare number is MiB.
+pub fn size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let shift = match unit.trim() {
+        "B" => 0,
+        "K" | "KiB" | "k" => 10,
+        "" | "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: B, KiB, MiB, GiB, TiB"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (256MiB, 1GiB)"))?;
+    let bytes =
+        value * f64::from(1u32 << shift.min(30)) * f64::from(1u32 << (shift - shift.min(30)));
+    if !(bytes.is_finite() && bytes < u64::MAX as f64) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::size;
+
+    #[test]
+    fn sizes_are_read_with_their_units() {
+        assert_eq!(size("256MiB"), Ok(256 << 20));
+        assert_eq!(size("256"), Ok(256 << 20));
+        assert_eq!(size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(size("512K"), Ok(512 << 10));
+        assert_eq!(size("2T"), Ok(2 << 40));
+        assert_eq!(size("100B"), Ok(100));
+        assert!(size("1 parsec").is_err());
+        assert!(size("-1MiB").is_err());
+        assert!(size("1e999MiB").is_err());
+        assert!(size("").is_err());
+    }
+}

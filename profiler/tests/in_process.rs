@@ -51,6 +51,8 @@ fn an_in_process_capture_sees_the_naps_the_program_measured() {
         progress: false,
         on_cpu_hz: Some(99),
         late_wakeup: Duration::from_millis(2),
+        budget: Default::default(),
+        max_size: None,
     };
     let (signal, quit) = (AtomicBool::new(false), AtomicBool::new(false));
     let mut naps = common::naps::Naps::default();

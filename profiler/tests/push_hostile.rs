@@ -349,7 +349,8 @@ fn assert_on_time(run: &Watched, seconds: u64, timeout: u64) {
 }
 
 /// How much more pinprof may take at its peak with a trickling server than with one that
-/// answers at once: the queue to the pusher (16 MiB of records at most), as much again in
+/// answers at once: the queue to the pusher (the budget's share for queues, about 10 MiB
+/// of the default 256 MiB), as much again in
 /// the pusher's model when a busy host makes it lag (what it has not yet folded is either
 /// queued or in its model), and a profile waiting and one being sent. A pusher held up by
 /// the server, queueing the whole run, would take ~150 MB more here.

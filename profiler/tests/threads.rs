@@ -447,6 +447,9 @@ fn blocked_around_listing(recording: &std::path::Path, tid: u32) -> (u64, u64) {
             Event::JavaThreads { time_ns, threads } if threads.iter().any(|t| t.tid == tid) => {
                 Some(*time_ns)
             }
+            Event::JavaThreadsChanged {
+                time_ns, listed, ..
+            } if listed.iter().any(|t| t.tid == tid) => Some(*time_ns),
             _ => None,
         })
         .expect("the JVM lists the carrier");

@@ -20,11 +20,18 @@ pub struct LostCauses {
     pub runs_skipped: u64,
     /// Records user space could not decode.
     pub malformed: u64,
+    /// Records drained but not handled by the recording's end (its duration, a signal): a
+    /// target that makes each one slow to handle cannot hold the end back.
+    pub unhandled: u64,
 }
 
 impl LostCauses {
     pub fn total(&self) -> u64 {
-        self.ring_buffer_full + self.switch_ins_missed + self.runs_skipped + self.malformed
+        self.ring_buffer_full
+            + self.switch_ins_missed
+            + self.runs_skipped
+            + self.malformed
+            + self.unhandled
     }
 
     /// "2 with the ring buffer full, 1 switch back in not shown", the non-zero causes.
@@ -43,6 +50,10 @@ impl LostCauses {
                 "program runs the kernel skipped (another BPF program was running)",
             ),
             (self.malformed, "malformed records"),
+            (
+                self.unhandled,
+                "not handled by the recording's end (each slow to handle)",
+            ),
         ]
         .iter()
         .filter(|(n, _)| *n > 0)
@@ -172,6 +183,7 @@ impl Capture {
             switch_ins_missed: self.counter(counter::MISSED_SWITCH_INS),
             runs_skipped: self.skipped_runs(),
             malformed: self.malformed,
+            unhandled: self.unhandled,
         }
     }
 
@@ -323,6 +335,7 @@ mod tests {
             switch_ins_missed: 1,
             runs_skipped: 0,
             malformed: 0,
+            unhandled: 0,
         };
         assert_eq!(some.total(), 3);
         assert_eq!(

@@ -181,6 +181,8 @@ pub struct Capture {
     pub ring_buffer_bytes: usize,
     /// Records the ring buffer held that were too short for their kind.
     malformed: u64,
+    /// Records drained that the recorder had no time left to handle (see `count_unhandled`).
+    unhandled: u64,
     /// Waits that could not be seeded at start: intervals, system calls.
     seeds_lost: [u64; 2],
     /// Threads whose seeded wait may have ended before the programs attached: what the
@@ -392,6 +394,7 @@ impl Capture {
             short,
             starts,
             malformed: 0,
+            unhandled: 0,
             seeds_lost: [0; 2],
             stale_seeds: HashSet::new(),
             started_ns: 0,
@@ -500,6 +503,11 @@ impl Capture {
         self.stopped_ns
             .is_none_or(|end| start_ns < end)
             .then(|| start_ns.max(self.started_ns))
+    }
+
+    /// Records drained and not handled: the recording had to end first. Counted as lost.
+    pub fn count_unhandled(&mut self, n: u64) {
+        self.unhandled += n;
     }
 
     /// When the programs began to attach: the start of what this capture sees. Waits under

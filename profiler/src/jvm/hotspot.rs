@@ -8,11 +8,12 @@ mod scheduler;
 
 pub use scheduler::Queued;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use anyhow::{Context, Result, bail};
 use profiler_ebpf::{ChunkCopy, JavaState, JvmLayout, java_flags};
 
+use crate::budget::{self, Bounded, Shares};
 use crate::process::Process;
 
 use super::{
@@ -66,8 +67,14 @@ const MAX_FIELD_OFFSET: u64 = 1 << 16;
 /// Platform threads past this many are a thread list being rewritten, or garbage.
 const MAX_THREADS: u32 = 1_000_000;
 
-/// Bounds the class-name cache: its keys come from the target.
-const MAX_KLASS_NAMES: usize = 1 << 14;
+/// Threads read of the list at most: as many as the kernel programs can know (their map of
+/// Java threads holds 64 Ki).
+const MAX_LISTED: u32 = 64 << 10;
+
+/// The copies of the thread list pinprof keeps at once, each within a part of the list's
+/// share: this reader's and the list it returns, the watcher's, the recorder's, the changes
+/// between them, and the other reader's.
+const LIST_COPIES: u64 = 6;
 
 /// `JavaThreadState` values pinprof tells apart (HotSpot's `_thread_*` constants).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -139,8 +146,12 @@ pub struct Hotspot {
     string_coder_offset: u64,
     array_length_offset: u64,
     array_base_offset: u64,
-    /// Class names by Klass*, which never move.
-    klass_names: HashMap<u64, String>,
+    /// Class names by Klass*, which never move (the target makes as many as it likes: a
+    /// quarter of the budget's share for names; the walk has half, the recorder's monitors'
+    /// classes the rest).
+    klass_names: Bounded<u64, String>,
+    /// The parts of the memory budget this reader keeps to.
+    shares: Shares,
     /// Where the loaded classes and their initialization state are (None: not described).
     classes: Option<ClassLayout>,
     /// `java_lang_Class::_init_lock_offset` and `_klass_offset`: a `java.lang.Class` object's
@@ -181,11 +192,37 @@ struct ListedThreads {
     addrs: Vec<u64>,
     known: HashMap<u64, (u32, JavaThread)>,
     names_read: Option<std::time::Instant>,
+    /// Threads of the list left out of the last read: past what the kernel can know, or
+    /// past the list's share of the budget.
+    not_listed: u64,
+    /// The threads (by `JavaThread` address) the last read listed.
+    kept: HashSet<u64>,
+}
+
+/// The JVM's thread list was replaced while it was read.
+#[derive(Debug)]
+struct ListChanged;
+
+impl std::fmt::Display for ListChanged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the JVM's thread list changed while it was read")
+    }
+}
+
+impl std::error::Error for ListChanged {}
+
+/// What a listed thread costs in memory, in each copy of the list (see `LIST_COPIES`).
+fn thread_bytes(t: &JavaThread) -> u64 {
+    // Its place in a map or a vector, and its texts.
+    2 * std::mem::size_of::<(u64, (u32, JavaThread))>() as u64
+        + t.name.as_deref().map_or(0, budget::heap_bytes)
+        + t.class.as_deref().map_or(0, budget::heap_bytes)
 }
 
 impl Hotspot {
-    /// Reads the JVM of `process`, of feature release `major` if known.
-    pub fn attach(process: &Process, major: Option<u32>) -> Result<Self> {
+    /// Reads the JVM of `process`, of feature release `major` if known, keeping to
+    /// `shares` of the memory budget.
+    pub fn attach(process: &Process, major: Option<u32>, shares: Shares) -> Result<Self> {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
@@ -392,7 +429,10 @@ impl Hotspot {
         };
 
         let (walker, walk_error) = match Walker::new(&mem, &vm) {
-            Ok(w) => (Some(w), None),
+            Ok(mut w) => {
+                w.set_budget(shares.java_names / 2);
+                (Some(w), None)
+            }
             Err(e) => (None, Some(format!("{e:#}"))),
         };
         if let Some(e) = walker.as_ref().and_then(|w| w.inlining_error.as_ref()) {
@@ -443,7 +483,12 @@ impl Hotspot {
             array_base_offset,
             compressed_oops,
             klass,
-            klass_names: HashMap::new(),
+            klass_names: Bounded::new(
+                shares.java_names / 4,
+                |_, name: &String| budget::heap_bytes(name),
+                None,
+            ),
+            shares,
             classes: ClassLayout::read(&vm).ok(),
             class_init_lock: lib
                 .symbol(CLASS_INIT_LOCK)
@@ -541,9 +586,25 @@ impl Hotspot {
     }
 
     /// The same JVM read again, for another thread of pinprof's (each reader keeps caches of
-    /// its own).
+    /// its own, within the same shares).
     pub fn reopen(&self) -> Result<Self> {
-        Self::attach(&self.process, self.major)
+        Self::attach(&self.process, self.major, self.shares)
+    }
+
+    /// Keeps to new shares of the memory budget (measured once pinprof has started): what
+    /// is held past them goes as it is next added to.
+    pub fn set_shares(&mut self, shares: Shares) {
+        self.shares = shares;
+        self.klass_names.set_max_bytes(shares.java_names / 4);
+        if let Some(walker) = &mut self.walker {
+            walker.set_budget(shares.java_names / 2);
+        }
+    }
+
+    /// Threads of the JVM's list its last read left out (past what the kernel can know, or
+    /// past the list's share of the budget): the rest count as other threads.
+    pub fn threads_not_listed(&self) -> u64 {
+        self.listed.not_listed
     }
 
     /// What changes whenever a Java thread starts or ends: the current `ThreadsList*` (a new
@@ -578,11 +639,30 @@ impl Hotspot {
     /// the array changed or the thread had none yet (a thread writes it as it starts); its
     /// name and class only when its address or OS id are new, or at the latest every
     /// `NAMES_REFRESH` (a thread may rename itself).
+    ///
+    /// What the target's list costs pinprof is bounded: entries pointing at a thread already
+    /// listed are skipped, at most `MAX_LISTED` are read, and threads past the list's share of
+    /// the budget are left out (`threads_not_listed` says how many).
     pub fn java_threads(&mut self) -> Result<Vec<JavaThread>> {
-        let (_, length, threads) = self.thread_list_head()?;
+        // A list replaced while it is read is read again (see `read_java_threads`).
+        let mut tries = 0;
+        loop {
+            match self.read_java_threads() {
+                Err(e) if e.is::<ListChanged>() && tries < 4 => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    fn read_java_threads(&mut self) -> Result<Vec<JavaThread>> {
+        let head = self.thread_list_head()?;
+        let (_, length, threads) = head;
         if length > MAX_THREADS {
             bail!("implausible thread count {length}: the JVM's thread list is changing");
         }
+        let mut not_listed = u64::from(length.saturating_sub(MAX_LISTED));
+        let length = length.min(MAX_LISTED);
+        let max_bytes = self.shares.thread_list / LIST_COPIES;
         let osthread = self
             .vm
             .offset("JavaThread", "_osthread")
@@ -604,6 +684,12 @@ impl Hotspot {
                     .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes"))),
             );
         }
+        // The JVM frees a list it replaced once no thread of its own uses it: one replaced
+        // while it was read may have been freed and reused meanwhile (half of it garbage, a
+        // thousand threads gone from a read and back at the next). Read again next time.
+        if self.thread_list_head()? != head {
+            return Err(ListChanged.into());
+        }
         let mut listed = std::mem::take(&mut self.listed);
         let same_array = listed.addrs == addrs;
         if listed
@@ -614,13 +700,20 @@ impl Hotspot {
             listed.names_read = Some(std::time::Instant::now());
         }
         self.tids.new_round();
-        let mut out = Vec::with_capacity(addrs.len());
-        let mut known = HashMap::with_capacity(addrs.len());
+        // Each thread once (a forged list may point many entries at one), with its OS id:
+        // (address, the JVM's id, /proc's id, what was read of it before).
+        let mut seen_addrs = HashSet::with_capacity(addrs.len());
+        let mut seen_tids = HashSet::with_capacity(addrs.len());
+        let mut found = Vec::with_capacity(addrs.len());
         for &addr in &addrs {
+            if !seen_addrs.insert(addr) {
+                continue;
+            }
             let cached = listed.known.remove(&addr);
-            if same_array && let Some(cached) = cached {
-                out.push(cached.1.clone());
-                known.insert(addr, cached);
+            if same_array && let Some((own_tid, thread)) = cached {
+                if seen_tids.insert(thread.tid) {
+                    found.push((addr, own_tid, thread.tid, Some(thread)));
+                }
                 continue;
             }
             let Ok(os) = self.mem.u64(addr.wrapping_add(osthread)) else {
@@ -629,37 +722,65 @@ impl Hotspot {
             let Ok(own_tid) = self.mem.u32(os.wrapping_add(thread_id)) else {
                 continue;
             };
-            if let Some(cached) = cached.filter(|(own, _)| *own == own_tid) {
-                out.push(cached.1.clone());
-                known.insert(addr, cached);
-                continue;
-            }
+            let cached = cached.filter(|(own, _)| *own == own_tid).map(|(_, t)| t);
             // In a container the JVM numbers its threads as its PID namespace does; a thread
             // that cannot be matched with one of /proc (it just ended, or has not started)
             // is left out, and read again next time.
-            let Some(tid) = self.tids.to_proc(own_tid).filter(|_| own_tid != 0) else {
+            let tid = match &cached {
+                Some(t) => t.tid,
+                None => match self.tids.to_proc(own_tid).filter(|_| own_tid != 0) {
+                    Some(tid) => tid,
+                    None => continue,
+                },
+            };
+            if seen_tids.insert(tid) {
+                found.push((addr, own_tid, tid, cached));
+            }
+        }
+        // Within the list's share, the threads listed last time first: a thread born when the
+        // share is full is left out, not one listed before (which would come and go).
+        found.sort_by_key(|(addr, ..)| !listed.kept.contains(addr));
+        let mut out = Vec::with_capacity(found.len());
+        let mut known = HashMap::with_capacity(found.len());
+        let mut kept = HashSet::with_capacity(found.len());
+        let mut bytes = 0;
+        for (addr, own_tid, tid, cached) in found {
+            if bytes >= max_bytes {
+                not_listed += 1;
                 continue;
+            }
+            let thread = match cached {
+                Some(thread) => thread,
+                None => {
+                    let object =
+                        self.deref_handle(addr.wrapping_add(self.layout.thread_obj.into()));
+                    let class = object.and_then(|oop| self.class_name(oop));
+                    JavaThread {
+                        tid,
+                        addr,
+                        name: object.and_then(|oop| self.thread_name(oop)),
+                        carrier: class.as_deref() == Some(CARRIER_CLASS),
+                        class: class.as_deref().map(source_type_name),
+                    }
+                }
             };
-            let thread_obj = self.deref_handle(addr.wrapping_add(self.layout.thread_obj.into()));
-            let class = thread_obj.and_then(|oop| self.class_name(oop));
-            let carrier = class.as_deref() == Some(CARRIER_CLASS);
-            let name = thread_obj.and_then(|oop| self.thread_name(oop));
-            let thread = JavaThread {
-                tid,
-                addr,
-                name,
-                carrier,
-                class: class.as_deref().map(source_type_name),
-            };
+            bytes += thread_bytes(&thread);
+            if bytes > max_bytes {
+                not_listed += 1;
+                continue;
+            }
+            kept.insert(addr);
+            out.push(thread.clone());
             // A thread whose object could not be read yet is read again next time: whether
             // it is a carrier depends on it.
             if thread.class.is_some() {
-                known.insert(addr, (own_tid, thread.clone()));
+                known.insert(addr, (own_tid, thread));
             }
-            out.push(thread);
         }
         listed.addrs = addrs;
         listed.known = known;
+        listed.kept = kept;
+        listed.not_listed = not_listed;
         self.listed = listed;
         Ok(out)
     }
@@ -826,9 +947,6 @@ impl Hotspot {
             .u64(klass.wrapping_add(self.vm.offset("Klass", "_name").ok()?))
             .ok()?;
         let name = self.symbol(symbol)?;
-        if self.klass_names.len() >= MAX_KLASS_NAMES {
-            self.klass_names.clear();
-        }
         self.klass_names.insert(klass, name.clone());
         Some(name)
     }
@@ -839,7 +957,8 @@ impl Hotspot {
         self.mem.symbol(symbol, length_at, body_at)
     }
 
-    /// `Thread.name` of a `java.lang.Thread` oop (a String: Latin-1 or UTF-16 bytes).
+    /// `Thread.name` of a `java.lang.Thread` oop (a String: Latin-1 or UTF-16 bytes), cut to
+    /// `budget::MAX_NAME` bytes: only as much of it is read.
     fn thread_name(&self, thread: u64) -> Option<String> {
         let string = self.oop_field(thread, self.name_offset)?;
         let value = self.oop_field(string, self.string_value_offset)?;
@@ -851,14 +970,14 @@ impl Hotspot {
             .mem
             .u32(value.wrapping_add(self.array_length_offset))
             .ok()?;
-        if len > 4096 {
-            return None;
-        }
-        let mut bytes = vec![0; len as usize];
+        // Each character takes at least one byte of UTF-8, and one (Latin-1) or two (UTF-16)
+        // of the array: a character more than a name holds tells a longer one.
+        let max = (budget::MAX_NAME as u32 + 1) * if coder == 0 { 1 } else { 2 };
+        let mut bytes = vec![0; len.min(max) as usize];
         self.mem
             .read(value.wrapping_add(self.array_base_offset), &mut bytes)
             .ok()?;
-        Some(match coder {
+        let mut name: String = match coder {
             0 => bytes.iter().map(|&b| b as char).collect(),
             _ => {
                 let units: Vec<u16> = bytes
@@ -867,7 +986,10 @@ impl Hotspot {
                     .collect();
                 String::from_utf16_lossy(&units)
             }
-        })
+        };
+        // (Read again each second: counted where written.)
+        budget::cut_name_uncounted(&mut name);
+        Some(name)
     }
 }
 

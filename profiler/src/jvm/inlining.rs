@@ -6,9 +6,9 @@
 //! JDK 21 keeps the debug information inside the code blob; JDK 25 moved it to separate
 //! immutable (PcDescs, scopes) and mutable (metadata) blocks. Both are found through VMStructs.
 
-use std::collections::HashMap;
-
 use anyhow::Result;
+
+use crate::budget::Bounded;
 
 use super::{
     vmstructs::{Target, VmStructs},
@@ -69,15 +69,36 @@ pub type Scope = (u64, i32);
 /// Bounds against reading garbage from a stale or racing nmethod.
 const MAX_PC_DESCS: u64 = 1 << 20;
 const MAX_SCOPES: usize = 64;
-const MAX_CACHED: usize = 1 << 16;
+/// What the caches may hold until `set_budget` says (their keys come from the target).
+const DEFAULT_CACHE_BYTES: u64 = 4 << 20;
 
 pub struct Inlining {
     layout: Layout,
     /// Debug information by (nmethod, compile id): a recompiled method at the same address
     /// has another id.
-    tables: HashMap<(u64, u32), Tables>,
+    tables: Bounded<(u64, u32), Tables>,
     /// Scope chains by (nmethod, compile id, pc): methods innermost first, or None.
-    chains: HashMap<(u64, u32, u64), Option<Vec<Scope>>>,
+    chains: Chains,
+}
+
+fn chain_bytes(_: &(u64, u32, u64), chain: &Option<Vec<Scope>>) -> u64 {
+    chain.as_ref().map_or(0, |c| {
+        (c.capacity() * std::mem::size_of::<Scope>()) as u64 + 16
+    })
+}
+
+fn no_heap<K, V>(_: &K, _: &V) -> u64 {
+    0
+}
+
+type Chains = Bounded<(u64, u32, u64), Option<Vec<Scope>>>;
+
+/// The caches, empty, within `bytes` in all: a third for the tables, the rest for chains.
+fn caches(bytes: u64) -> (Bounded<(u64, u32), Tables>, Chains) {
+    (
+        Bounded::new(bytes / 3, no_heap, None),
+        Bounded::new(bytes - bytes / 3, chain_bytes, None),
+    )
 }
 
 impl Inlining {
@@ -107,6 +128,7 @@ impl Inlining {
                 deopt_mh_handler: f("CompiledMethod", "_deopt_mh_handler_begin").ok(),
             }
         };
+        let (tables, chains) = caches(DEFAULT_CACHE_BYTES);
         Ok(Self {
             layout: Layout {
                 place,
@@ -116,9 +138,15 @@ impl Inlining {
                 orig_pc_offset: f("nmethod", "_orig_pc_offset")?,
                 compile_id: f("nmethod", "_compile_id")?,
             },
-            tables: HashMap::new(),
-            chains: HashMap::new(),
+            tables,
+            chains,
         })
+    }
+
+    /// Keeps the caches within `bytes` in all.
+    pub fn set_budget(&mut self, bytes: u64) {
+        self.tables.set_max_bytes(bytes / 3);
+        self.chains.set_max_bytes(bytes - bytes / 3);
     }
 
     /// The methods running at `pc` in the frame of nmethod `nm` whose stack pointer is `sp`,
@@ -134,9 +162,6 @@ impl Inlining {
         pc: u64,
     ) -> Option<Vec<Scope>> {
         let compile_id = mem.u32(nm.wrapping_add(self.layout.compile_id)).ok()?;
-        if self.tables.len() >= MAX_CACHED {
-            self.tables.clear();
-        }
         // A failed read (an nmethod caught half-installed) is tried again next time.
         let tables = match self.tables.get(&(nm, compile_id)) {
             Some(known) => known.clone(),
@@ -163,9 +188,6 @@ impl Inlining {
             .ok()
             .and_then(|offset| self.find_pc_desc(mem, &tables, offset))
             .and_then(|scope| decode_chain(mem, &tables, scope));
-        if self.chains.len() >= MAX_CACHED {
-            self.chains.clear();
-        }
         self.chains.insert(key, chain.clone());
         chain
     }
@@ -365,6 +387,7 @@ mod tests {
     }
 
     fn inlining(pc_desc_size: u64) -> Inlining {
+        let (tables, chains) = caches(DEFAULT_CACHE_BYTES);
         Inlining {
             layout: Layout {
                 place: Place::InBlob {
@@ -382,8 +405,8 @@ mod tests {
                 orig_pc_offset: 40,
                 compile_id: 44,
             },
-            tables: HashMap::new(),
-            chains: HashMap::new(),
+            tables,
+            chains,
         }
     }
 

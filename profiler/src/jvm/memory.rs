@@ -103,15 +103,6 @@ impl Memory {
         Ok(u16::from_ne_bytes(b))
     }
 
-    /// The text of a HotSpot `Symbol` (a length, then the bytes), given where `Symbol` keeps
-    /// them (`Symbol::_length`, `Symbol::_body` in VMStructs).
-    pub fn symbol(&self, symbol: u64, length_at: u64, body_at: u64) -> Option<String> {
-        let len = self.u16(symbol.wrapping_add(length_at)).ok()?;
-        let mut body = vec![0; len as usize];
-        self.read(symbol.wrapping_add(body_at), &mut body).ok()?;
-        String::from_utf8(body).ok()
-    }
-
     /// A NUL-terminated string of at most `max` bytes.
     pub fn c_string(&self, addr: u64, max: usize) -> Read<String> {
         let mut out = Vec::new();

@@ -51,7 +51,12 @@ fn parse_scheduler_settings(properties: &str) -> SchedulerSettings {
 }
 
 /// `pinprof jvm`: what pinprof reads from a live JVM, for people.
-pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) -> Result<String> {
+pub fn describe(
+    pid: u32,
+    attach: bool,
+    budget: crate::budget::Budget,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<String> {
     use std::fmt::Write as _;
     let target = crate::target::Target::open(pid)?;
     let process = target.process();
@@ -66,7 +71,8 @@ pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) ->
     let runtime = info
         .runtime
         .with_context(|| format!("process {pid} ({}) is not a HotSpot JVM", info.command))?;
-    let mut hotspot = hotspot::Hotspot::attach(process, runtime.major())?;
+    // (No ring buffer: the thread list may take the most of the budget.)
+    let mut hotspot = hotspot::Hotspot::attach(process, runtime.major(), budget.shares(None, 0))?;
     let threads = hotspot.java_threads()?;
     let settings = if attach {
         scheduler_settings(process, &hotspot, stop)
@@ -135,6 +141,14 @@ pub fn describe(pid: u32, attach: bool, stop: &std::sync::atomic::AtomicBool) ->
             Some(e) => format!("cannot be walked ({e})"),
         }
     );
+    if hotspot.threads_not_listed() > 0 {
+        let _ = writeln!(
+            out,
+            "(and {} threads not listed: past what pinprof reads of a thread list, or its \
+             memory budget, --memory-budget)",
+            hotspot.threads_not_listed()
+        );
+    }
     Ok(out)
 }
 

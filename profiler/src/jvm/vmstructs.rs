@@ -366,13 +366,32 @@ pub trait Target {
         Err(ReadError::TooLong { addr, max })
     }
 
-    /// The text of a HotSpot `Symbol` (a u2 length, then the bytes).
+    /// The text of a HotSpot `Symbol` (a u2 length, then the bytes): see `read_symbol`.
     fn symbol(&self, symbol: u64, length_at: u64, body_at: u64) -> Option<String> {
-        let len = self.u16(symbol.wrapping_add(length_at)).ok()?;
-        let mut body = vec![0; len.into()];
-        self.read(symbol.wrapping_add(body_at), &mut body).ok()?;
-        String::from_utf8(body).ok()
+        read_symbol(self, symbol, length_at, body_at)
     }
+}
+
+/// The text of a HotSpot `Symbol` (a u2 length, then the bytes), every name the JVM's
+/// metadata gives (classes, methods, fields): at most `budget::MAX_NAME` bytes of it are read,
+/// a longer one cut there (a class file allows 65,535; a stack of such names would cost
+/// pinprof that much per frame).
+pub fn read_symbol(
+    mem: &(impl Target + ?Sized),
+    symbol: u64,
+    length_at: u64,
+    body_at: u64,
+) -> Option<String> {
+    let len = usize::from(mem.u16(symbol.wrapping_add(length_at)).ok()?);
+    let cut = len > crate::budget::MAX_NAME;
+    let mut body = vec![0; len.min(crate::budget::MAX_NAME)];
+    mem.read(symbol.wrapping_add(body_at), &mut body).ok()?;
+    if !cut {
+        // Not UTF-8 (modified UTF-8 of a NUL or a supplementary character aside): not a
+        // symbol, or not one read whole.
+        return String::from_utf8(body).ok();
+    }
+    Some(crate::budget::name_from_bytes(body, true))
 }
 
 impl Target for Memory {
@@ -382,10 +401,6 @@ impl Target for Memory {
 
     fn c_string(&self, addr: u64, max: usize) -> Read<String> {
         Memory::c_string(self, addr, max)
-    }
-
-    fn symbol(&self, symbol: u64, length_at: u64, body_at: u64) -> Option<String> {
-        Memory::symbol(self, symbol, length_at, body_at)
     }
 }
 

@@ -6,8 +6,6 @@
 //! The stack bytes come from a copy made in the kernel as the thread blocked (`StackCopy`);
 //! the code cache and metadata are read live, since they outlive the frames that use them.
 
-use std::collections::HashMap;
-
 use anyhow::{Context, Result};
 
 use super::{
@@ -15,7 +13,10 @@ use super::{
     inlining::Inlining,
     vmstructs::{Target, VmStructs},
 };
-use crate::events::UNKNOWN_JAVA_FRAME;
+use crate::{
+    budget::{self, Bounded},
+    events::UNKNOWN_JAVA_FRAME,
+};
 
 /// x86_64 HotSpot frame slots, in words from the frame pointer (not exported in VMStructs;
 /// the same in JDK 21 and 25: `frame_x86.hpp`).
@@ -36,8 +37,9 @@ const MAX_FRAMES: usize = 128;
 /// Native frames followed up to the return into Java code of a sample taken in native code
 /// that Java code called without leaving Java (see `walk`).
 const LEAF_FRAMES: usize = 8;
-/// Bounds each name cache: their keys (code addresses, `Method*`s) come from the target.
-const MAX_CACHED: usize = 1 << 16;
+/// What the caches may hold until `Walker::set_budget` says (their keys, code addresses and
+/// `Method*`s, come from the target: each cache is bounded by bytes).
+const DEFAULT_CACHE_BYTES: u64 = 16 << 20;
 
 /// How a frame runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,12 +174,13 @@ struct LineLayout {
 pub struct Walker {
     layout: Layout,
     heaps: Vec<Heap>,
-    methods: HashMap<u64, Option<String>>,
+    /// Names by `Method*` (None: unreadable).
+    methods: Methods,
     /// Source lines by (`Method*`, bci).
-    lines: HashMap<(u64, i32), Option<u32>>,
+    lines: Lines,
     /// Whether Java's stack traces hide a method, by `Method*`.
-    hidden: HashMap<u64, bool>,
-    blobs: HashMap<u64, Blob>,
+    hidden: Bounded<u64, bool>,
+    blobs: Bounded<u64, Blob>,
     /// None when this JVM's debug information cannot be found: compiled frames are then
     /// named by their own method only.
     inlining: Option<Inlining>,
@@ -192,6 +195,53 @@ struct Blob {
     name: String,
     frame_words: u64,
     method: Option<u64>,
+}
+
+/// The caches' parts of the walker's budget, in sixteenths: names are the most and the
+/// largest; the inlining tables and chains get the rest (see `Inlining::set_budget`).
+const METHODS: u64 = 8;
+const LINES: u64 = 2;
+const HIDDEN: u64 = 1;
+const BLOBS: u64 = 2;
+
+fn method_bytes(_: &u64, name: &Option<String>) -> u64 {
+    name.as_deref().map_or(0, budget::heap_bytes)
+}
+
+fn blob_bytes(_: &u64, blob: &Blob) -> u64 {
+    budget::heap_bytes(&blob.name)
+}
+
+fn no_heap<K, V>(_: &K, _: &V) -> u64 {
+    0
+}
+
+impl Walker {
+    /// Keeps the caches within `bytes` in all.
+    pub fn set_budget(&mut self, bytes: u64) {
+        let part = |sixteenths: u64| bytes / 16 * sixteenths;
+        self.methods.set_max_bytes(part(METHODS));
+        self.lines.set_max_bytes(part(LINES));
+        self.hidden.set_max_bytes(part(HIDDEN));
+        self.blobs.set_max_bytes(part(BLOBS));
+        if let Some(inlining) = &mut self.inlining {
+            inlining.set_budget(part(16 - METHODS - LINES - HIDDEN - BLOBS));
+        }
+    }
+}
+
+type Methods = Bounded<u64, Option<String>>;
+type Lines = Bounded<(u64, i32), Option<u32>>;
+
+/// The caches, empty, within `bytes` in all (see `set_budget`).
+fn caches(bytes: u64) -> (Methods, Lines, Bounded<u64, bool>, Bounded<u64, Blob>) {
+    let part = |sixteenths: u64| bytes / 16 * sixteenths;
+    (
+        Bounded::new(part(METHODS), method_bytes, None),
+        Bounded::new(part(LINES), no_heap, None),
+        Bounded::new(part(HIDDEN), no_heap, None),
+        Bounded::new(part(BLOBS), blob_bytes, None),
+    )
 }
 
 impl Walker {
@@ -261,13 +311,14 @@ impl Walker {
             Ok(i) => (Some(i), None),
             Err(e) => (None, Some(format!("{e:#}"))),
         };
+        let (methods, lines, hidden, blobs) = caches(DEFAULT_CACHE_BYTES);
         let mut walker = Self {
             layout,
             heaps: Vec::new(),
-            methods: HashMap::new(),
-            lines: HashMap::new(),
-            hidden: HashMap::new(),
-            blobs: HashMap::new(),
+            methods,
+            lines,
+            hidden,
+            blobs,
             inlining,
             inlining_error,
             debug: std::env::var_os("PINPROF_DEBUG").is_some(),
@@ -551,9 +602,6 @@ impl Walker {
             .u64(method.wrapping_add(self.layout.method_const))
             .and_then(|c| mem.u32(c.wrapping_add(flag.0)))
             .is_ok_and(|flags| flags & flag.1 != 0);
-        if self.hidden.len() >= MAX_CACHED {
-            self.hidden.clear();
-        }
         self.hidden.insert(method, hidden);
         hidden
     }
@@ -647,9 +695,6 @@ impl Walker {
             return known;
         }
         let line = self.read_line(mem, method, bci);
-        if self.lines.len() >= MAX_CACHED {
-            self.lines.clear();
-        }
         self.lines.insert((method, bci), line);
         line
     }
@@ -732,9 +777,6 @@ impl Walker {
             }
         }
         let blob = self.read_blob(mem, start)?;
-        if self.blobs.len() >= MAX_CACHED {
-            self.blobs.clear();
-        }
         self.blobs.insert(start, blob.clone());
         Some(blob)
     }
@@ -833,9 +875,6 @@ impl Walker {
                 "Method* {method:#x} cannot be read (a stale slot, or its class was unloaded)"
             ));
         }
-        if self.methods.len() >= MAX_CACHED {
-            self.methods.clear();
-        }
         self.methods.insert(method, name.clone());
         name.unwrap_or_else(|| UNKNOWN_JAVA_FRAME.into())
     }
@@ -855,7 +894,10 @@ impl Walker {
             mem,
             at(pool.wrapping_add(l.pool_size), 8 * u64::from(index))?,
         )?;
-        Some(format!("{}.{name}", class.replace('/', ".")))
+        // Each part is cut to a name's length already; the whole is one name.
+        let mut name = format!("{}.{name}", class.replace('/', "."));
+        budget::cut_name(&mut name);
+        Some(name)
     }
 
     fn symbol(&self, mem: &impl Target, symbol: u64) -> Option<String> {
@@ -981,6 +1023,7 @@ mod tests {
     }
 
     fn walker(layout: Layout) -> Walker {
+        let (methods, lines, hidden, blobs) = caches(DEFAULT_CACHE_BYTES);
         Walker {
             layout,
             heaps: vec![Heap {
@@ -989,10 +1032,10 @@ mod tests {
                 segmap: SEGMAP,
                 log2_segment: 6,
             }],
-            methods: HashMap::new(),
-            lines: HashMap::new(),
-            hidden: HashMap::new(),
-            blobs: HashMap::new(),
+            methods,
+            lines,
+            hidden,
+            blobs,
             inlining: None,
             inlining_error: None,
             debug: false,

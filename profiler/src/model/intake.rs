@@ -254,6 +254,16 @@ fn cut_event(event: &mut Event) -> u64 {
         Event::JavaThreadClasses { threads, .. } => {
             return threads.iter_mut().map(|(_, c)| text(c, MAX_TEXT)).sum();
         }
+        Event::JavaThreadsChanged {
+            listed, classes, ..
+        } => {
+            let names = listed.iter_mut().filter_map(|t| t.name.as_mut());
+            return names.map(|n| text(n, MAX_TEXT)).sum::<u64>()
+                + classes
+                    .iter_mut()
+                    .map(|(_, c)| text(c, MAX_TEXT))
+                    .sum::<u64>();
+        }
         Event::Warning(w) => return text(w, MAX_TEXT),
         Event::Syscall(s) => {
             return text(&mut s.name, MAX_TEXT) + s.fd.as_mut().map_or(0, |f| text(f, MAX_TEXT));
@@ -266,6 +276,7 @@ fn cut_event(event: &mut Event) -> u64 {
         | Event::Sampling { .. }
         | Event::OnCpu(_)
         | Event::SampleStack { .. }
+        | Event::MemoryBudget { .. }
         | Event::LateWakeup(_) => {}
         Event::SchedStats { threads, .. } => {
             // Each histogram's buckets are bounded by the kernel's; a thread list by the

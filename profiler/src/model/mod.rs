@@ -65,6 +65,8 @@ pub struct Model {
     pub java_thread_classes: HashMap<u32, String>,
     /// Carriers alive, from each Java thread snapshot: (time, count).
     pub carrier_counts: Vec<(u64, u32)>,
+    /// The memory budget the recording was made under, and what it cut (the last said).
+    pub memory_budget: Option<(u64, crate::events::Cuts)>,
     /// Java stacks of off-CPU intervals, by (thread, interval start).
     pub java_stacks: FastMap<(u32, u64), StackId>,
     pub fp_check: Option<crate::events::FramePointerCheck>,
@@ -220,11 +222,18 @@ impl Model {
             ));
             self.end_mono_ns = self.end_from_events();
         }
-        if let crate::recording::StopReason::Error(e) = &end.reason {
-            let mut e = e.clone();
-            intake::text(&mut e, intake::MAX_TEXT);
-            self.warnings
-                .push(format!("capture stopped on an error: {e}"));
+        match &end.reason {
+            crate::recording::StopReason::Error(e) => {
+                let mut e = e.clone();
+                intake::text(&mut e, intake::MAX_TEXT);
+                self.warnings
+                    .push(format!("capture stopped on an error: {e}"));
+            }
+            reason @ crate::recording::StopReason::SizeCap { .. } => {
+                self.warnings
+                    .push(format!("capture stopped early: {reason}"));
+            }
+            _ => {}
         }
     }
 
@@ -314,6 +323,29 @@ impl Model {
                     self.java_thread_classes.entry(tid).or_insert(class);
                 }
             }
+            Event::JavaThreadsChanged {
+                time_ns,
+                listed,
+                classes,
+                gone: _,
+                carriers,
+            } => {
+                // Threads gone from the list stay known, as in whole lists: their waits
+                // before they ended are theirs.
+                for t in listed {
+                    if let Some(name) = &t.name {
+                        self.names.insert(t.tid, name.clone());
+                    }
+                    let carrier = t.carrier;
+                    let seen = self.java_threads.entry(t.tid).or_insert(t);
+                    seen.carrier |= carrier;
+                }
+                for (tid, class) in classes {
+                    self.java_thread_classes.entry(tid).or_insert(class);
+                }
+                self.carrier_counts.push((time_ns, carriers));
+            }
+            Event::MemoryBudget { bytes, cuts, .. } => self.memory_budget = Some((bytes, cuts)),
             Event::Warning(w) => self.warnings.push(w),
             Event::Container(c) => self.container = Some(c),
             Event::FramePointerCheck(check) => self.fp_check = Some(check),

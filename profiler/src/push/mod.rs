@@ -6,8 +6,9 @@
 //! never queued up.
 //!
 //! The server may be slow or hostile, and the target's text goes into the profile's name, so:
-//! - the recorder never waits on the pusher: records reach it through a bounded tee
-//!   ([`TEE_BUDGET`]), and a period whose records it missed is not pushed (counted, said);
+//! - the recorder never waits on the pusher: records reach it through a tee bounded by the
+//!   memory budget's share for queues, and a period whose records it missed is not pushed
+//!   (counted, said);
 //! - the pusher never waits on the server: profiles go to a thread of their own through a
 //!   queue of one ([`WAITING`]); a profile that finds it full is dropped (counted, said);
 //! - a push has one deadline (`--push-timeout`) for all of it: the name lookup (on a thread of
@@ -30,20 +31,12 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::{
-    analysis::Analysis,
-    model::Model,
-    record,
-    recording::{Record, tee},
-};
+use crate::{analysis::Analysis, model::Model, record, recording::Record};
 pub use link::WAITING;
 use link::{Outbox, Request};
 use name::series_name;
 pub use name::{AppName, Label};
 
-/// Bytes of records that may wait between the recorder and the pusher; past it, events are
-/// dropped (the recording file has them all) and the period they belong to is not pushed.
-pub const TEE_BUDGET: usize = 16 << 20;
 /// Where and how to push.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -366,9 +359,8 @@ pub fn run(record: &record::Options, push: &Options) -> Result<(record::Summary,
     push.check()?;
     let stop = crate::signals::stop_flag()?;
     let quit = Arc::new(AtomicBool::new(false));
-    let (tee, rx) = tee::bounded(TEE_BUDGET);
     let outbox = Outbox::start(push)?;
-    let recorder = record::spawn_teed(record, &stop, &quit, tee)?;
+    let (recorder, rx) = record::spawn_teed(record, &stop, &quit)?;
     let mut pushed = Pushed::default();
     let mut model: Option<Model> = None;
     let mut host = String::new();

@@ -1,13 +1,16 @@
 //! Watching the JVM while recording: its Java threads made known to the kernel programs and
 //! written, the classes of the monitors threads wait for, and the carriers' open waits.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
 
 use anyhow::Result;
 
 use super::Session;
 use crate::{
-    capture,
+    budget, capture,
     events::{Event, JavaThreadInfo, OffCpuState, OpenWait, ParkBlocker},
     jvm::hotspot::{Hotspot, JavaThread},
 };
@@ -59,29 +62,73 @@ pub(super) fn known_thread(t: &JavaThread) -> capture::KnownThread {
     }
 }
 
+/// Counts the cut names of threads about to be written (the reader cuts each time it reads,
+/// each second; what the recording holds is counted once).
+fn count_cut_names(threads: &[JavaThread]) {
+    let cut = threads
+        .iter()
+        .filter(|t| t.name.as_deref().is_some_and(budget::is_cut))
+        .count();
+    budget::TALLY.add(budget::Cut::Name, cut as u64);
+}
+
 impl Session {
     /// Takes what the thread watch read of the JVM's thread list since last time (it has
-    /// told the kernel already), and writes it.
+    /// told the kernel already), and writes what changed.
     pub(super) fn refresh_java_threads(&mut self) -> Result<()> {
-        let Some(watch) = &self.watch else {
+        let Some(change) = self.watch.as_ref().and_then(|w| w.changes()) else {
             return Ok(());
         };
-        for update in watch.updates() {
-            if let Some(why) = update.failed
-                && !self.registration_failed
-            {
-                self.registration_failed = true;
-                self.writer.write_event(&Event::Warning(format!(
-                    "some Java threads could not be made known to the kernel programs ({why}): \
-                     their waits count as blocked"
-                )))?;
-            }
-            if let Some(jvm) = &mut self.jvm {
-                jvm.threads = update.threads;
-                self.write_java_threads(update.time_ns)?;
-            }
+        if let Some(why) = change.failed
+            && !self.registration_failed
+        {
+            self.registration_failed = true;
+            self.writer.write_event(&Event::Warning(format!(
+                "some Java threads could not be made known to the kernel programs ({why}): \
+                 their waits count as blocked"
+            )))?;
         }
-        Ok(())
+        // The watcher reads within the shares measured once pinprof had started; the first
+        // read, before, was held to a smaller one: from its first change on, it says.
+        self.threads_not_listed = match self.list_watched {
+            true => self.threads_not_listed.max(change.not_listed),
+            false => change.not_listed,
+        };
+        self.list_watched = true;
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(());
+        };
+        let replaced: HashSet<u32> = change
+            .gone
+            .iter()
+            .copied()
+            .chain(change.listed.iter().map(|t| t.tid))
+            .collect();
+        jvm.threads.retain(|t| !replaced.contains(&t.tid));
+        jvm.threads.extend(change.listed.iter().cloned());
+        let carriers = jvm.threads.iter().filter(|t| t.carrier).count();
+        count_cut_names(&change.listed);
+        let listed = change
+            .listed
+            .iter()
+            .map(|t| JavaThreadInfo {
+                tid: t.tid,
+                name: t.name.clone(),
+                carrier: t.carrier,
+            })
+            .collect();
+        let classes = change
+            .listed
+            .iter()
+            .filter_map(|t| Some((t.tid, t.class.clone()?)))
+            .collect();
+        self.writer.write_event(&Event::JavaThreadsChanged {
+            time_ns: change.time_ns,
+            listed,
+            classes,
+            gone: change.gone,
+            carriers: u32::try_from(carriers).unwrap_or(u32::MAX),
+        })
     }
 
     /// Writes the Java threads last read (their full names, which are carriers).
@@ -89,6 +136,7 @@ impl Session {
         let Some(jvm) = self.jvm.as_ref().filter(|j| !j.threads.is_empty()) else {
             return Ok(());
         };
+        count_cut_names(&jvm.threads);
         let threads = jvm
             .threads
             .iter()
@@ -134,16 +182,15 @@ impl Session {
             .then(|| jvm.hotspot.monitor_class_object(monitor))
             .flatten();
         // One entry per monitor seen; a program that inflates monitors without end would
-        // grow it for ever, so it is forgotten now and then (and re-read).
-        if self.monitor_classes.len() >= 100_000 {
-            self.monitor_classes.clear();
-        }
-        let said = self.monitor_classes.insert(
+        // grow it for ever: the budget's map forgets the ones not seen lately (and re-reads).
+        let changed = self
+            .monitor_classes
+            .get(&monitor)
+            .is_none_or(|(_, before, object)| *before != class || *object != class_object);
+        self.monitor_classes.insert(
             monitor,
             (Instant::now(), class.clone(), class_object.clone()),
         );
-        let changed =
-            said.is_none_or(|(_, before, object)| before != class || object != class_object);
         if changed {
             self.writer.write_event(&Event::MonitorClass {
                 time_ns,

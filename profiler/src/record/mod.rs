@@ -36,8 +36,9 @@ use stacks::Stacks;
 use thread_watch::ThreadWatch;
 
 use crate::{
+    budget::{self, Bounded, Budget, TALLY},
     capture::{self, Capture},
-    events::{Event, FramePointerCheck},
+    events::{Cuts, Event, FramePointerCheck},
     fdname, jvm,
     mappings::MapsWatch,
     recording::{End, Header, RecordingWriter, StopReason},
@@ -70,6 +71,10 @@ pub struct Options {
     pub on_cpu_hz: Option<u32>,
     /// Wake-ups that wait at least this long for a CPU are events, with their waker.
     pub late_wakeup: Duration,
+    /// The most memory pinprof may hold, what the target makes it keep included.
+    pub budget: Budget,
+    /// The recording ends once its file reaches this size (None: no cap).
+    pub max_size: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -84,6 +89,9 @@ pub struct Summary {
     pub lost_causes: String,
     pub reason: StopReason,
     pub seconds: f64,
+    /// The memory budget recorded under, and what was cut to stay in it.
+    pub budget: Budget,
+    pub cuts: Cuts,
 }
 
 /// How often the ring buffer is drained when the target is not busy (the kernel programs do
@@ -92,6 +100,10 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(100);
 
 /// How often counters are snapshot into the file and the file is flushed.
 const CHECKPOINT: Duration = Duration::from_secs(1);
+
+/// How long the ending may take to drain what the kernel made last and walk the stacks of
+/// the waits still open: past it, what is left is counted lost.
+const CLOSING: Duration = Duration::from_secs(2);
 
 /// Records until the duration ends, Ctrl-C, SIGTERM or a hang-up (the recording is finished
 /// all the same), or the target exits.
@@ -104,16 +116,23 @@ pub fn run(options: &Options) -> Result<Summary> {
     run_with(options, stops, None)
 }
 
-/// Records on a thread of its own, the stream teed to `tx` (a live view, a pusher); a bug
-/// in the recorder ends the recording with an error, not the process. Stopped by `stop` (a
-/// signal) or `quit` (the user leaving the view).
+/// Records on a thread of its own, the stream teed to the receiver returned (a live view, a
+/// pusher), which holds at most the queues' share of the budget; a bug in the recorder ends
+/// the recording with an error, not the process. Stopped by `stop` (a signal) or `quit` (the
+/// user leaving the view).
 pub fn spawn_teed(
     options: &Options,
     stop: &std::sync::Arc<AtomicBool>,
     quit: &std::sync::Arc<AtomicBool>,
-    tee: impl Into<crate::recording::Tee>,
-) -> Result<std::thread::JoinHandle<Result<Summary>>> {
-    let tee = tee.into();
+) -> Result<(
+    std::thread::JoinHandle<Result<Summary>>,
+    crate::recording::TeeReceiver,
+)> {
+    let queues = options
+        .budget
+        .shares(None, options.ring_buffer_bytes.into())
+        .queues;
+    let (tx, rx) = crate::recording::tee(queues);
     let (options, stop, quit) = (
         options.clone(),
         std::sync::Arc::clone(stop),
@@ -127,11 +146,12 @@ pub fn spawn_teed(
                 quit: &quit,
             };
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_with(&options, stops, Some(tee))
+                run_with(&options, stops, Some(tx))
             }))
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the recorder stopped on an internal error")))
         })
         .context("cannot start the recorder")
+        .map(|recorder| (recorder, rx))
 }
 
 /// What ends a recording before its duration: a signal, or the user quitting a live view.
@@ -146,9 +166,11 @@ pub struct Stops<'a> {
 pub fn run_with(
     options: &Options,
     stop: Stops,
-    tee: Option<crate::recording::Tee>,
+    tee: Option<crate::recording::TeeSender>,
 ) -> Result<Summary> {
     capture::check_privileges()?;
+    // What is cut from here on is this recording's.
+    let cuts_at_start = TALLY.snapshot();
     let target = Target::open(options.pid)?;
     let process = target.process().clone();
     let pid_ns = crate::namespaces::capture_namespace(&process)?;
@@ -235,6 +257,23 @@ pub fn run_with(
             waits
         },
     )?;
+    // pinprof is now about as large as it is before the target grows anything (the programs
+    // loaded, the ring buffer mapped, the JVM's symbols read): the shares are of what the
+    // budget leaves. (The ring buffer is counted whole: it fills as the target makes events.)
+    let ring = u64::from(options.ring_buffer_bytes);
+    let shares = options
+        .budget
+        .shares(crate::budget::resident_bytes().map(|r| r + ring), ring);
+    let mut jvm = jvm;
+    if let Some(jvm) = &mut jvm {
+        jvm.hotspot.set_shares(shares);
+    }
+    let list_reader = list_reader.map(|reader| {
+        reader.map(|mut r| {
+            r.set_shares(shares);
+            r
+        })
+    });
     let watch = match (list_reader, capture.take_registry(), &jvm) {
         (Some(reader), Some(registry), Some(jvm)) => reader
             .and_then(|reader| ThreadWatch::start(reader, registry, jvm.threads.clone()))
@@ -272,6 +311,7 @@ pub fn run_with(
     };
     let quiet = tee.is_some();
     let mut writer = RecordingWriter::create(output, &header, tee)?;
+    writer.set_max_bytes(options.max_size);
     for warning in warnings {
         if !quiet {
             say!("pinprof: warning: {warning}");
@@ -296,7 +336,13 @@ pub fn run_with(
         capture,
         writer,
         known_threads: HashSet::new(),
-        monitor_classes: HashMap::new(),
+        monitor_classes: Bounded::new(
+            shares.java_names / 4,
+            |_, (_, class, object): &(Instant, String, Option<String>)| {
+                budget::heap_bytes(class) + object.as_deref().map_or(0, budget::heap_bytes)
+            },
+            None,
+        ),
         init_waits: Default::default(),
         blockers_read: Default::default(),
         blocker_cursor: 0,
@@ -315,7 +361,16 @@ pub fn run_with(
         exit_ns: None,
         queue: Default::default(),
         cgroup,
+        budget: options.budget,
+        cuts_at_start,
+        threads_not_listed: 0,
+        list_watched: false,
     };
+    session.threads_not_listed = session
+        .jvm
+        .as_ref()
+        .map_or(0, |j| j.hotspot.threads_not_listed());
+    session.stacks.set_budget(shares.stacks);
     let started_ns = session.capture.started_ns();
     session.write_accounts(started_ns, first_accounts)?;
     if let Some(Ok(first)) = &mut first_cgroup {
@@ -335,6 +390,7 @@ pub fn run_with(
         Ok(reason) => reason.clone(),
         Err(e) => StopReason::Error(format!("{e:#}")),
     };
+    let cuts = session.cuts();
     let Session {
         writer,
         capture,
@@ -377,6 +433,8 @@ pub fn run_with(
         lost_causes,
         reason,
         seconds: (end_mono_ns - header.start_mono_ns) as f64 / 1e9,
+        budget: options.budget,
+        cuts,
     })
 }
 
@@ -395,7 +453,7 @@ struct Session {
     /// deflated monitor may serve another object).
     /// Per monitor: when it was named, its object's class and, for a `java.lang.Class`
     /// object, the class that stands for.
-    monitor_classes: HashMap<u64, (Instant, String, Option<String>)>,
+    monitor_classes: Bounded<u64, (Instant, String, Option<String>)>,
     /// The class initializations carriers wait for.
     init_waits: crate::jvm::initwait::InitWaits,
     /// The wait (its start) whose park blocker was read last, by thread.
@@ -424,6 +482,13 @@ struct Session {
     exit_ns: Option<u64>,
     queue: queue_watch::QueueWatch,
     cgroup: cgroup_watch::CgroupWatch,
+    budget: Budget,
+    /// The process's tally of cuts as the recording began.
+    cuts_at_start: Cuts,
+    /// The most threads of the JVM's list a read left out.
+    threads_not_listed: u64,
+    /// Whether the thread watch has said a change yet.
+    list_watched: bool,
 }
 
 impl Session {
@@ -433,7 +498,11 @@ impl Session {
             self.writer.write_event(&Event::Thread(thread))?;
         }
         self.write_java_threads(capture::monotonic_ns())?;
-        let started = Instant::now();
+        // The duration is the window's: counted from the capture's start, not from here
+        // (writing what was there at the start can take a while).
+        let started = Instant::now()
+            .checked_sub(self.window(capture::monotonic_ns()))
+            .unwrap_or_else(Instant::now);
         let mut last_checkpoint = Instant::now();
         let mut raws = Vec::new();
         let progress = Progress::new(options.progress);
@@ -448,7 +517,11 @@ impl Session {
             if options.duration.is_some_and(|d| started.elapsed() >= d) {
                 break StopReason::Duration;
             }
-            raws.clear();
+            if self.writer.full() {
+                break StopReason::SizeCap {
+                    bytes: options.max_size.unwrap_or(0),
+                };
+            }
             let drained = self.capture.poll(wait, &mut raws)?;
             // A busy target fills the ring buffer faster: come back sooner, before it is full.
             wait = if drained > self.capture.ring_buffer_bytes / 8 {
@@ -457,14 +530,26 @@ impl Session {
                 DRAIN_PERIOD
             };
             self.refresh_java_threads()?;
-            if self.handle(&raws)? {
+            // Each record can be made slow to handle (a stack to name, a thread to read): the
+            // end is looked at as they go, and those left then are handled as the recording
+            // ends, within its deadline.
+            let end = || {
+                stop.quit.load(Ordering::Relaxed)
+                    || stop.signal.load(Ordering::Relaxed)
+                    || options.duration.is_some_and(|d| started.elapsed() >= d)
+            };
+            if self.handle(&mut raws, &end)? {
                 break StopReason::TargetExited;
             }
             self.keep_stack_map_roomy();
+            if !raws.is_empty() {
+                continue;
+            }
             self.name_class_init_waits()?;
             self.name_park_blockers()?;
             self.sample_queued(false)?;
-            if last_checkpoint.elapsed() >= CHECKPOINT {
+            // (Not when the recording ends now: the ending takes its last checkpoint.)
+            if last_checkpoint.elapsed() >= CHECKPOINT && !end() {
                 last_checkpoint = Instant::now();
                 self.checkpoint()?;
                 self.say_cuts(&progress)?;
@@ -479,6 +564,10 @@ impl Session {
                 );
             }
         };
+        // What the ending does is bounded too, whatever the target makes it: what is left at
+        // this deadline is counted lost.
+        let closing = Instant::now() + CLOSING;
+        let closed = || Instant::now() >= closing;
         if let Some(watch) = &mut self.watch {
             watch.stop();
         }
@@ -489,16 +578,19 @@ impl Session {
         self.checkpoint()?;
         self.say_cuts(&progress)?;
         let end_ns = self.capture.stop(self.exit_ns);
-        raws.clear();
+        // (After the records the loop had no time for.)
         self.capture.poll(Duration::ZERO, &mut raws)?;
-        self.handle(&raws)?;
-        self.close_open_intervals(end_ns)?;
+        self.handle(&mut raws, &closed)?;
+        self.capture.count_unhandled(raws.len() as u64);
+        raws.clear();
+        self.close_open_intervals(end_ns, &closed)?;
         self.close_open_syscalls(end_ns)?;
         // The counts as the capture stopped, so the file says what the closing line says.
         self.writer.write_event(&Event::Counters {
             time_ns: end_ns,
             counters: self.capture.counters(),
         })?;
+        self.write_budget(end_ns)?;
 
         progress.finish(
             self.window(end_ns),
@@ -523,6 +615,24 @@ impl Session {
     /// The recording's window up to `now_ns`: what the progress line and the summary give.
     fn window(&self, now_ns: u64) -> Duration {
         Duration::from_nanos(now_ns.saturating_sub(self.capture.started_ns()))
+    }
+
+    /// What was cut to stay in the budget since the recording began.
+    fn cuts(&self) -> Cuts {
+        Cuts {
+            threads_not_listed: self.threads_not_listed,
+            ..TALLY.snapshot().since(&self.cuts_at_start)
+        }
+    }
+
+    /// Says the budget and what it cut so far (at each checkpoint and at the end).
+    fn write_budget(&mut self, time_ns: u64) -> Result<()> {
+        let cuts = self.cuts();
+        self.writer.write_event(&Event::MemoryBudget {
+            time_ns,
+            bytes: self.budget.bytes(),
+            cuts,
+        })
     }
 }
 

@@ -122,7 +122,13 @@ pub(super) fn open_jvm(
     stop: &AtomicBool,
 ) -> Option<Hotspot> {
     let hotspot = match &info.runtime {
-        Some(r) if r.kind == "hotspot" => match Hotspot::attach(process, r.major()) {
+        Some(r) if r.kind == "hotspot" => match Hotspot::attach(
+            process,
+            r.major(),
+            options
+                .budget
+                .shares(None, options.ring_buffer_bytes.into()),
+        ) {
             Ok(h) => {
                 if let Some(e) = &h.walk_error {
                     warnings.push(format!("cannot walk this JVM's Java stacks: {e}"));

@@ -10,6 +10,7 @@ use super::{
     stack_ids::{Held, Resolved, Slot, StackIds},
 };
 use crate::{
+    budget::{self, Bounded, Cut},
     events::{Event, Frame, FrameKind, Stack},
     jvm::{chunk::Frozen, walk::Tier},
     mappings::MapsWatch,
@@ -22,36 +23,78 @@ pub(super) struct Stacks {
     /// The kernel's stack ids, as the recording names them (see `stack_ids`).
     ids: StackIds,
     /// The kernel's stacks written so far, by kernel or user side and addresses: the same
-    /// stack taken again after the kernel's map was emptied keeps its id in the recording.
-    kernel: HashMap<(bool, Vec<u64>), u32>,
+    /// stack taken again after the kernel's map was emptied keeps its id in the recording
+    /// (forgotten as `own` is, then written again under a new id).
+    kernel: Bounded<(bool, Vec<u64>), u32>,
     /// The kernel's stack misses counted when the map was last emptied, and when that was.
     misses_seen: u64,
     emptied_at: Option<std::time::Instant>,
     /// Stacks made in user space (Java walks, DWARF unwinds) written so far, by their frames;
-    /// their ids start at `OWN_STACK_IDS`.
-    own: HashMap<Vec<Frame>, u32>,
+    /// their ids start at `OWN_STACK_IDS`. A target makes as many as it likes: the ones not
+    /// used for a while are forgotten, and written again (under a new id) when they come back.
+    own: Bounded<Vec<Frame>, u32>,
+    /// The id the next stack made in user space gets.
+    next_own: u32,
     unwinder: NativeUnwinder,
     /// DWARF-unwound native stacks waiting for their event: (thread, key time) -> stack id.
     pending_native: HashMap<(u32, u64), u32>,
-    /// Stack ids of the native stacks unwound so far, by their addresses.
-    unwound: HashMap<Vec<u64>, u32>,
+    /// Stack ids of the native stacks unwound so far, by their addresses (forgotten as
+    /// `own`, whose ids they are).
+    unwound: Bounded<Vec<u64>, u32>,
     /// The next id for a kernel stack in the recording.
     next_kernel_id: u32,
 }
 
+/// What a stack costs kept as a key of `own`.
+fn frames_bytes(frames: &Vec<Frame>, _: &u32) -> u64 {
+    let texts: u64 = frames
+        .iter()
+        .flat_map(|f| [&f.name, &f.module])
+        .flatten()
+        .map(|s| budget::heap_bytes(s))
+        .sum();
+    (frames.capacity() * std::mem::size_of::<Frame>()) as u64 + 16 + texts
+}
+
+fn addrs_bytes(addrs: &Vec<u64>, _: &u32) -> u64 {
+    (addrs.capacity() * 8) as u64 + 16
+}
+
+fn kernel_bytes((_, addrs): &(bool, Vec<u64>), id: &u32) -> u64 {
+    addrs_bytes(addrs, id) + 8
+}
+
+/// The stack tables' budget until `Stacks::set_budget` says.
+const DEFAULT_BUDGET: u64 = 32 << 20;
+
 impl Stacks {
     pub(super) fn new() -> Self {
+        let (own, unwound, kernel) = Self::parts(DEFAULT_BUDGET);
         Self {
             ids: StackIds::default(),
-            kernel: HashMap::new(),
+            kernel: Bounded::new(kernel, kernel_bytes, None),
             misses_seen: 0,
             emptied_at: None,
-            own: HashMap::new(),
+            own: Bounded::new(own, frames_bytes, Some(Cut::StackForgotten)),
+            next_own: OWN_STACK_IDS,
             unwinder: NativeUnwinder::new(),
             pending_native: HashMap::new(),
-            unwound: HashMap::new(),
+            unwound: Bounded::new(unwound, addrs_bytes, None),
             next_kernel_id: 0,
         }
+    }
+
+    /// Keeps the tables within `bytes` in all: most for the stacks' frames, an eighth each
+    /// for the addresses that lead to them (unwound native stacks, the kernel's stacks).
+    pub(super) fn set_budget(&mut self, bytes: u64) {
+        let (own, unwound, kernel) = Self::parts(bytes);
+        self.own.set_max_bytes(own);
+        self.unwound.set_max_bytes(unwound);
+        self.kernel.set_max_bytes(kernel);
+    }
+
+    fn parts(bytes: u64) -> (u64, u64, u64) {
+        (bytes - bytes / 4, bytes / 8, bytes / 8)
     }
 
     /// The native stack unwound for the event of `tid` keyed by `key_ns`, if one was; taken.
@@ -63,10 +106,6 @@ impl Stacks {
 /// Stacks made in user space (Java walks, DWARF unwinds) get ids of their own, above those
 /// of the kernel's stacks.
 const OWN_STACK_IDS: u32 = 1 << 31;
-
-/// Kernel stacks remembered by their addresses; past this many, forgotten (a stack seen
-/// again is then written again under a new id: more bytes, the same figures).
-const MAX_KERNEL_STACKS: usize = 1 << 16;
 
 /// The kernel's stack map is emptied at most this often for the stacks it refused (see
 /// `Session::keep_stack_map_roomy`).
@@ -90,6 +129,16 @@ fn without_tracing_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
     let n = frames.iter().take_while(|f| tracing(f)).count();
     frames.drain(..n);
     frames
+}
+
+/// Cuts every name of a stack (symbols, modules: a C++ template's name, a path) to a name's
+/// length.
+fn cut_names(frames: &mut [Frame]) {
+    for f in frames {
+        for text in [&mut f.name, &mut f.module].into_iter().flatten() {
+            budget::cut_name(text);
+        }
+    }
 }
 
 /// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
@@ -156,9 +205,6 @@ impl Session {
         if let Some(&rec) = self.stacks.kernel.get(&key) {
             return Ok(rec);
         }
-        if self.stacks.kernel.len() >= MAX_KERNEL_STACKS {
-            self.stacks.kernel.clear();
-        }
         let id = self.stacks.next_kernel_id;
         self.stacks.next_kernel_id = (id + 1) % OWN_STACK_IDS;
         let frames = if kernel {
@@ -167,8 +213,7 @@ impl Session {
             self.symbolizer.user(&mut self.mappings, &key.1)
         };
         self.stacks.kernel.insert(key, id);
-        self.writer
-            .write_event(&Event::Stack(Stack { id, frames }))?;
+        self.write_stack(id, frames)?;
         // Many new stacks in a batch are a map filling up: looked at as the batch goes.
         if id.is_multiple_of(128) {
             self.keep_stack_map_roomy();
@@ -221,16 +266,26 @@ impl Session {
         self.stacks.ids.emptied(emptied.end_ns, deleted);
     }
 
-    /// The id of a stack made in user space, writing it the first time.
-    fn own_stack(&mut self, frames: Vec<Frame>) -> Result<u32> {
+    /// The id of a stack made in user space, writing it the first time (or the first time
+    /// since it was forgotten).
+    fn own_stack(&mut self, mut frames: Vec<Frame>) -> Result<u32> {
+        cut_names(&mut frames);
         if let Some(&id) = self.stacks.own.get(&frames) {
             return Ok(id);
         }
-        let id = OWN_STACK_IDS + self.stacks.own.len() as u32;
+        // Ids past the last one start again: a stack forgotten that long ago is used by no
+        // event still to come. (2^31 stacks of a recording: never in practice.)
+        let id = self.stacks.next_own;
+        self.stacks.next_own = id.checked_add(1).unwrap_or(OWN_STACK_IDS);
         self.stacks.own.insert(frames.clone(), id);
-        self.writer
-            .write_event(&Event::Stack(Stack { id, frames }))?;
+        self.write_stack(id, frames)?;
         Ok(id)
+    }
+
+    /// Writes a stack, every name in it cut to a name's length.
+    fn write_stack(&mut self, id: u32, mut frames: Vec<Frame>) -> Result<()> {
+        cut_names(&mut frames);
+        self.writer.write_event(&Event::Stack(Stack { id, frames }))
     }
 
     /// Unwinds a native stack the kernel copied and keeps it for its event.

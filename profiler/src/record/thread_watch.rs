@@ -11,9 +11,9 @@
 use std::{
     collections::{HashMap, HashSet},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
-        mpsc::{self, Receiver, RecvTimeoutError, Sender},
+        mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError},
     },
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -22,6 +22,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
+    budget::{self, Cut},
     capture::{self, JavaThreadRegistry},
     jvm::hotspot::{Hotspot, JavaThread},
 };
@@ -33,34 +34,111 @@ const BIRTH_PERIOD: Duration = Duration::from_millis(1);
 /// How long a new thread is looked for in the list (the JVM lists a Java thread before it
 /// starts it; a thread not listed by then is not a Java thread).
 const BIRTH_WATCH: Duration = Duration::from_secs(1);
+/// Births told and not yet taken by the watcher, at most; and births awaited at once. More
+/// are found at the next look all the same, a few ms later.
+const MAX_BIRTHS: usize = 4096;
 
-/// The JVM's Java threads as read at `time_ns` (monotonic), after a change.
-pub struct ListUpdate {
+/// What changed in the JVM's thread list, read by `time_ns` (monotonic): the list as the
+/// recorder had it, changed by this, is the list as the watcher read it last.
+#[derive(Debug, Default)]
+pub struct ListChange {
     pub time_ns: u64,
-    pub threads: Vec<JavaThread>,
+    /// Threads new to the list, or whose name, class or role changed.
+    pub listed: Vec<JavaThread>,
+    /// Threads gone from it.
+    pub gone: Vec<u32>,
     /// Why the kernel could not be told of them all, if it could not.
     pub failed: Option<String>,
+    /// Threads of the JVM's list the last read left out (see `Hotspot::threads_not_listed`).
+    pub not_listed: u64,
+}
+
+/// The changes the watcher read and the recorder has not taken yet, folded into one: however
+/// far behind the recorder falls, this holds at most the list itself and the threads the
+/// recorder knows that have gone (not a change per look, as a queue would).
+#[derive(Default)]
+struct Mailbox {
+    pending: Option<Pending>,
+    /// The threads the recorder has been told of and not told gone.
+    delivered: HashSet<u32>,
+}
+
+struct Pending {
+    time_ns: u64,
+    listed: HashMap<u32, JavaThread>,
+    gone: HashSet<u32>,
+    failed: Option<String>,
+    not_listed: u64,
+}
+
+impl Mailbox {
+    fn put(&mut self, change: ListChange) {
+        let pending = self.pending.get_or_insert_with(|| Pending {
+            time_ns: change.time_ns,
+            listed: HashMap::new(),
+            gone: HashSet::new(),
+            failed: None,
+            not_listed: 0,
+        });
+        pending.time_ns = change.time_ns;
+        pending.not_listed = change.not_listed;
+        if pending.failed.is_none() {
+            pending.failed = change.failed;
+        }
+        for tid in change.gone {
+            pending.listed.remove(&tid);
+            // A thread born and gone between two takes never reaches the recorder.
+            if self.delivered.contains(&tid) {
+                pending.gone.insert(tid);
+            }
+        }
+        for t in change.listed {
+            // (A thread id the system gave again: the recorder replaces the old thread.)
+            pending.gone.remove(&t.tid);
+            pending.listed.insert(t.tid, t);
+        }
+    }
+
+    fn take(&mut self) -> Option<ListChange> {
+        let pending = self.pending.take()?;
+        for tid in &pending.gone {
+            self.delivered.remove(tid);
+        }
+        self.delivered.extend(pending.listed.keys());
+        Some(ListChange {
+            time_ns: pending.time_ns,
+            listed: pending.listed.into_values().collect(),
+            gone: pending.gone.into_iter().collect(),
+            failed: pending.failed,
+            not_listed: pending.not_listed,
+        })
+    }
 }
 
 /// The running watcher; stopped and joined by `stop` (or when dropped).
 pub struct ThreadWatch {
     stop: Arc<AtomicBool>,
-    births: Option<Sender<u32>>,
-    updates: Receiver<ListUpdate>,
+    births: Option<SyncSender<u32>>,
+    changes: Arc<Mutex<Mailbox>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ThreadWatch {
     /// Starts following the JVM's thread list with `reader` (a reader of the JVM of its own),
-    /// from `threads`, the Java threads the kernel programs were given at start.
+    /// from `threads`, the Java threads the kernel programs were given at start (and the
+    /// recorder wrote).
     pub fn start(
         reader: Hotspot,
         registry: JavaThreadRegistry,
         threads: Vec<JavaThread>,
     ) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (births, birth_rx) = mpsc::channel();
-        let (update_tx, updates) = mpsc::channel();
+        let (births, birth_rx) = mpsc::sync_channel(MAX_BIRTHS);
+        let mailbox = Mailbox {
+            pending: None,
+            delivered: threads.iter().map(|t| t.tid).collect(),
+        };
+        let changes = Arc::new(Mutex::new(mailbox));
         let watcher = Watcher {
             hotspot: reader,
             registry,
@@ -69,31 +147,36 @@ impl ThreadWatch {
             births: HashMap::new(),
         };
         let flag = Arc::clone(&stop);
+        let mailbox = Arc::clone(&changes);
         let thread = std::thread::Builder::new()
             .name("pinprof-threads".into())
-            .spawn(move || watcher.run(&flag, &birth_rx, &update_tx))
+            .spawn(move || watcher.run(&flag, &birth_rx, &mailbox))
             .context("starting the thread that follows the JVM's threads")?;
         Ok(Self {
             stop,
             births: Some(births),
-            updates,
+            changes,
             thread: Some(thread),
         })
     }
 
     /// A thread of the target was born: it is looked for in the list at once, and often.
     pub fn born(&self, tid: u32) {
-        if let Some(births) = &self.births {
-            let _ = births.send(tid);
+        if let Some(births) = &self.births
+            && let Err(TrySendError::Full(_)) = births.try_send(tid)
+        {
+            budget::count(Cut::BirthUnsignaled);
         }
     }
 
-    /// The changes read since the last call, oldest first.
-    pub fn updates(&self) -> Vec<ListUpdate> {
-        self.updates.try_iter().collect()
+    /// What changed since the last call (None: nothing).
+    pub fn changes(&self) -> Option<ListChange> {
+        // (A watcher that panicked holding the lock left a mailbox still whole.)
+        let mut mailbox = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        mailbox.take()
     }
 
-    /// Stops the watcher; the changes it read last are still to be taken (`updates`).
+    /// Stops the watcher; the changes it read last are still to be taken (`changes`).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         // Closing the channel wakes the watcher at once.
@@ -121,7 +204,7 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn run(mut self, stop: &AtomicBool, births: &Receiver<u32>, updates: &Sender<ListUpdate>) {
+    fn run(mut self, stop: &AtomicBool, births: &Receiver<u32>, changes: &Mutex<Mailbox>) {
         while !stop.load(Ordering::Relaxed) {
             self.births.retain(|_, since| since.elapsed() < BIRTH_WATCH);
             let period = if self.births.is_empty() {
@@ -131,24 +214,28 @@ impl Watcher {
             };
             match births.recv_timeout(period) {
                 Ok(tid) => {
-                    self.births.insert(tid, Instant::now());
-                    self.births
-                        .extend(births.try_iter().map(|tid| (tid, Instant::now())));
+                    let now = Instant::now();
+                    for tid in std::iter::once(tid).chain(births.try_iter()) {
+                        if self.births.len() < MAX_BIRTHS {
+                            self.births.insert(tid, now);
+                        }
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            if let Some(update) = self.look()
-                && updates.send(update).is_err()
-            {
-                break;
+            if let Some(change) = self.look() {
+                changes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .put(change);
             }
         }
     }
 
     /// Reads the list if it changed (or a thread just born is awaited: the list may hold
-    /// it before its thread id), tells the kernel of the change, and says what it read.
-    fn look(&mut self) -> Option<ListUpdate> {
+    /// it before its thread id), tells the kernel of the change, and says what changed.
+    fn look(&mut self) -> Option<ListChange> {
         // A failed read is most likely the JVM exiting; the recorder sees the exit.
         let version = self.hotspot.thread_list_version().ok()?;
         if self.version == Some(version) && self.births.is_empty() {
@@ -158,9 +245,37 @@ impl Watcher {
         let time_ns = capture::monotonic_ns();
         self.version = Some(version);
         // Births the JVM lists are no longer awaited (new or not to this list).
-        self.births
-            .retain(|tid, _| !threads.iter().any(|t| t.tid == *tid));
+        if !self.births.is_empty() {
+            for t in &threads {
+                self.births.remove(&t.tid);
+            }
+        }
         if threads == self.threads {
+            return None;
+        }
+        // What changed, not the whole list: a list of thousands of long names changing a
+        // thousand times a second is tens of MB a second copied and written.
+        let before: HashMap<u32, &JavaThread> = self.threads.iter().map(|t| (t.tid, t)).collect();
+        let listed: Vec<JavaThread> = threads
+            .iter()
+            .filter(|t| before.get(&t.tid) != Some(t))
+            .cloned()
+            .collect();
+        let now: HashSet<u32> = threads.iter().map(|t| t.tid).collect();
+        let gone: Vec<u32> = before
+            .keys()
+            .filter(|tid| !now.contains(tid))
+            .copied()
+            .collect();
+        let new: HashSet<(u32, u64)> = threads
+            .iter()
+            .filter(|t| before.get(&t.tid).is_none_or(|b| b.addr != t.addr))
+            .map(|t| (t.tid, t.addr))
+            .collect();
+        drop(before);
+        if listed.is_empty() && gone.is_empty() {
+            // The same threads, in another order.
+            self.threads = threads;
             return None;
         }
         let addrs: Vec<_> = threads.iter().map(super::known_thread).collect();
@@ -172,8 +287,7 @@ impl Watcher {
         // it gets the state they are in (see `JavaThreadRegistry::amend_open_wait`). Read
         // after the kernel was told, so that no wait begins unknown and unamended: how many
         // times each had run, then what it is doing.
-        let known: HashSet<(u32, u64)> = self.threads.iter().map(|t| (t.tid, t.addr)).collect();
-        for t in threads.iter().filter(|t| !known.contains(&(t.tid, t.addr))) {
+        for t in threads.iter().filter(|t| new.contains(&(t.tid, t.addr))) {
             let Some(runs) = crate::target::thread_runs(self.registry.process(), t.tid) else {
                 continue;
             };
@@ -181,11 +295,63 @@ impl Watcher {
                 self.registry.amend_open_wait(t.tid, runs, java);
             }
         }
-        self.threads = threads.clone();
-        Some(ListUpdate {
+        self.threads = threads;
+        Some(ListChange {
             time_ns,
-            threads,
+            listed,
+            gone,
             failed,
+            not_listed: self.hotspot.threads_not_listed(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread(tid: u32, name: &str) -> JavaThread {
+        JavaThread {
+            tid,
+            addr: u64::from(tid) << 12,
+            name: Some(name.into()),
+            carrier: false,
+            class: None,
+        }
+    }
+
+    fn change(listed: Vec<JavaThread>, gone: Vec<u32>) -> ListChange {
+        ListChange {
+            listed,
+            gone,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn changes_the_recorder_is_behind_on_fold_into_one() {
+        let mut mailbox = Mailbox {
+            pending: None,
+            delivered: [1, 2].into(),
+        };
+        // A thread born and gone unseen, one renamed twice, one of the recorder's gone.
+        for i in 0..10_000 {
+            mailbox.put(change(vec![thread(100 + i, "churn")], vec![]));
+            mailbox.put(change(vec![], vec![100 + i]));
+        }
+        mailbox.put(change(vec![thread(1, "first")], vec![]));
+        mailbox.put(change(vec![thread(1, "second")], vec![2]));
+        let pending = mailbox.pending.as_ref().unwrap();
+        assert!(pending.listed.len() == 1 && pending.gone.len() == 1);
+        let taken = mailbox.take().unwrap();
+        assert_eq!(taken.listed, [thread(1, "second")]);
+        assert_eq!(taken.gone, [2]);
+        assert!(mailbox.take().is_none());
+        // Gone and born again under the same id: the recorder gets the new thread.
+        mailbox.put(change(vec![], vec![1]));
+        mailbox.put(change(vec![thread(1, "again")], vec![]));
+        let taken = mailbox.take().unwrap();
+        assert_eq!(taken.listed, [thread(1, "again")]);
+        assert!(taken.gone.is_empty());
     }
 }

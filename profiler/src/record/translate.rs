@@ -44,19 +44,26 @@ fn thread_state(states: &ThreadStates, raw: u32) -> JavaThreadState {
 }
 
 impl Session {
-    /// Records raw kernel records; true once the target has exited.
-    pub(super) fn handle(&mut self, raws: &[Raw]) -> Result<bool> {
+    /// Records raw kernel records, taking them from `raws`; true once the target has exited.
+    /// Once `ended` says the recording must end, the records not handled yet are left in
+    /// `raws` (each can be made slow to handle: a stack to name, a thread to read).
+    pub(super) fn handle(&mut self, raws: &mut Vec<Raw>, ended: &dyn Fn() -> bool) -> Result<bool> {
         let mut exited = false;
         // Births first: the JVM lists a new Java thread before it starts it, and what follows
         // (naming and walking stacks) can take a while, during which the new thread blocks.
         if let Some(watch) = &self.watch {
-            for raw in raws {
+            for raw in raws.iter() {
                 if let Raw::ThreadStart(life) = raw {
                     watch.born(life.tid);
                 }
             }
         }
-        for raw in raws {
+        let mut handled = raws.len();
+        for (i, raw) in raws.iter().enumerate() {
+            if i % 16 == 0 && ended() {
+                handled = i;
+                break;
+            }
             // (Cheap: the watch has read the list; this writes what it read, in order.)
             self.refresh_java_threads()?;
             match raw {
@@ -106,6 +113,9 @@ impl Session {
                     })?;
                 }
                 Raw::ThreadExit(life) => {
+                    // Its last event: the set stays as large as the threads alive, not as
+                    // all the target ever started (and an id used again is named again).
+                    self.known_threads.remove(&life.tid);
                     let known = life.run_ns != u64::MAX && life.wait_ns != u64::MAX;
                     self.writer.write_event(&Event::ThreadExit {
                         tid: life.tid,
@@ -153,6 +163,7 @@ impl Session {
                 }
             }
         }
+        raws.drain(..handled);
         Ok(exited)
     }
 
@@ -211,7 +222,11 @@ impl Session {
     }
 
     /// Writes a system call event, naming its thread the first time.
-    fn write_syscall(&mut self, event: Syscall) -> Result<()> {
+    fn write_syscall(&mut self, mut event: Syscall) -> Result<()> {
+        // What the descriptor names is the target's to choose (a path of 4 KiB a call).
+        if let Some(fd) = &mut event.fd {
+            crate::budget::cut_name(fd);
+        }
         self.thread(event.tid)?;
         self.writer.write_event(&Event::Syscall(event))?;
         self.events += 1;
@@ -302,26 +317,15 @@ impl Session {
     }
 
     /// Intervals still open when capture stops (those since before attach among them) end
-    /// at the window's end, `now`.
-    pub(super) fn close_open_intervals(&mut self, now: u64) -> Result<()> {
+    /// at the window's end, `now`; their Java stacks are walked until `ended` says the time
+    /// is up (the rest are counted lost).
+    pub(super) fn close_open_intervals(
+        &mut self,
+        now: u64,
+        ended: &dyn Fn() -> bool,
+    ) -> Result<()> {
         let open = self.capture.open_intervals();
-        // Java stacks of the threads still blocked, read now; kept below only for threads
-        // still in the same wait once all are read (one more look at the map, not one each).
-        let stacks: Vec<_> = open
-            .iter()
-            .filter_map(|(tid, start)| {
-                let mut copy = self.open_java_stack(start)?;
-                copy.head.tid = *tid;
-                Some(((*tid, start.start_ns), copy))
-            })
-            .collect();
-        let still_open: HashSet<(u32, u64)> = self
-            .capture
-            .open_intervals()
-            .iter()
-            .map(|(tid, s)| (*tid, s.start_ns))
-            .collect();
-        for (tid, start) in open {
+        for &(tid, ref start) in &open {
             let event = OffCpu {
                 tid,
                 start_ns: start.start_ns,
@@ -337,9 +341,38 @@ impl Session {
             self.writer.write_event(&Event::OffCpu(event))?;
             self.events += 1;
         }
-        for (key, copy) in stacks {
-            if still_open.contains(&key) {
-                self.java_stack(&copy, None)?;
+        // Java stacks of the threads still blocked, read now, a batch at a time (each copy is
+        // 16 KiB: a target with thousands of threads blocked would make that much at once);
+        // kept only for threads still in the same wait once the batch is read (one more look
+        // at the map a batch, not one a thread).
+        const BATCH: usize = 256;
+        for (done, batch) in open.chunks(BATCH).enumerate() {
+            if ended() {
+                let left = open.len() - done * BATCH;
+                self.capture.count_unhandled(left as u64);
+                break;
+            }
+            let stacks: Vec<_> = batch
+                .iter()
+                .filter_map(|(tid, start)| {
+                    let mut copy = self.open_java_stack(start)?;
+                    copy.head.tid = *tid;
+                    Some(((*tid, start.start_ns), copy))
+                })
+                .collect();
+            if stacks.is_empty() {
+                continue;
+            }
+            let still_open: HashSet<(u32, u64)> = self
+                .capture
+                .open_intervals()
+                .iter()
+                .map(|(tid, s)| (*tid, s.start_ns))
+                .collect();
+            for (key, copy) in stacks {
+                if still_open.contains(&key) {
+                    self.java_stack(&copy, None)?;
+                }
             }
         }
         Ok(())

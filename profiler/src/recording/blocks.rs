@@ -19,7 +19,7 @@ const MIDDLE: u8 = 3;
 const LAST: u8 = 4;
 
 /// Cuts records into fragments; keeps track of where the current block stands.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Framer {
     /// Bytes already used in the current block.
     in_block: usize,

@@ -15,13 +15,13 @@
 mod blocks;
 mod legacy;
 mod reader;
-pub mod tee;
+mod tee;
 mod writer;
 
 #[cfg(test)]
 pub use reader::Damage;
 pub use reader::{Outline, Recording, Records, stream};
-pub use tee::Tee;
+pub use tee::{TeeReceiver, TeeSender, tee};
 pub use writer::RecordingWriter;
 
 use serde::{Deserialize, Serialize};
@@ -29,12 +29,13 @@ use serde::{Deserialize, Serialize};
 use crate::events::{Event, TargetInfo};
 
 pub const MAGIC: &[u8; 8] = b"PINPREC\0";
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 /// The oldest format this pinprof still reads: formats add kinds of records (3 added
 /// `MonitorClass` and `OpenWaits`), 4 changed the framing into blocks, 5 added source lines to
 /// frames (older stacks are read by `legacy`), 6 added `ParkBlocker`, 7 `Queued`, 8 on-CPU
 /// samples, the scheduler's histograms and the cgroup's throttling (`Sampling`, `OnCpu`,
-/// `SchedStats`, `LateWakeup`, `CgroupCpu`).
+/// `SchedStats`, `LateWakeup`, `CgroupCpu`), 9 the thread list's changes and the memory
+/// budget (`JavaThreadsChanged`, `MemoryBudget`, the size cap's `StopReason`).
 pub const OLDEST_FORMAT_READ: u32 = 2;
 /// The first format written in blocks.
 pub const BLOCK_FORMAT: u32 = 4;
@@ -70,6 +71,10 @@ pub enum StopReason {
     Error(String),
     /// The user quit the live view.
     Quit,
+    /// The recording reached its size cap (`bytes`); format 9.
+    SizeCap {
+        bytes: u64,
+    },
 }
 
 impl std::fmt::Display for StopReason {
@@ -80,6 +85,11 @@ impl std::fmt::Display for StopReason {
             Self::TargetExited => write!(f, "target exited"),
             Self::Error(e) => write!(f, "error: {e}"),
             Self::Quit => write!(f, "quit from the live view"),
+            Self::SizeCap { bytes } => write!(
+                f,
+                "the recording reached its size cap ({}; --max-size)",
+                crate::budget::mib(*bytes)
+            ),
         }
     }
 }

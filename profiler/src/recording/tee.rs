@@ -1,154 +1,139 @@
-//! The recorder's live copy of its stream, for a reader in the same process (a live view, a
-//! pusher). The recorder never waits on it: a bounded tee drops events past its byte budget
-//! and counts them, so a reader that falls behind costs at most the budget, never the
-//! recorder's pace nor unbounded memory.
+//! A live consumer's copy of the stream a recorder writes (the live view, the pusher), bounded
+//! by bytes: a consumer that falls behind a target making records faster than it takes them
+//! misses records (counted, and said with what the budget cut), and the queue between them
+//! never holds more than its share of the memory budget.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, AtomicUsize, Ordering},
-    mpsc,
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+        mpsc::{self, RecvTimeoutError, TryRecvError},
+    },
+    time::Duration,
 };
 
 use super::Record;
+use crate::budget::{self, Cut};
 
-/// Where the recorder sends a copy of each record it writes.
-pub enum Tee {
-    /// Everything, however far behind the reader is (a live view that reads all it is sent).
-    Unbounded(mpsc::Sender<Record>),
-    /// At most a budget of bytes waiting (see [`bounded`]).
-    Bounded(BoundedTee),
+/// The recorder's side.
+pub struct TeeSender {
+    tx: mpsc::Sender<(Record, u64)>,
+    /// Bytes sent and not yet taken.
+    held: Arc<AtomicU64>,
+    /// Records not sent (also in the process's tally), for a consumer that needs to know
+    /// which of its stretches missed some (the pusher does not push those).
+    missed: Arc<AtomicU64>,
+    max_bytes: u64,
 }
 
-impl From<mpsc::Sender<Record>> for Tee {
-    fn from(tx: mpsc::Sender<Record>) -> Self {
-        Self::Unbounded(tx)
-    }
-}
-
-/// The sending half of [`bounded`].
-pub struct BoundedTee {
-    tx: mpsc::Sender<(Record, usize)>,
-    shared: Arc<Shared>,
-}
-
-/// The reading half of [`bounded`].
+/// The consumer's side.
 pub struct TeeReceiver {
-    rx: mpsc::Receiver<(Record, usize)>,
-    shared: Arc<Shared>,
+    rx: mpsc::Receiver<(Record, u64)>,
+    held: Arc<AtomicU64>,
+    missed: Arc<AtomicU64>,
 }
 
-struct Shared {
-    budget: usize,
-    /// Bytes sent and not yet received.
-    queued: AtomicUsize,
-    /// Events not sent: the budget was spent.
-    dropped: AtomicU64,
-}
-
-/// A tee that holds at most `budget` bytes of records waiting (a record weighs its encoded
-/// size plus its fixed in-memory size). An event that would pass the budget is dropped and
-/// counted ([`TeeReceiver::dropped`]); the header and the end are always sent (one each), so
-/// the reader always learns how the stream began and ended.
-pub fn bounded(budget: usize) -> (Tee, TeeReceiver) {
+/// A tee holding at most about `max_bytes` of records not yet taken.
+pub fn tee(max_bytes: u64) -> (TeeSender, TeeReceiver) {
     let (tx, rx) = mpsc::channel();
-    let shared = Arc::new(Shared {
-        budget,
-        queued: AtomicUsize::new(0),
-        dropped: AtomicU64::new(0),
-    });
-    let tee = BoundedTee {
-        tx,
-        shared: Arc::clone(&shared),
-    };
-    (Tee::Bounded(tee), TeeReceiver { rx, shared })
+    let held = Arc::new(AtomicU64::new(0));
+    let missed = Arc::new(AtomicU64::new(0));
+    (
+        TeeSender {
+            tx,
+            held: Arc::clone(&held),
+            missed: Arc::clone(&missed),
+            max_bytes,
+        },
+        TeeReceiver { rx, held, missed },
+    )
 }
 
-impl Tee {
-    /// Sends a copy of `record`, whose encoding is `encoded` bytes long; a reader that has
-    /// gone is ignored. Never waits.
-    pub(crate) fn send(&self, record: Record, encoded: usize) {
-        match self {
-            Self::Unbounded(tx) => {
-                let _ = tx.send(record);
-            }
-            Self::Bounded(tee) => {
-                let weight = encoded.saturating_add(size_of::<Record>());
-                let shared = &tee.shared;
-                // One sender: what is queued only shrinks between this check and the add.
-                let queued = shared.queued.load(Ordering::Acquire);
-                if matches!(record, Record::Event(_))
-                    && queued.saturating_add(weight) > shared.budget
-                {
-                    shared.dropped.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-                shared.queued.fetch_add(weight, Ordering::AcqRel);
-                if tee.tx.send((record, weight)).is_err() {
-                    shared.queued.fetch_sub(weight, Ordering::AcqRel);
-                }
-            }
+/// What a record of `encoded` bytes (its encoding's length) holds in memory, about: its
+/// strings and vectors have headers the encoding has not.
+fn held_bytes(encoded: usize) -> u64 {
+    2 * encoded as u64 + 64
+}
+
+impl TeeSender {
+    /// Sends `record` (`encoded` bytes long in the file), unless the consumer is too far
+    /// behind to take it (counted). The header and the end always go: the consumer needs them
+    /// whatever it missed. A consumer that has gone is not an error.
+    pub fn send(&self, record: Record, encoded: usize) {
+        let bytes = held_bytes(encoded);
+        let always = matches!(record, Record::Header(_) | Record::End(_));
+        if !always && self.held.load(Ordering::Relaxed) + bytes > self.max_bytes {
+            budget::count(Cut::RecordNotTeed);
+            self.missed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.held.fetch_add(bytes, Ordering::Relaxed);
+        if self.tx.send((record, bytes)).is_err() {
+            self.held.fetch_sub(bytes, Ordering::Relaxed);
         }
     }
 }
 
 impl TeeReceiver {
-    /// The next record, waiting at most `timeout`.
-    pub fn recv_timeout(
-        &self,
-        timeout: std::time::Duration,
-    ) -> Result<Record, mpsc::RecvTimeoutError> {
-        let (record, weight) = self.rx.recv_timeout(timeout)?;
-        self.shared.queued.fetch_sub(weight, Ordering::AcqRel);
-        Ok(record)
+    fn taken(&self, (record, bytes): (Record, u64)) -> Record {
+        self.held.fetch_sub(bytes, Ordering::Relaxed);
+        record
     }
 
-    /// Events dropped so far because the budget was spent.
+    pub fn recv(&self) -> Result<Record, mpsc::RecvError> {
+        self.rx.recv().map(|r| self.taken(r))
+    }
+
+    pub fn try_recv(&self) -> Result<Record, TryRecvError> {
+        self.rx.try_recv().map(|r| self.taken(r))
+    }
+
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Record, RecvTimeoutError> {
+        self.rx.recv_timeout(timeout).map(|r| self.taken(r))
+    }
+
+    /// Records this consumer missed so far (the recorder was too far ahead).
     pub fn dropped(&self) -> u64 {
-        self.shared.dropped.load(Ordering::Relaxed)
-    }
-
-    /// Bytes waiting now.
-    pub fn queued(&self) -> usize {
-        self.shared.queued.load(Ordering::Acquire)
+        self.missed.load(Ordering::Relaxed)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::{events::Event, recording::End, recording::StopReason};
-
-    fn event() -> Record {
-        Record::Event(Event::Warning("w".into()))
-    }
+    use crate::{events::Event, recording::End};
 
     #[test]
-    fn a_bounded_tee_drops_events_past_its_budget_and_never_the_end() {
-        let weight = 100 + size_of::<Record>();
-        let (tee, rx) = bounded(3 * weight);
-        for _ in 0..5 {
-            tee.send(event(), 100);
+    fn a_consumer_behind_misses_records_not_memory() {
+        let (tx, rx) = tee(64 << 10);
+        let before = budget::TALLY.snapshot();
+        for _ in 0..10_000 {
+            tx.send(Record::Event(Event::Warning("x".repeat(1000))), 1000);
         }
-        assert_eq!((rx.dropped(), rx.queued()), (2, 3 * weight));
-        // The end passes whatever is queued.
-        let end = End {
-            end_mono_ns: 1,
-            reason: StopReason::Duration,
-        };
-        tee.send(Record::End(end.clone()), 100);
-        assert_eq!(rx.queued(), 4 * weight);
-        // What is read frees its room.
-        let got: Vec<Record> =
-            std::iter::from_fn(|| rx.recv_timeout(Duration::ZERO).ok()).collect();
-        assert_eq!(got.len(), 4);
-        assert_eq!(got[3], Record::End(end));
-        assert_eq!(rx.queued(), 0);
-        tee.send(event(), 100);
-        assert_eq!((rx.dropped(), rx.queued()), (2, weight));
-        // A reader that has gone costs nothing.
-        drop(rx);
-        tee.send(event(), 100);
+        tx.send(
+            Record::End(End {
+                end_mono_ns: 1,
+                reason: crate::recording::StopReason::Duration,
+            }),
+            10,
+        );
+        let missed = budget::TALLY.snapshot().since(&before).records_not_teed;
+        let mut taken = 0;
+        let mut end = false;
+        while let Ok(record) = rx.try_recv() {
+            taken += 1;
+            end |= matches!(record, Record::End(_));
+        }
+        assert!(end, "the end always goes");
+        assert!(taken < 40, "{taken} records held");
+        assert!(missed >= 10_000 - 40, "{missed} counted");
+        assert_eq!(
+            rx.dropped(),
+            10_000 - (taken - 1),
+            "each one missed, counted here too"
+        );
+        // Taken, they make room again.
+        tx.send(Record::Event(Event::Warning("y".into())), 1);
+        assert!(rx.try_recv().is_ok());
     }
 }

@@ -6,7 +6,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
-use super::{End, FORMAT_VERSION, Header, MAGIC, Record, Tee, blocks::Framer};
+use super::{End, FORMAT_VERSION, Header, MAGIC, Record, blocks::Framer, tee::TeeSender};
 use crate::{events::Event, safe_fs::NewOutput};
 
 /// Appends records to a `.pinrec` file. Call [`RecordingWriter::flush`] now and then so that
@@ -18,15 +18,24 @@ pub struct RecordingWriter {
     framer: Framer,
     /// Reused for each record's framed bytes.
     scratch: Vec<u8>,
-    /// A live view's copy of the stream: every record written is sent here too.
-    tee: Option<Tee>,
+    /// A live view's copy of the stream: every record written is sent here too (unless the
+    /// view is too far behind: see `TeeSender`).
+    tee: Option<TeeSender>,
+    /// The file's size cap (see `full`): events past it are not written, and counted.
+    max_bytes: Option<u64>,
+}
+
+/// What a recording keeps of its cap for closing (the last checkpoint, the waits still
+/// open, the end marker): it is `full` that much before the cap.
+fn closing_room(max_bytes: u64) -> u64 {
+    (max_bytes / 8).min(16 << 20)
 }
 
 impl RecordingWriter {
     /// Writes `header` into a new output file (see `safe_fs::create_output`) and puts the file
     /// at its name. With `tee`, every record (header, events, end) is also sent there as it is
-    /// written (a bounded tee may drop events, see `tee`); a receiver that has gone is ignored.
-    pub fn create(output: NewOutput, header: &Header, tee: Option<Tee>) -> Result<Self> {
+    /// written; a receiver that has gone is ignored.
+    pub fn create(output: NewOutput, header: &Header, tee: Option<TeeSender>) -> Result<Self> {
         let path = output.path().to_owned();
         let file = output
             .file()
@@ -39,6 +48,7 @@ impl RecordingWriter {
             framer: Framer::default(),
             scratch: Vec::new(),
             tee,
+            max_bytes: None,
         };
         writer.write_raw(MAGIC)?;
         writer.write_raw(&FORMAT_VERSION.to_le_bytes())?;
@@ -49,6 +59,20 @@ impl RecordingWriter {
         Ok(writer)
     }
 
+    /// Caps the file at `max_bytes` (None: no cap): the recorder ends the recording once it
+    /// is `full`; events that would take it past the cap are not written (the end marker
+    /// always is).
+    pub fn set_max_bytes(&mut self, max_bytes: Option<u64>) {
+        self.max_bytes = max_bytes;
+    }
+
+    /// Whether the recording has reached its cap, less the room its closing takes: it must
+    /// end now.
+    pub fn full(&self) -> bool {
+        self.max_bytes
+            .is_some_and(|max| self.bytes >= max.saturating_sub(closing_room(max)))
+    }
+
     pub fn write_event(&mut self, event: &Event) -> Result<()> {
         self.write(Record::Event(event.clone()))
     }
@@ -57,9 +81,23 @@ impl RecordingWriter {
         let payload = postcard::to_stdvec(&record).context("cannot encode a record")?;
         let mut framed = std::mem::take(&mut self.scratch);
         framed.clear();
-        self.framer.frame(&payload, &mut framed);
+        let mut framer = self.framer.clone();
+        framer.frame(&payload, &mut framed);
+        if !matches!(record, Record::End(_))
+            && self
+                .max_bytes
+                .is_some_and(|max| self.bytes + framed.len() as u64 > max)
+        {
+            // Not written: the blocks go on where they stood.
+            crate::budget::count(crate::budget::Cut::EventNotWritten);
+            return Ok(());
+        }
+        self.framer = framer;
         let written = self.write_raw(&framed);
-        self.scratch = framed;
+        // A large record (a whole thread list) leaves no large buffer behind.
+        if framed.capacity() <= 1 << 20 {
+            self.scratch = framed;
+        }
         written?;
         if let Some(tee) = &self.tee {
             tee.send(record, payload.len());

@@ -309,6 +309,17 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
             "fp_cross_check": model.fp_check,
             "min_off_cpu_ns": model.min_off_cpu_ns,
             "target_exited": model.target_exit_ns.is_some(),
+            // The memory budget pinprof recorded under, and what it cut to stay in it (null:
+            // a recording made before budgets).
+            "memory_budget": model.memory_budget.map(|(bytes, cuts)| json!({
+                "bytes": bytes,
+                "names_cut": cuts.names_cut,
+                "threads_not_listed": cuts.threads_not_listed,
+                "stacks_forgotten": cuts.stacks_forgotten,
+                "births_unsignaled": cuts.births_unsignaled,
+                "records_not_teed": cuts.records_not_teed,
+                "events_not_written": cuts.events_not_written,
+            })),
             "warnings": model.warnings,
         },
     })

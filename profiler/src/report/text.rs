@@ -172,6 +172,16 @@ fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std
             model.counters.lost()
         )?;
     }
+    if let Some((bytes, cuts)) = &model.memory_budget
+        && *cuts != Default::default()
+    {
+        writeln!(
+            out,
+            "note: to stay within its memory budget ({}, --memory-budget) pinprof cut: {}",
+            crate::budget::mib(*bytes),
+            cuts.describe()
+        )?;
+    }
     if model.counters.java_stack_misses > 0 {
         writeln!(
             out,

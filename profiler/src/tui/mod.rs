@@ -51,8 +51,7 @@ pub fn live(record: &record::Options, options: &Options) -> Result<record::Summa
     require_terminal()?;
     let stop = crate::signals::stop_flag()?;
     let quit = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    let recorder = record::spawn_teed(record, &stop, &quit, tx)?;
+    let (recorder, rx) = record::spawn_teed(record, &stop, &quit)?;
     let join = |recorder: thread::JoinHandle<Result<record::Summary>>| {
         recorder
             .join()
@@ -143,6 +142,23 @@ fn feed(path: &Path, tx: &mpsc::SyncSender<Record>) {
     }
 }
 
+/// Where the view's records come from: a live recorder's tee, or a recording read back.
+trait Source {
+    fn try_recv(&self) -> Result<Record, TryRecvError>;
+}
+
+impl Source for Receiver<Record> {
+    fn try_recv(&self) -> Result<Record, TryRecvError> {
+        Receiver::try_recv(self)
+    }
+}
+
+impl Source for recording::TeeReceiver {
+    fn try_recv(&self) -> Result<Record, TryRecvError> {
+        recording::TeeReceiver::try_recv(self)
+    }
+}
+
 fn require_terminal() -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!(
@@ -155,7 +171,7 @@ fn require_terminal() -> Result<()> {
 
 /// Runs the screen until the user quits or `stop` is set; the terminal is restored however it
 /// ends (ratatui's panic hook restores it on a panic too).
-fn show(app: &mut App, rx: &Receiver<Record>, stop: &AtomicBool, options: &Options) -> Result<()> {
+fn show(app: &mut App, rx: &dyn Source, stop: &AtomicBool, options: &Options) -> Result<()> {
     hangup::watch();
     let result = ratatui::try_init()
         .context("cannot set up the terminal")
@@ -184,7 +200,7 @@ fn show(app: &mut App, rx: &Receiver<Record>, stop: &AtomicBool, options: &Optio
 fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut App,
-    rx: &Receiver<Record>,
+    rx: &dyn Source,
     stop: &AtomicBool,
     options: &Options,
 ) -> Result<()> {
