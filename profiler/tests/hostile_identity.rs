@@ -40,9 +40,10 @@ fn nobodys_sleeper() -> Child {
         .expect("start sleep as nobody")
 }
 
-/// Its first mapping's start: an address that reads while it lives.
+/// Its first executable mapping's start: an address that reads while it lives.
 fn first_mapping(process: &Process) -> u64 {
-    process.maps().unwrap().iter().next().unwrap().address.0
+    let mut maps = profiler::procmaps::Maps::open(process).unwrap();
+    maps.executable(1).unwrap().vmas[0].start
 }
 
 /// Ends a child and reaps it: its pid is free for anyone then.
