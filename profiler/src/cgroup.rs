@@ -56,10 +56,10 @@ pub struct CpuCgroup {
 }
 
 impl CpuCgroup {
-    /// The cgroup of the CPU controller that `pid` runs in (v2 if the controller is there,
-    /// else v1's), None when it has none or runs in the root cgroup (which has no quota).
-    pub fn of(pid: u32) -> Result<Option<Self>> {
-        let cgroups = read_kernel_file(Path::new(&format!("/proc/{pid}/cgroup")), MAX_PROC_CGROUP)?;
+    /// The cgroup of the CPU controller that `process` runs in (v2 if the controller is
+    /// there, else v1's), None when it has none or runs in the root cgroup (no quota).
+    pub fn of(process: &crate::process::Process) -> Result<Option<Self>> {
+        let cgroups = proc_cgroup(process)?;
         let mounts = read_kernel_file(Path::new("/proc/self/mountinfo"), MAX_MOUNTINFO)?;
         if let Some(path) = v2_path(&cgroups)
             && let Some(dir) = locate(&mounts, Hierarchy::V2, &path)?
@@ -202,11 +202,18 @@ fn parent(path: &str) -> Option<&str> {
     Some(if cut == 0 { "/" } else { &path[..cut] })
 }
 
-/// The cgroup v2 path of `pid` (the `0::` line of /proc/PID/cgroup), whatever controllers
-/// it has.
-pub fn v2_path_of(pid: u32) -> Option<String> {
-    let text = read_kernel_file(Path::new(&format!("/proc/{pid}/cgroup")), MAX_PROC_CGROUP).ok()?;
-    v2_path(&text)
+/// The cgroup v2 path of `process` (the `0::` line of /proc/PID/cgroup), whatever
+/// controllers it has.
+pub fn v2_path_of(process: &crate::process::Process) -> Option<String> {
+    v2_path(&proc_cgroup(process).ok()?)
+}
+
+/// `/proc/PID/cgroup` of the process attached to (and of no later holder of its pid).
+fn proc_cgroup(process: &crate::process::Process) -> Result<String> {
+    let bytes = process
+        .read("cgroup", MAX_PROC_CGROUP)
+        .with_context(|| format!("cannot read /proc/{process}/cgroup"))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The `cpu.max` of the cgroup v2 `path` (`max 100000`, `50000 100000`); an error when the
@@ -389,7 +396,7 @@ fn read_kernel_file(path: &Path, max_bytes: u64) -> Result<String> {
 /// pinprof's own root as the target's files are from the target's (`openat2`, no symlinks),
 /// and only a regular file of the kernel's own filesystems.
 fn open_no_symlinks(path: &Path) -> Result<File> {
-    let root = TargetRoot::open(std::process::id())?;
+    let root = TargetRoot::own()?;
     Ok(root.open_file_on(path, Fs::Kernel)?)
 }
 
@@ -534,7 +541,8 @@ mod tests {
     fn a_process_in_the_root_cgroup_has_no_limit() {
         // This test's own process: whatever the machine, the call answers without error,
         // and a cgroup found has a readable cpu.stat.
-        if let Some(c) = CpuCgroup::of(std::process::id()).unwrap() {
+        let me = crate::process::Process::myself().unwrap();
+        if let Some(c) = CpuCgroup::of(&me).unwrap() {
             assert!(c.path != "/");
             let _ = c.cpu_stat();
         }

@@ -7,6 +7,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::process::Process;
+
 /// System calls whose first argument is a file descriptor.
 const FD_FIRST: &[&str] = &[
     "read",
@@ -67,16 +69,16 @@ const SOCKET_TABLE_REFRESH: Duration = Duration::from_millis(500);
 
 /// Names the file descriptors of one process.
 pub struct FdNamer {
-    pid: u32,
+    process: Process,
     /// Socket inode -> "tcp 127.0.0.1:8080 -> 127.0.0.1:51234", from the last read.
     sockets: HashMap<u64, String>,
     sockets_read: Option<Instant>,
 }
 
 impl FdNamer {
-    pub fn new(pid: u32) -> Self {
+    pub fn new(process: &Process) -> Self {
         Self {
-            pid,
+            process: process.clone(),
             sockets: HashMap::new(),
             sockets_read: None,
         }
@@ -90,8 +92,10 @@ impl FdNamer {
         if ino == 0 {
             return self.name(fd);
         }
-        let same =
-            std::fs::metadata(format!("/proc/{}/fd/{fd}", self.pid)).is_ok_and(|m| m.ino() == ino);
+        let same = self
+            .process
+            .metadata(&format!("fd/{fd}"))
+            .is_ok_and(|m| m.ino() == ino);
         if same && let Some(named) = self.name(fd) {
             return Some(named);
         }
@@ -109,7 +113,7 @@ impl FdNamer {
     /// What `fd` is now (None once it is closed or the process is gone).
     pub fn name(&mut self, fd: u64) -> Option<String> {
         let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-        let link = std::fs::read_link(format!("/proc/{}/fd/{fd}", self.pid)).ok()?;
+        let link = self.process.read_link(&format!("fd/{fd}")).ok()?;
         let link = link.to_string_lossy().into_owned();
         let Some(inode) = link
             .strip_prefix("socket:[")
@@ -136,16 +140,16 @@ impl FdNamer {
             return None;
         }
         self.sockets_read = Some(Instant::now());
-        self.sockets = socket_tables(self.pid);
+        self.sockets = socket_tables(&self.process);
         self.sockets.get(&inode).cloned()
     }
 }
 
 /// Every socket of the target's network namespace (read through its own /proc entries), by
 /// inode: "tcp local -> remote", or "unix <path>".
-fn socket_tables(pid: u32) -> HashMap<u64, String> {
+fn socket_tables(process: &Process) -> HashMap<u64, String> {
     let mut out = HashMap::new();
-    let Ok(process) = procfs::process::Process::new(pid as i32) else {
+    let Ok(process) = process.procfs() else {
         return out;
     };
     let inet = [("tcp", process.tcp().ok()), ("tcp6", process.tcp6().ok())];
@@ -184,16 +188,16 @@ mod tests {
 
     #[test]
     fn names_files_pipes_and_sockets_of_this_process() {
-        let pid = std::process::id();
-        let path = std::env::temp_dir().join(format!("pinprof-fdname-{pid}"));
-        let mut file = std::fs::File::create(&path).unwrap();
+        let dir = crate::safe_fs::private_temp_dir("pinprof-fdname").unwrap();
+        let path = dir.join("named");
+        let mut file = std::fs::File::create_new(&path).unwrap();
         file.write_all(b"x").unwrap();
-        let mut namer = FdNamer::new(pid);
+        let mut namer = FdNamer::new(&Process::myself().unwrap());
         assert_eq!(
             namer.name(file.as_raw_fd() as u64).unwrap(),
             path.to_string_lossy()
         );
-        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
 
         let (reader, _writer) = std::io::pipe().unwrap();
         assert!(

@@ -429,25 +429,50 @@ fn main() -> ExitCode {
             junit.as_deref(),
         );
     }
+    let reader = cli.command.attaches_to_nothing();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             say!("pinprof: error: {e:#}");
+            note_without_capabilities(reader, &e);
             ExitCode::FAILURE
         }
     }
 }
 
+impl Command {
+    /// Whether it reads files only (a recording) and writes what the user asked for.
+    fn attaches_to_nothing(&self) -> bool {
+        matches!(
+            self,
+            Command::Report { .. }
+                | Command::Flamegraph { .. }
+                | Command::Export { .. }
+                | Command::Replay { .. }
+                | Command::Completions { .. }
+                | Command::Man { .. }
+        ) || matches!(self, Command::Check { file: Some(_), .. })
+    }
+}
+
+/// A permission refused to a reader run as root is said for what it is: root without its
+/// capabilities.
+fn note_without_capabilities(reader: bool, e: &anyhow::Error) {
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { libc::getuid() } == 0;
+    if reader && root && profiler::capabilities::is_permission_denied(e) {
+        say!(
+            "pinprof: note: {}",
+            profiler::capabilities::ROOT_WITHOUT_CAPABILITIES
+        );
+    }
+}
+
 fn run(command: Command) -> Result<()> {
-    if matches!(
-        command,
-        Command::Report { .. }
-            | Command::Flamegraph { .. }
-            | Command::Export { .. }
-            | Command::Replay { .. }
-    ) {
-        // They read a file and write one: no capability of an installed pinprof applies.
-        profiler::capabilities::drop_unless_root()?;
+    if command.attaches_to_nothing() {
+        // Before any thread is started (capabilities are each thread's): a recording may
+        // come from anyone, and reading it needs no capability, root's included.
+        profiler::capabilities::drop_all()?;
     }
     match command {
         Command::Record {
@@ -694,7 +719,8 @@ fn check(
     let verdict = (|| -> Result<profiler::check::Verdict> {
         let (recording, scratch) = match (file, pid) {
             (Some(file), _) => {
-                profiler::capabilities::drop_unless_root()?;
+                // As `report` does (see `run`).
+                profiler::capabilities::drop_all()?;
                 (Recorded::Named(file), None)
             }
             (None, Some(pid)) => {
@@ -754,12 +780,14 @@ fn check(
             let _ = print_stdout(&verdict.summary());
             if let Err(e) = write_junit(profiler::check::junit(&verdict, &suite)) {
                 say!("pinprof: error: {e:#}");
+                note_without_capabilities(pid.is_none(), &e);
                 return ExitCode::from(2);
             }
             ExitCode::from(if verdict.passed() { 0 } else { 1 })
         }
         Err(e) => {
             say!("pinprof check: could not measure: {e:#}");
+            note_without_capabilities(pid.is_none(), &e);
             let _ = write_junit(profiler::check::junit_error(&suite, &format!("{e:#}")));
             ExitCode::from(2)
         }

@@ -22,6 +22,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
+    process::Process,
     procmaps::{self, Maps, Vma},
     safe_fs::{MappedFile, TargetRoot},
     worker::{Pace, Worker},
@@ -52,8 +53,18 @@ pub struct SealedFile {
 }
 
 impl SealedFile {
+    /// A sealed copy of `bytes` (a file's content as read elsewhere: tests, fuzzing).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        Self::seal(bytes, u64::MAX - 1)
+    }
+
     /// Copies at most `max` bytes of `file` (as it is now) into a sealed memfd.
     fn copy(file: &File, max: u64) -> Result<Self> {
+        Self::seal(file.try_clone()?, max)
+    }
+
+    /// Copies at most `max` bytes of `source` into a sealed memfd.
+    fn seal(mut source: impl io::Read, max: u64) -> Result<Self> {
         // SAFETY: a NUL-terminated name and flags; a new fd or -1.
         let fd = unsafe {
             libc::memfd_create(
@@ -66,7 +77,6 @@ impl SealedFile {
         }
         // SAFETY: a fresh fd nothing else owns.
         let mut memfd = unsafe { File::from_raw_fd(fd) };
-        let mut source = file.try_clone()?;
         io::copy(&mut (&mut source).take(max.saturating_add(1)), &mut memfd)?;
         let len = memfd.metadata()?.len();
         if len > max {
@@ -252,7 +262,7 @@ fn cut(mut text: String, max: usize) -> String {
 
 /// Reads the target's maps, copying files not seen before: the worker's side.
 struct MapsReader {
-    pid: u32,
+    process: Process,
     /// Opened once: bound to the process attached, not to one that reuses its pid.
     maps: Option<Maps>,
     root: Option<TargetRoot>,
@@ -264,11 +274,11 @@ struct MapsReader {
 }
 
 impl MapsReader {
-    fn new(pid: u32) -> Self {
+    fn new(process: &Process) -> Self {
         Self {
-            pid,
-            maps: Maps::open(pid).ok(),
-            root: TargetRoot::open(pid).ok(),
+            process: process.clone(),
+            maps: Maps::open(process).ok(),
+            root: TargetRoot::open(process).ok(),
             files: HashMap::new(),
             copied: 0,
             last: Arc::default(),
@@ -314,7 +324,7 @@ impl MapsReader {
             None if self.files.len() >= MAX_FILES => None,
             None => {
                 let mapped = MappedFile {
-                    pid: self.pid,
+                    pid: &self.process,
                     start: vma.start,
                     end: vma.end,
                     path: vma.path(),
@@ -362,8 +372,8 @@ pub struct MapsWatch {
 impl MapsWatch {
     /// Reads the maps once now (before any event waits on the drain), then leaves further
     /// readings to a worker.
-    pub fn start(pid: u32) -> Result<Self> {
-        let mut reader = MapsReader::new(pid);
+    pub fn start(process: &Process) -> Result<Self> {
+        let mut reader = MapsReader::new(process);
         let first = reader.read().unwrap_or_default();
         let worker = Worker::spawn("pinprof-maps", first, PACE, move || reader.read())
             .context("cannot start a thread to read the target's maps")?;
@@ -407,7 +417,8 @@ mod tests {
     /// then kill pinprof with SIGBUS; the sealed copy keeps what it had, and cannot be cut.
     #[test]
     fn a_sealed_copy_outlives_its_source_being_cut() {
-        let path = std::env::temp_dir().join(format!("pinprof-sealed-{}", std::process::id()));
+        let dir = crate::safe_fs::private_temp_dir("pinprof-sealed").unwrap();
+        let path = dir.join("file");
         let content: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
         std::fs::write(&path, &content).unwrap();
         let file = File::open(&path).unwrap();
@@ -427,13 +438,14 @@ mod tests {
         std::fs::write(&path, b"12345").unwrap();
         assert!(SealedFile::copy(&File::open(&path).unwrap(), 4).is_err());
         assert!(SealedFile::copy(&File::open(&path).unwrap(), 5).is_ok());
-        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// One file mapped many times is copied once; the copies have a budget.
     #[test]
     fn a_file_mapped_many_times_is_copied_once() {
-        let path = std::env::temp_dir().join(format!("pinprof-maps-{}", std::process::id()));
+        let dir = crate::safe_fs::private_temp_dir("pinprof-maps").unwrap();
+        let path = dir.join("file");
         std::fs::write(&path, vec![0x90u8; 64 << 10]).unwrap();
         let file = File::open(&path).unwrap();
         let mut maps = Vec::new();
@@ -452,7 +464,7 @@ mod tests {
             assert_ne!(at, libc::MAP_FAILED);
             maps.push(at);
         }
-        let mut reader = MapsReader::new(std::process::id());
+        let mut reader = MapsReader::new(&Process::myself().unwrap());
         let mappings = reader.read().unwrap();
         let ours: Vec<_> = mappings
             .iter()
@@ -469,7 +481,7 @@ mod tests {
             // SAFETY: the mappings made above.
             unsafe { libc::munmap(at, 64 << 10) };
         }
-        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// An address in libc's code (mapped before any test's flood, and above it).
@@ -533,7 +545,7 @@ mod tests {
         let dir = crate::safe_fs::private_temp_dir("pinprof-maps-skip").unwrap();
         let file = long_named_file(&dir);
         let flood = Flood::new(&file, 6000, libc::PROT_READ);
-        let mut reader = MapsReader::new(std::process::id());
+        let mut reader = MapsReader::new(&Process::myself().unwrap());
         let started = std::time::Instant::now();
         let maps = reader.read().unwrap();
         let took = started.elapsed();
@@ -558,7 +570,7 @@ mod tests {
             (true, libc::PROT_READ, 6000),
             (false, libc::PROT_READ | libc::PROT_EXEC, MAX_MAPPINGS + 100),
         ] {
-            let mut reader = MapsReader::new(std::process::id());
+            let mut reader = MapsReader::new(&Process::myself().unwrap());
             if text {
                 reader.maps.as_mut().unwrap().text_only();
             }
@@ -605,7 +617,7 @@ mod tests {
             )
         };
         assert_ne!(jit, libc::MAP_FAILED);
-        let mut watch = MapsWatch::start(std::process::id()).unwrap();
+        let mut watch = MapsWatch::start(&Process::myself().unwrap()).unwrap();
         let latest = Arc::clone(watch.latest());
         assert!(matches!(latest.place(jit as u64 + 100), Place::Anonymous));
         assert!(matches!(latest.place(libc_code()), Place::File(_)));

@@ -9,7 +9,7 @@
 
 use std::{collections::HashMap, io, os::unix::fs::MetadataExt as _};
 
-use crate::events::ContainerInfo;
+use crate::{events::ContainerInfo, process::Process};
 
 /// Inode of the initial PID namespace (`PROC_PID_INIT_INO`): the host's.
 pub const INITIAL_PID_NS_INO: u64 = 0xEFFF_FFFC;
@@ -25,14 +25,18 @@ pub struct PidNs {
 }
 
 impl PidNs {
-    /// The PID namespace of process `pid` (as /proc names it), or of pinprof itself.
-    pub fn of(pid: Option<u32>) -> io::Result<Self> {
-        let path = match pid {
-            Some(pid) => format!("/proc/{pid}/ns/pid"),
-            None => "/proc/self/ns/pid".into(),
-        };
+    /// pinprof's own PID namespace.
+    pub fn own() -> io::Result<Self> {
         // A magic link the kernel sets: following it is how a namespace is named.
-        let meta = std::fs::metadata(path)?;
+        Self::from(&std::fs::metadata("/proc/self/ns/pid")?)
+    }
+
+    /// The PID namespace of `process`.
+    pub fn of(process: &Process) -> io::Result<Self> {
+        Self::from(&process.metadata("ns/pid")?)
+    }
+
+    fn from(meta: &std::fs::Metadata) -> io::Result<Self> {
         Ok(Self {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -49,14 +53,15 @@ impl PidNs {
 /// host ids; in a namespace of its own pinprof knows the target and its threads only by that
 /// namespace's ids, so the programs are told to work in those (`bpf_get_ns_current_pid_tgid`).
 /// A target in another namespace (a nested one) is refused: its ids there are not /proc's.
-pub fn capture_namespace(pid: u32) -> anyhow::Result<Option<(u64, u64)>> {
-    let own = PidNs::of(None).map_err(|e| {
+pub fn capture_namespace(process: &Process) -> anyhow::Result<Option<(u64, u64)>> {
+    let pid = process.pid();
+    let own = PidNs::own().map_err(|e| {
         anyhow::anyhow!("cannot read pinprof's own PID namespace (/proc/self/ns/pid): {e}")
     })?;
     if own.is_initial() {
         return Ok(None);
     }
-    let target = PidNs::of(Some(pid))
+    let target = PidNs::of(process)
         .map_err(|e| anyhow::anyhow!("cannot read the PID namespace of process {pid}: {e}"))?;
     if target != own {
         anyhow::bail!(
@@ -79,8 +84,8 @@ fn parse_nspid(status: &str) -> Option<Vec<u32>> {
 }
 
 /// A task's ids from /proc's namespace down to its own (`NSpid:`).
-pub fn nspids(pid: u32, tid: u32) -> Option<Vec<u32>> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+pub fn nspids(process: &Process, tid: u32) -> Option<Vec<u32>> {
+    let status = process.read_to_string(&format!("task/{tid}/status")).ok()?;
     parse_nspid(&status)
 }
 
@@ -88,7 +93,7 @@ pub fn nspids(pid: u32, tid: u32) -> Option<Vec<u32>> {
 /// kernel programs use. The identity when the target numbers its threads as /proc does.
 #[derive(Debug)]
 pub struct ThreadIds {
-    pid: u32,
+    process: Process,
     /// Own id -> /proc's, None when they are the same.
     map: Option<HashMap<u32, u32>>,
     /// Whether the map was read again in this round (see `new_round`).
@@ -96,14 +101,14 @@ pub struct ThreadIds {
 }
 
 impl ThreadIds {
-    pub fn new(pid: u32) -> Self {
+    pub fn new(process: &Process) -> Self {
         // Same namespace (or unknown: no translation is possible then anyway).
-        let same = match (PidNs::of(None), PidNs::of(Some(pid))) {
+        let same = match (PidNs::own(), PidNs::of(process)) {
             (Ok(own), Ok(target)) => own == target,
             _ => true,
         };
         let mut ids = Self {
-            pid,
+            process: process.clone(),
             map: (!same).then(HashMap::new),
             refreshed: false,
         };
@@ -145,15 +150,15 @@ impl ThreadIds {
             return;
         };
         map.clear();
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+        let Ok(tasks) = self.process.read_dir("task") else {
             return;
         };
-        for entry in tasks.flatten().take(MAX_THREADS) {
-            let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+        for name in tasks.into_iter().take(MAX_THREADS) {
+            let Some(tid) = name.to_str().and_then(|t| t.parse().ok()) else {
                 continue;
             };
             // The first id is /proc's (the directory's name), the last the task's own.
-            if let Some(ids) = nspids(self.pid, tid)
+            if let Some(ids) = nspids(&self.process, tid)
                 && ids[0] == tid
             {
                 map.insert(*ids.last().unwrap_or(&tid), tid);
@@ -164,14 +169,14 @@ impl ThreadIds {
 
 /// The container `pid` runs in, when it runs in a PID namespace other than the host's:
 /// None for a process of the host's (its cgroup alone does not make a container).
-pub fn container(pid: u32) -> Option<ContainerInfo> {
-    let ns = PidNs::of(Some(pid)).ok()?;
+pub fn container(process: &Process) -> Option<ContainerInfo> {
+    let ns = PidNs::of(process).ok()?;
     if ns.is_initial() {
         return None;
     }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = process.read_to_string("status").ok()?;
     let ns_pid = *parse_nspid(&status)?.last()?;
-    let cgroup = crate::cgroup::v2_path_of(pid);
+    let cgroup = crate::cgroup::v2_path_of(process);
     let cpu_max = cgroup
         .as_deref()
         .and_then(|path| crate::cgroup::v2_cpu_max(path).ok());
@@ -199,9 +204,10 @@ mod tests {
 
     #[test]
     fn own_threads_need_no_translation() {
-        let mut ids = ThreadIds::new(std::process::id());
+        let me = Process::myself().unwrap();
+        let mut ids = ThreadIds::new(&me);
         assert!(!ids.translates());
         assert_eq!(ids.to_proc(12345), Some(12345));
-        assert!(!PidNs::of(None).unwrap().is_initial() || container(std::process::id()).is_none());
+        assert!(!PidNs::own().unwrap().is_initial() || container(&me).is_none());
     }
 }

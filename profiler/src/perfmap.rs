@@ -267,7 +267,7 @@ mod tests {
         let link = dir.join("link.map");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let me = unsafe { libc::geteuid() };
-        let root = || TargetRoot::open(std::process::id()).unwrap();
+        let root = || TargetRoot::own().unwrap();
         let map = PerfMapSource::new(root(), real.clone(), me).poll().unwrap();
         assert_eq!(map.lookup(0x1005), Some("f"));
         assert!(
@@ -298,7 +298,7 @@ mod tests {
         }
         std::fs::write(&path, &text).unwrap();
         let me = unsafe { libc::geteuid() };
-        let root = TargetRoot::open(std::process::id()).unwrap();
+        let root = TargetRoot::own().unwrap();
         let mut source = PerfMapSource::new(root, path.clone(), me);
         let map = source.poll().expect("read as far as the cap");
         let cut = map.cut.clone().expect("the cut is said");

@@ -119,9 +119,11 @@ pub struct Maps {
 }
 
 impl Maps {
-    pub fn open(pid: u32) -> io::Result<Self> {
+    /// The memory map of the process attached to (opened through its own `/proc`
+    /// directory: bound to it, never to a later holder of its pid).
+    pub fn open(process: &crate::process::Process) -> io::Result<Self> {
         Ok(Self {
-            file: File::open(format!("/proc/{pid}/maps"))?,
+            file: File::from(process.open("maps", libc::O_RDONLY)?),
             queries: None,
         })
     }
@@ -344,7 +346,7 @@ mod tests {
     /// The kernel's answers and the text agree, where both are read.
     #[test]
     fn queries_and_text_list_the_same_executable_mappings() {
-        let mut maps = Maps::open(std::process::id()).unwrap();
+        let mut maps = Maps::open(&crate::process::Process::myself().unwrap()).unwrap();
         assert!(maps.can_query(), "this kernel has PROCMAP_QUERY (6.11+)");
         let queried = maps.executable(1 << 16).unwrap();
         let read = maps.read(|v| v.exec, 1 << 16).unwrap();

@@ -451,17 +451,30 @@ pub struct TargetRoot {
 }
 
 impl TargetRoot {
-    pub fn open(pid: u32) -> Result<Self> {
-        let path = format!("/proc/{pid}/root");
-        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    /// The root of the process attached to: opened through its own `/proc` directory, so
+    /// never another process's that took its pid since (an error once it has exited).
+    pub fn open(process: &crate::process::Process) -> Result<Self> {
+        let pid = process.pid();
+        let flags = libc::O_PATH | libc::O_DIRECTORY;
         // Following this magic link is the point: it is the target's root, set by the kernel.
-        let fd = open_at(libc::AT_FDCWD, OsStr::new(&path), flags, 0).with_context(|| {
+        let fd = process.open("root", flags).with_context(|| {
             format!(
-                "cannot open {path} (is process {pid} running? another user's process needs \
-                 root, or CAP_SYS_PTRACE)"
+                "cannot open /proc/{pid}/root (is process {pid} running? another user's \
+                 process needs root, or CAP_SYS_PTRACE)"
             )
         })?;
         Ok(Self { fd, pid })
+    }
+
+    /// pinprof's own root, to resolve paths as it sees them through no symlink at all.
+    pub fn own() -> Result<Self> {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        let fd = open_at(libc::AT_FDCWD, OsStr::new("/proc/self/root"), flags, 0)
+            .context("cannot open /proc/self/root")?;
+        Ok(Self {
+            fd,
+            pid: std::process::id(),
+        })
     }
 
     /// Opens `path` as the target sees it, for reading: resolved inside the target's root,
@@ -606,7 +619,8 @@ pub fn read_target_file(root: &TargetRoot, path: &Path, expect: Expect) -> Resul
 /// the target's root, accepted only if it is the inode the mapping names. Then checked as a
 /// regular file under `max_bytes`.
 pub struct MappedFile<'a> {
-    pub pid: u32,
+    /// The process attached to (shown as its pid).
+    pub pid: &'a crate::process::Process,
     pub start: u64,
     pub end: u64,
     pub path: &'a Path,
@@ -621,13 +635,10 @@ impl MappedFile<'_> {
             max_bytes,
             owner: Owner::Anyone,
         };
-        let by_map = format!(
-            "/proc/{}/map_files/{:x}-{:x}",
-            self.pid, self.start, self.end
-        );
-        let flags = libc::O_PATH | libc::O_CLOEXEC;
+        let by_map = format!("map_files/{:x}-{:x}", self.start, self.end);
         // The map_files entry is a magic link to the very file mapped: following it is safe.
-        if let Ok(fd) = open_at(libc::AT_FDCWD, OsStr::new(&by_map), flags, 0) {
+        // Opened through the process's own /proc directory: its mapping, no other's.
+        if let Ok(fd) = self.pid.open(&by_map, libc::O_PATH) {
             let file = reopen_regular(fd, Fs::Ordinary)
                 .with_context(|| format!("cannot open {}", self.path.display()))?;
             check_file(&file, self.path, expect)?;

@@ -28,7 +28,10 @@ const PERF_MAP_PACE: Pace = Pace {
 };
 
 pub struct Symbolizer {
+    /// For the kernel's symbols.
     blaze: Blaze,
+    /// For the target's files.
+    elf: ElfSymbols,
     /// Reads the target's perf map (None: its user or root is not known, or no thread).
     perf_map: Option<Worker<PerfMap>>,
     /// The perf map as the target names it, for what is said about it.
@@ -46,7 +49,7 @@ impl Symbolizer {
         let perf_map_path: std::path::PathBuf = format!("/tmp/perf-{}.map", target.ns_pid()).into();
         let perf_map = target
             .uid()
-            .zip(TargetRoot::open(target.pid).ok())
+            .zip(TargetRoot::open(target.process()).ok())
             .and_then(|(owner, root)| {
                 let mut source = PerfMapSource::new(root, perf_map_path.clone(), owner);
                 let worker = Worker::spawn(
@@ -61,6 +64,7 @@ impl Symbolizer {
             });
         Self {
             blaze: Blaze::new(),
+            elf: ElfSymbols::default(),
             perf_map,
             perf_map_path,
             perf_map_cut_said: false,
@@ -162,19 +166,13 @@ impl Symbolizer {
             }
         }
         for (file, at, offsets) in by_file {
-            let elf = Elf {
-                debug_syms: false,
-                ..Elf::new(file.path())
-            };
-            let Ok(named) = self
-                .blaze
-                .symbolize(&Source::Elf(elf), Input::FileOffset(&offsets))
-            else {
+            let module = frames[at[0]].module.clone().unwrap_or_default();
+            let Some(named) = self.elf.names(&file, &module, &offsets) else {
                 continue;
             };
-            for (i, named) in at.into_iter().zip(&named) {
-                if let Symbolized::Sym(sym) = named {
-                    frames[i].name = Some(sym.name.to_string());
+            for (i, name) in at.into_iter().zip(named) {
+                if name.is_some() {
+                    frames[i].name = name;
                 }
             }
         }
@@ -202,6 +200,52 @@ impl Symbolizer {
         let method = head.rsplit(' ').next()?;
         // Stubs are named too ("StubRoutines (1)"): a method has a class and a name.
         (head.len() < entry.len() && method.contains('.')).then(|| method.to_string())
+    }
+}
+
+/// Names places in the target's files with blazesym, behind the parser guard: a panic on a
+/// crafted file costs that file's names (it is not asked again), and the parser's state,
+/// which the panic may have left half-made, is dropped.
+#[derive(Default)]
+pub struct ElfSymbols {
+    blaze: Blaze,
+    /// Files blazesym failed on (by their sealed copy's address: the maps reader keeps
+    /// every copy for good).
+    refused: std::collections::HashSet<usize>,
+}
+
+impl ElfSymbols {
+    /// The symbol at each file offset of `file` (the target's `module`), None where there
+    /// is none; None for all when the parser failed on the file.
+    pub fn names(
+        &mut self,
+        file: &Arc<SealedFile>,
+        module: &str,
+        offsets: &[u64],
+    ) -> Option<Vec<Option<String>>> {
+        let key = Arc::as_ptr(file) as usize;
+        if self.refused.contains(&key) {
+            return None;
+        }
+        let elf = Elf {
+            debug_syms: false,
+            ..Elf::new(file.path())
+        };
+        let blaze = &self.blaze;
+        let named = crate::parser_guard::guard(module, || {
+            let named = blaze
+                .symbolize(&Source::Elf(elf), Input::FileOffset(offsets))
+                .ok()?;
+            Some(named.iter().map(sym_name).collect::<Vec<_>>())
+        });
+        match named {
+            Some(named) => named,
+            None => {
+                self.refused.insert(key);
+                self.blaze = Blaze::new();
+                None
+            }
+        }
     }
 }
 

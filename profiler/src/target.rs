@@ -1,16 +1,18 @@
 //! The process being profiled: checks that it can be profiled, and reads what it is from /proc.
 
-use std::path::Path;
-
 use anyhow::{Result, bail};
 
 use crate::{
     events::{RuntimeInfo, TargetInfo, ThreadCpu, ThreadName},
+    process::Process,
     safe_fs::{Expect, Owner, TargetRoot, read_target_file},
 };
 
 pub struct Target {
     pub pid: u32,
+    /// The process attached to, by identity: what is read of it is read of it alone.
+    identity: Process,
+    /// The `procfs` crate's view, checked to be the same process.
     process: procfs::process::Process,
 }
 
@@ -20,10 +22,11 @@ impl Target {
         if pid == 0 {
             bail!("PID 0 is not a process");
         }
-        let Ok(process) = procfs::process::Process::new(pid as i32) else {
+        // By number first, for messages only (a thread's id, a kernel thread).
+        let Ok(probe) = procfs::process::Process::new(pid as i32) else {
             bail!("no process with PID {pid}");
         };
-        let Ok(status) = process.status() else {
+        let Ok(status) = probe.status() else {
             bail!("no process with PID {pid} (it may have just exited)");
         };
         if status.tgid != pid as i32 {
@@ -33,30 +36,45 @@ impl Target {
                 status.tgid
             );
         }
+        // From here on, this process and no other, whatever its pid becomes.
+        let identity = Process::attach(pid)?;
+        let process = identity
+            .procfs()
+            .map_err(|e| anyhow::anyhow!("cannot read process {pid}: {e}"))?;
         // Kernel threads have no memory map of their own.
-        if process.exe().is_err() && process.maps().map(|m| m.0.is_empty()).unwrap_or(true) {
+        let executable = crate::procmaps::Maps::open(&identity).and_then(|mut m| m.executable(1));
+        if identity.read_link("exe").is_err() && executable.map_or(true, |l| l.vmas.is_empty()) {
             bail!(
                 "PID {pid} ({}) is a kernel thread or cannot be inspected (another user's \
                  process needs root, or CAP_SYS_PTRACE)",
                 status.name
             );
         }
-        if is_zombie(&process) {
+        if identity.has_exited() {
             bail!("process {pid} ({}) has already exited", status.name);
         }
-        Ok(Self { pid, process })
+        Ok(Self {
+            pid,
+            identity,
+            process,
+        })
+    }
+
+    /// The process attached to, to hand to what reads it.
+    pub fn process(&self) -> &Process {
+        &self.identity
     }
 
     /// Its pid in its own PID namespace (a container's), as it knows itself.
     pub fn ns_pid(&self) -> u32 {
-        crate::namespaces::nspids(self.pid, self.pid)
+        crate::namespaces::nspids(&self.identity, self.pid)
             .and_then(|ids| ids.last().copied())
             .unwrap_or(self.pid)
     }
 
     /// Whether the process still runs (a zombie does not).
     pub fn is_alive(&self) -> bool {
-        Path::new(&format!("/proc/{}", self.pid)).exists() && !is_zombie(&self.process)
+        !self.identity.has_exited()
     }
 
     pub fn info(&self) -> TargetInfo {
@@ -90,7 +108,10 @@ impl Target {
 
     /// The name of one thread, if it is still there to ask.
     pub fn thread_name(&self, tid: u32) -> Option<String> {
-        let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.pid)).ok()?;
+        let comm = self
+            .identity
+            .read_to_string(&format!("task/{tid}/comm"))
+            .ok()?;
         Some(comm.trim_end().to_string())
     }
 
@@ -104,14 +125,14 @@ impl Target {
 
     /// Every thread's scheduler account now.
     pub fn cpu_accounts(&self) -> Vec<ThreadCpu> {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+        let Ok(tasks) = self.identity.read_dir("task") else {
             return Vec::new();
         };
         tasks
-            .flatten()
-            .filter_map(|entry| {
-                let tid: u32 = entry.file_name().to_str()?.parse().ok()?;
-                let [run_ns, wait_ns] = schedstat(&entry.path().join("schedstat"))?;
+            .into_iter()
+            .filter_map(|name| {
+                let tid: u32 = name.to_str()?.parse().ok()?;
+                let [run_ns, wait_ns] = schedstat(&self.identity, tid)?;
                 Some(ThreadCpu {
                     tid,
                     run_ns,
@@ -123,12 +144,15 @@ impl Target {
 
     /// How many times a thread has been put on a CPU (see `thread_runs`).
     pub fn runs(&self, tid: u32) -> Option<u64> {
-        thread_runs(self.pid, tid)
+        thread_runs(&self.identity, tid)
     }
 
     /// A thread's scheduler state as `stat` says it: `S` sleeping, `D` uninterruptible, ...
     pub fn thread_state(&self, tid: u32) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid)).ok()?;
+        let stat = self
+            .identity
+            .read_to_string(&format!("task/{tid}/stat"))
+            .ok()?;
         // The name in parentheses may hold anything; the state follows its last `)`.
         stat[stat.rfind(')')? + 1..].trim_start().chars().next()
     }
@@ -136,8 +160,10 @@ impl Target {
     /// The system call a blocked thread is in, with its first arguments (None when it is not
     /// in one).
     pub fn thread_syscall(&self, tid: u32) -> Option<(u32, [u64; 4])> {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/task/{tid}/syscall", self.pid)).ok()?;
+        let text = self
+            .identity
+            .read_to_string(&format!("task/{tid}/syscall"))
+            .ok()?;
         let mut fields = text.split_whitespace();
         // "running", or -1 outside a system call.
         let nr: u32 = fields.next()?.parse().ok()?;
@@ -154,12 +180,12 @@ impl Target {
     }
 
     fn detect_runtime(&self, cmdline: &[String]) -> Option<RuntimeInfo> {
-        let mut maps = crate::procmaps::Maps::open(self.pid).ok()?;
+        let mut maps = crate::procmaps::Maps::open(&self.identity).ok()?;
         let libjvm = maps.library("libjvm.so").ok()??.exec.path().to_path_buf();
         // <java.home>/lib/server/libjvm.so; <java.home>/release names the version.
         let home = libjvm.parent()?.parent()?.parent()?;
         // The target's file, read as it sees it: regular, small, inside its root.
-        let release = TargetRoot::open(self.pid).ok().and_then(|root| {
+        let release = TargetRoot::open(&self.identity).ok().and_then(|root| {
             let expect = Expect {
                 max_bytes: 64 << 10,
                 owner: Owner::RootOr(self.uid()?),
@@ -184,16 +210,12 @@ impl Target {
 
     /// CPUs the process may run on: the JVM's default virtual-thread parallelism.
     fn cpus_allowed(&self) -> Option<u32> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let status = self.identity.read_to_string("status").ok()?;
         let list = status
             .lines()
             .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
         Some(count_cpu_list(list.trim()))
     }
-}
-
-fn is_zombie(process: &procfs::process::Process) -> bool {
-    matches!(process.stat().map(|s| s.state), Ok('Z' | 'X') | Err(_))
 }
 
 /// `-Djdk.virtualThreadScheduler.parallelism=N` on the command line, if given.
@@ -218,16 +240,20 @@ fn count_cpu_list(list: &str) -> u32 {
         .sum()
 }
 
-/// Run time, run-queue time and times put on a CPU, from a thread's `schedstat`.
-/// How many times thread `tid` of `pid` has been put on a CPU: the same count at two reads
-/// means it did not run in between.
-pub fn thread_runs(pid: u32, tid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+/// How many times thread `tid` of `process` has been put on a CPU: the same count at two
+/// reads means it did not run in between.
+pub fn thread_runs(process: &Process, tid: u32) -> Option<u64> {
+    let text = process
+        .read_to_string(&format!("task/{tid}/schedstat"))
+        .ok()?;
     text.split_whitespace().nth(2)?.parse().ok()
 }
 
-fn schedstat(path: &Path) -> Option<[u64; 2]> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// Run time and run-queue time of thread `tid`, from its `schedstat`.
+fn schedstat(process: &Process, tid: u32) -> Option<[u64; 2]> {
+    let text = process
+        .read_to_string(&format!("task/{tid}/schedstat"))
+        .ok()?;
     let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
     Some([fields.next()??, fields.next()??])
 }

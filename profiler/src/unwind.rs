@@ -23,6 +23,7 @@ const MAX_FRAMES: usize = 128;
 /// Mappings given to the unwinder at most.
 const MAX_MODULES: usize = 4096;
 
+#[derive(Default)]
 pub struct NativeUnwinder {
     unwinder: UnwinderX86_64<Shared>,
     cache: CacheX86_64,
@@ -31,25 +32,16 @@ pub struct NativeUnwinder {
     /// Each file's unwind sections, found once and shared by all its mappings (by the sealed
     /// copy's address; their bytes stay in the copy); None where they could not be read.
     sections: HashMap<usize, Option<Arc<Sections>>>,
+    /// The ranges given, each with its file's key in `sections` (None: no file): what a
+    /// parser's failure takes out.
+    ranges: Vec<(Range<u64>, Option<usize>)>,
     /// The reading of the maps whose mappings were given last.
     given: Option<Arc<Mappings>>,
 }
 
-impl Default for NativeUnwinder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl NativeUnwinder {
     pub fn new() -> Self {
-        Self {
-            unwinder: UnwinderX86_64::new(),
-            cache: CacheX86_64::new(),
-            known: HashSet::new(),
-            sections: HashMap::new(),
-            given: None,
-        }
+        Self::default()
     }
 
     /// The addresses of the stack, innermost first: `ip`, then return addresses.
@@ -66,7 +58,9 @@ impl NativeUnwinder {
         let latest = mappings.latest();
         if !self.given.as_ref().is_some_and(|g| Arc::ptr_eq(g, latest)) {
             let latest = Arc::clone(latest);
-            self.add_modules(&latest);
+            for m in latest.iter() {
+                self.add_mapping(m);
+            }
             self.given = Some(latest);
         }
         if let Some(given) = &self.given
@@ -74,47 +68,88 @@ impl NativeUnwinder {
         {
             mappings.ask();
         }
+        self.walk(ip, sp, bp, stack)
+    }
+
+    /// The addresses of the stack whose top `stack` holds (from `sp` on), innermost first,
+    /// through the mappings given so far.
+    pub fn walk(&mut self, ip: u64, sp: u64, bp: u64, stack: &[u8]) -> Vec<u64> {
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let at = addr.checked_sub(sp).ok_or(())? as usize;
             let word = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
         };
-        let mut frames = self.unwinder.iter_frames(
-            ip,
-            UnwindRegsX86_64::new(ip, sp, bp),
-            &mut self.cache,
-            &mut read_stack,
-        );
         let mut out = Vec::new();
-        while out.len() < MAX_FRAMES {
-            match frames.next() {
-                Ok(Some(frame)) => out.push(frame.address()),
-                _ => break,
+        let (unwinder, cache) = (&self.unwinder, &mut self.cache);
+        // framehop reads the target's unwind tables as it goes: behind the parser guard.
+        let walked = crate::parser_guard::guard("a native stack's unwind tables", || {
+            let mut frames = unwinder.iter_frames(
+                ip,
+                UnwindRegsX86_64::new(ip, sp, bp),
+                cache,
+                &mut read_stack,
+            );
+            while out.len() < MAX_FRAMES {
+                match frames.next() {
+                    Ok(Some(frame)) => out.push(frame.address()),
+                    _ => break,
+                }
             }
+        });
+        if walked.is_none() {
+            // The rules of the frame it was at came from the file mapped there: that file's
+            // tables go, and the cache the panic may have left half-made.
+            self.forget_file_at(out.last().copied().unwrap_or(ip));
+            self.cache = CacheX86_64::new();
         }
         out
     }
 
-    /// Gives the unwinder every file-backed executable mapping it does not have yet.
-    fn add_modules(&mut self, mappings: &Mappings) {
-        for m in mappings.iter() {
-            if self.known.len() >= MAX_MODULES || !self.known.insert((m.start, m.end, m.offset)) {
-                continue;
+    /// Takes the unwind tables of the file mapped at `addr` out of the unwinder, for good.
+    fn forget_file_at(&mut self, addr: u64) {
+        let Some(&(_, Some(key))) = self.ranges.iter().find(|(r, _)| r.contains(&addr)) else {
+            return;
+        };
+        self.sections.insert(key, None);
+        for (range, _) in self.ranges.iter().filter(|(_, k)| *k == Some(key)) {
+            self.unwinder.remove_module(range.start);
+        }
+    }
+
+    /// Gives the unwinder a file-backed executable mapping, unless it has it already.
+    pub fn add_mapping(&mut self, m: &Mapping) {
+        if self.known.len() >= MAX_MODULES || !self.known.insert((m.start, m.end, m.offset)) {
+            return;
+        }
+        let key = m.file.as_ref().map(|file| Arc::as_ptr(file) as usize);
+        self.ranges.push((m.start..m.end, key));
+        // object and framehop read the target's file here: behind the parser guard, a panic
+        // costing that file's tables.
+        let sections = m.file.as_ref().and_then(|file| {
+            self.sections
+                .entry(Arc::as_ptr(file) as usize)
+                .or_insert_with(|| {
+                    crate::parser_guard::guard(&m.path, || Sections::read(file))
+                        .flatten()
+                        .map(Arc::new)
+                })
+                .clone()
+        });
+        let module = sections.and_then(|s| {
+            let module = crate::parser_guard::guard(&m.path, || s.module(m));
+            if module.is_none()
+                && let Some(key) = key
+            {
+                self.sections.insert(key, None);
             }
-            let sections = m.file.as_ref().and_then(|file| {
-                let key = Arc::as_ptr(file) as usize;
-                self.sections
-                    .entry(key)
-                    .or_insert_with(|| Sections::read(file).map(Arc::new))
-                    .clone()
-            });
-            match sections.and_then(|s| s.module(m)) {
-                Some(module) => self.unwinder.add_module(module),
-                None if std::env::var_os("PINPROF_DEBUG").is_some() => {
-                    say!("pinprof: debug: no unwind tables for {}", m.path);
-                }
-                None => {}
+            module.flatten()
+        });
+        match module {
+            Some(module) => self.unwinder.add_module(module),
+            None if std::env::var_os("PINPROF_DEBUG").is_some() => {
+                say!("pinprof: debug: no unwind tables for {}", m.path);
             }
+            None => {}
         }
     }
 }

@@ -230,6 +230,16 @@ fn assert_credentials(caps: &[&str]) {
     assert_eq!(effective, wanted, "effective capabilities {effective:#x}");
 }
 
+/// The report of a recording in the stage's output directory (pinprof's user's, 0700). Root
+/// reads recordings without its capabilities, so the test (root, with them) copies it to a
+/// directory of root's first.
+fn report_of(recording: &Path) -> serde_json::Value {
+    let name = recording.file_name().unwrap().to_string_lossy();
+    let copy = scratch(&format!("privileges-{name}"));
+    std::fs::copy(recording, &copy).unwrap();
+    report_json(&copy)
+}
+
 /// All but `dropped` of `caps`.
 fn without<'a>(caps: &[&'a str], dropped: &str) -> Vec<&'a str> {
     assert!(caps.contains(&dropped), "{dropped} is not in {caps:?}");
@@ -288,7 +298,7 @@ fn records_another_users_jvm_with_only_the_minimal_capabilities() {
     assert_eq!(meta.uid(), PINPROF_ID, "the recording is pinprof's user's");
     assert_eq!(stage.outputs(), ["x.pinrec"], "nothing else left behind");
 
-    let report = report_json(&file);
+    let report = report_of(&file);
     assert_eq!(report["target"]["runtime"]["kind"], "hotspot");
     assert!(
         report["target"]["runtime"]["version"]
@@ -439,7 +449,7 @@ fn a_missing_capability_fails_fast_and_says_what() {
     ];
     let (output, _) = stage.pinprof_as(&caps, &short);
     assert_ok(&output, "pinprof record without sys_ptrace");
-    let report = report_json(&stage.out().join("np.pinrec"));
+    let report = report_of(&stage.out().join("np.pinrec"));
     let warnings = report["capture"]["warnings"].as_array().unwrap();
     assert!(
         warnings.iter().any(|w| w
@@ -548,7 +558,7 @@ fn a_planted_attach_trigger_link_reaches_no_root_file() {
         "{stderr}"
     );
     assert_untouched(&precious);
-    let report = report_json(&out);
+    let report = report_of(&out);
     assert!(
         report["pinned"]["events"].as_u64().unwrap() > 10,
         "recorded all the same"

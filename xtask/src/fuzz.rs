@@ -1,7 +1,8 @@
-//! `cargo xtask fuzz [SECONDS]`: runs the recording reader's fuzz target (cargo-fuzz on the
-//! nightly toolchain) for a bounded time, seeded with the recordings the tests and the demo
-//! left behind. Installs cargo-fuzz where it is missing. A crash leaves its input under
-//! `profiler/fuzz/artifacts/` and fails the command.
+//! `cargo xtask fuzz [SECONDS]`: runs the fuzz targets (cargo-fuzz on the nightly toolchain)
+//! for a bounded time each: the recording reader, seeded with the recordings the tests and the
+//! demo left behind, and the parsers of the target's ELF files, seeded with small libraries of
+//! the test JDK and hostile variants of them. Installs cargo-fuzz where it is missing. A crash
+//! leaves its input under `profiler/fuzz/artifacts/` and fails the command.
 
 use std::{path::Path, process::Command};
 
@@ -19,19 +20,29 @@ pub fn run(args: &[String]) -> Result<()> {
             .with_context(|| format!("fuzz takes a number of seconds, not {s:?}"))?,
         None => 60,
     };
-    crate::setup::run()?;
+    let env = crate::setup::run()?;
     cargo_fuzz()?;
     let fuzz = root().join("profiler/fuzz");
-    let corpus = fuzz.join("corpus/recording");
-    std::fs::create_dir_all(&corpus)?;
-    let seeded = seed(&root().join("target"), &corpus)?;
+    let recordings = fuzz.join("corpus/recording");
+    std::fs::create_dir_all(&recordings)?;
+    let seeded = seed(&root().join("target"), &recordings)?;
     println!("fuzz: recording reader, {seconds} s, {seeded} new seeds");
+    fuzz_target("recording", &recordings, seconds)?;
+    let elves = fuzz.join("corpus/elf");
+    std::fs::create_dir_all(&elves)?;
+    let seeded = seed_elf(&env, &elves)?;
+    println!("fuzz: parsers of the target's ELF files, {seconds} s, {seeded} new seeds");
+    fuzz_target("elf", &elves, seconds)
+}
+
+/// Runs fuzz target `name` on `corpus` for `seconds`.
+fn fuzz_target(name: &str, corpus: &Path, seconds: u64) -> Result<()> {
     let fuzzed = run_cmd(
         Command::new("cargo")
             .current_dir(root().join("profiler"))
             .env("AYA_BUILD_SKIP", "1")
-            .args(["+nightly", "fuzz", "run", "recording"])
-            .arg(&corpus)
+            .args(["+nightly", "fuzz", "run", name])
+            .arg(corpus)
             .args([
                 "--",
                 &format!("-max_total_time={seconds}"),
@@ -42,8 +53,10 @@ pub fn run(args: &[String]) -> Result<()> {
             ]),
     );
     match fuzzed {
-        Ok(()) => println!("fuzz: no crash, hang or runaway allocation in {seconds} s"),
-        Err(_) => println!("fuzz: FAILED; the input that failed is under profiler/fuzz/artifacts/"),
+        Ok(()) => println!("fuzz: {name}: no crash, hang or runaway allocation in {seconds} s"),
+        Err(_) => println!(
+            "fuzz: {name}: FAILED; the input that failed is under profiler/fuzz/artifacts/{name}/"
+        ),
     }
     fuzzed
 }
@@ -102,3 +115,51 @@ fn find_recordings(dir: &Path, depth: u32, out: &mut Vec<std::path::PathBuf>) {
         }
     }
 }
+
+/// Seeds the ELF corpus with the test JDK's small libraries (under libFuzzer's length cap) and
+/// hostile variants of them: cut short, and with counts and offsets out of all proportion.
+/// How many were new.
+fn seed_elf(env: &crate::setup::Env, corpus: &Path) -> Result<usize> {
+    let mut added = 0;
+    let mut add = |name: String, bytes: &[u8]| -> Result<()> {
+        let to = corpus.join(name);
+        if !to.exists() {
+            std::fs::write(&to, bytes)?;
+            added += 1;
+        }
+        Ok(())
+    };
+    for (major, java) in &env.java {
+        let Some(lib) = java.parent().and_then(Path::parent).map(|r| r.join("lib")) else {
+            continue;
+        };
+        for entry in std::fs::read_dir(&lib)?.flatten() {
+            let path = entry.path();
+            let small = entry.metadata().is_ok_and(|m| m.len() <= MAX_ELF_SEED);
+            if !small || path.extension().is_none_or(|e| e != "so") {
+                continue;
+            }
+            let bytes = std::fs::read(&path)?;
+            let stem = format!("{major}-{}", entry.file_name().to_string_lossy());
+            add(stem.clone(), &bytes)?;
+            if bytes.len() < 0x40 || &bytes[..4] != b"\x7fELF" {
+                continue;
+            }
+            add(format!("{stem}-cut"), &bytes[..bytes.len() / 2])?;
+            // e_phnum, e_shnum (u16) and e_shoff (u64) out of proportion.
+            for (what, at, value) in [
+                ("phnum", 0x38, &0xffffu16.to_le_bytes()[..]),
+                ("shnum", 0x3c, &0xffffu16.to_le_bytes()[..]),
+                ("shoff", 0x28, &(bytes.len() as u64 - 1).to_le_bytes()[..]),
+            ] {
+                let mut hostile = bytes.clone();
+                hostile[at..at + value.len()].copy_from_slice(value);
+                add(format!("{stem}-{what}"), &hostile)?;
+            }
+        }
+    }
+    Ok(added)
+}
+
+/// ELF seeds larger than this are left out (libFuzzer's -max_len).
+const MAX_ELF_SEED: u64 = 256 << 10;

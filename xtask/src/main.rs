@@ -29,7 +29,8 @@ const USAGE: &str = "usage: cargo xtask <setup|test|demo|bench|soak|fuzz|dist|re
   demo    setup, then profile the bundled demo JVM for a few seconds: recording, report, flamegraph
   bench   setup, then measure pinprof's cost on JVM workloads against bpftrace and perf in the same run (--help)
   soak [MINUTES]  the demo JVM under pinprof record, then top, for MINUTES each (default 10): memory, losses, leftovers
-  fuzz [SECONDS]  fuzz the recording reader and the views for SECONDS (default 60), seeded with the recordings tests left
+  fuzz [SECONDS]  fuzz the recording reader and the views, then the parsers of the target's ELF files, for SECONDS
+                  each (default 60), seeded with the recordings tests left and the test JDK's small libraries
   dist    build the static pinprof (x86_64 musl, kernel programs inside) and its SHA-256 into target/dist
   refresh-ebpf  rebuild the checked-in kernel object (profiler/prebuilt) after changing profiler-ebpf
   check-ebpf    check that object against a fresh build (part of `test`)";

@@ -52,7 +52,7 @@ pub struct JavaThreadRegistry {
     java_threads: HashMap<MapData, u32, u64>,
     starts: HashMap<MapData, u32, OffCpuStart>,
     amendments: HashMap<MapData, u32, WaitAmendment>,
-    pid: u32,
+    process: crate::process::Process,
     /// What this handle last knew `JAVA_THREADS` to hold (None: read it from the kernel).
     written: Option<std::collections::HashMap<u32, u64>>,
     /// Amendments the kernel's map had no room for, shared by every handle.
@@ -62,14 +62,14 @@ pub struct JavaThreadRegistry {
 impl JavaThreadRegistry {
     /// Two handles on the programs' maps `JAVA_THREADS`, `STARTS` and `AMENDMENTS`: one for
     /// the capture, one for whichever thread follows the JVM's thread list.
-    pub(super) fn pair(maps: [Map; 3], pid: u32) -> Result<(Self, Self)> {
+    pub(super) fn pair(maps: [Map; 3], process: crate::process::Process) -> Result<(Self, Self)> {
         let lost = Arc::<AtomicU64>::default();
         let open = |[java_threads, starts, amendments]: [Map; 3]| -> Result<Self> {
             Ok(Self {
                 java_threads: HashMap::try_from(java_threads)?,
                 starts: HashMap::try_from(starts)?,
                 amendments: HashMap::try_from(amendments)?,
-                pid,
+                process: process.clone(),
                 written: None,
                 lost: Arc::clone(&lost),
             })
@@ -140,7 +140,7 @@ impl JavaThreadRegistry {
         // Read after the wait: if the thread has not run since `java` was read, the wait
         // read is the one `java` was read in.
         if start.java.flags & java_flags::KNOWN != 0
-            || crate::target::thread_runs(self.pid, tid) != Some(runs)
+            || crate::target::thread_runs(&self.process, tid) != Some(runs)
         {
             return;
         }
@@ -165,9 +165,9 @@ impl JavaThreadRegistry {
         start
     }
 
-    /// The target's process id.
-    pub fn pid(&self) -> u32 {
-        self.pid
+    /// The target.
+    pub fn process(&self) -> &crate::process::Process {
+        &self.process
     }
 
     /// Amendments lost to a full map, from every handle.

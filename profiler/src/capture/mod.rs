@@ -109,8 +109,9 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The target, as pinprof's PID namespace numbers it (as are all thread ids).
-    pub pid: u32,
+    /// The target, by identity; its pid as pinprof's PID namespace numbers it (as are all
+    /// thread ids).
+    pub process: crate::process::Process,
     /// pinprof's PID namespace (device, inode) when it is not the host's (the target is in
     /// it too): the programs then work in that namespace's ids.
     pub pid_ns: Option<(u64, u64)>,
@@ -190,7 +191,7 @@ pub struct Capture {
     started_ns: u64,
     /// When `stop` was called: the end of what this capture sees.
     stopped_ns: Option<u64>,
-    pid: u32,
+    process: crate::process::Process,
     /// The programs attached, by name, to detach at `stop`.
     attached: Vec<&'static str>,
     /// Their runs the kernel skipped, as `stop` found them.
@@ -272,7 +273,7 @@ impl Capture {
             .override_global("NEWTASK_PID_OFFSET", &newtask_pid, true)
             .override_global("NEWTASK_FLAGS_OFFSET", &newtask_flags, true)
             .override_global("TASK_LAYOUT", &task_layout, true)
-            .override_global("TARGET_TGID", &options.pid, true)
+            .override_global("TARGET_TGID", &options.process.pid(), true)
             .override_global("PID_NS_DEV", &options.pid_ns.map_or(0, |ns| ns.0), true)
             .override_global("PID_NS_INO", &options.pid_ns.map_or(0, |ns| ns.1), true)
             .override_global("MIN_OFF_CPU_NS", &options.min_off_cpu_ns, true)
@@ -357,7 +358,7 @@ impl Capture {
                 java_threads::second_handle(&starts)?,
                 take(&mut ebpf, "AMENDMENTS")?,
             ],
-            options.pid,
+            options.process.clone(),
         )?;
         let starts = HashMap::try_from(starts)?;
         let in_syscall = if syscalls {
@@ -398,7 +399,7 @@ impl Capture {
             stale_seeds: HashSet::new(),
             started_ns: 0,
             stopped_ns: None,
-            pid: options.pid,
+            process: options.process.clone(),
             attached: Vec::new(),
             skipped_at_stop: 0,
             counters_at_stop: None,
@@ -448,7 +449,7 @@ impl Capture {
     /// already made of them is dropped as it is read.
     fn drop_stale_seeds(&mut self, waits: &[WaitAtStart]) {
         for wait in waits {
-            if crate::target::thread_runs(self.pid, wait.tid) == Some(wait.runs) {
+            if crate::target::thread_runs(&self.process, wait.tid) == Some(wait.runs) {
                 continue;
             }
             self.stale_seeds.insert(wait.tid);

@@ -14,9 +14,8 @@
 //! Ctrl-C ends the exchange at once.
 
 use std::ffi::OsStr;
-use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +23,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::safe_fs::{Dir, TargetRoot};
+use crate::{
+    process::Process,
+    safe_fs::{Dir, TargetRoot},
+};
 
 /// Protocol version 1 limits each argument to this many bytes (HotSpot `arg_length_max`).
 /// How much of a failed command's reply an error quotes.
@@ -33,6 +35,8 @@ const ARG_LENGTH_MAX: usize = 1024;
 const SIGQUIT_MASK: u64 = 1 << (libc::SIGQUIT - 1);
 /// Replies longer than this are refused (the commands pinprof sends answer in kilobytes).
 pub const MAX_REPLY: usize = 4 << 20;
+/// The JVM's command line is read up to this (only to look for a flag).
+const MAX_CMDLINE: u64 = 16 << 20;
 /// How often waits look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -46,11 +50,11 @@ impl AttachPermit {
     }
 }
 
-/// Runs one jcmd-style diagnostic command (e.g. "VM.system_properties") in the live JVM `pid`
-/// and returns its output. `timeout` bounds the whole exchange, including waiting for the JVM
+/// Runs one jcmd-style diagnostic command (e.g. "VM.system_properties") in the live JVM
+/// `process` and returns its output. `timeout` bounds the whole exchange, including waiting for the JVM
 /// to start listening; `stop` (Ctrl-C) ends it early.
 pub fn jcmd(
-    pid: u32,
+    process: &Process,
     command: &str,
     timeout: Duration,
     _permit: &AttachPermit,
@@ -60,10 +64,11 @@ pub fn jcmd(
     if command.len() > ARG_LENGTH_MAX || command.contains('\0') {
         bail!("jcmd command must be at most {ARG_LENGTH_MAX} bytes without NUL: {command:?}");
     }
-    // Opened before any check so that a signal can only reach the process we checked, even if
-    // the pid is reused meanwhile.
-    let pidfd = pidfd_open(pid)?;
-    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+    // Read, and signalled (its pidfd), as the process attached to: never another that took
+    // its pid since.
+    let pid = process.pid();
+    let status = process
+        .read_to_string("status")
         .with_context(|| format!("cannot read /proc/{pid}/status (is process {pid} running?)"))?;
     let status = Status::parse(&status, pid)?;
     // HotSpot serves only root and its own user: anyone else's trigger and SIGQUIT would only
@@ -77,12 +82,12 @@ pub fn jcmd(
             status.euid
         );
     }
-    let tmp = TargetRoot::open(pid)?.open_dir(Path::new("/tmp"))?;
+    let tmp = TargetRoot::open(process)?.open_dir(Path::new("/tmp"))?;
     let socket = format!(".java_pid{}", status.nspid);
     if !socket_ready(pid, &tmp, &socket, status.euid)? {
-        start_listener(pid, &pidfd, &status, &tmp, &socket, deadline, stop)?;
+        start_listener(process, &status, &tmp, &socket, deadline, stop)?;
     }
-    let reply = exchange(pid, &tmp, &socket, status.euid, command, deadline, stop)?;
+    let reply = exchange(process, &tmp, &socket, status.euid, command, deadline, stop)?;
     let (code, output) = parse_reply(&reply).with_context(|| {
         let start = String::from_utf8_lossy(&reply[..reply.len().min(200)]);
         format!("JVM {pid} sent a malformed attach reply: {start:?}")
@@ -141,21 +146,24 @@ impl Status {
 /// Creates the trigger file, signals the JVM and waits for its socket; the trigger is gone
 /// again when this returns, whatever happened.
 fn start_listener(
-    pid: u32,
-    pidfd: &OwnedFd,
+    process: &Process,
     status: &Status,
     tmp: &Dir,
     socket: &str,
     deadline: Instant,
     stop: &AtomicBool,
 ) -> Result<()> {
-    let libjvm = crate::procmaps::Maps::open(pid)
+    let pid = process.pid();
+    let libjvm = crate::procmaps::Maps::open(process)
         .and_then(|mut maps| maps.library("libjvm.so"))
         .with_context(|| format!("cannot read /proc/{pid}/maps"))?;
     if libjvm.is_none() {
         bail!("process {pid} is not a JVM (it does not map libjvm.so)");
     }
-    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    // Fail closed: a command line that cannot be read may hold the flag.
+    let cmdline = process
+        .read("cmdline", MAX_CMDLINE)
+        .with_context(|| format!("cannot read /proc/{pid}/cmdline"))?;
     if attach_disabled(&cmdline) {
         bail!("JVM {pid} was started with -XX:+DisableAttachMechanism; cannot attach");
     }
@@ -164,8 +172,8 @@ fn start_listener(
             "JVM {pid} was started with -Xrs / does not catch SIGQUIT (yet); cannot attach safely"
         );
     }
-    let _trigger = create_trigger(pid, status, tmp)?;
-    send_sigquit(pid, pidfd)?;
+    let _trigger = create_trigger(process, status, tmp)?;
+    send_sigquit(pid, process.pidfd())?;
     // As the JDK's own client does, signal once more halfway: a JVM still starting up can drop
     // the first request.
     let mut resend = Some(Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2);
@@ -177,7 +185,7 @@ fn start_listener(
         }
         if resend.is_some_and(|at| now >= at) {
             resend = None;
-            send_sigquit(pid, pidfd)?;
+            send_sigquit(pid, process.pidfd())?;
         }
         if now >= deadline {
             bail!(
@@ -194,9 +202,14 @@ fn start_listener(
 /// Creates `.attach_pid<nspid>` where the JVM looks for it: its working directory, else its
 /// /tmp. Only a file this call creates is used (and given to the JVM's user, whose files the
 /// JVM trusts); an entry already there of any kind, a planted symlink included, is left alone.
-fn create_trigger(pid: u32, status: &Status, tmp: &Dir) -> Result<crate::safe_fs::Created> {
+fn create_trigger(
+    process: &Process,
+    status: &Status,
+    tmp: &Dir,
+) -> Result<crate::safe_fs::Created> {
+    let pid = process.pid();
     let name = format!(".attach_pid{}", status.nspid);
-    let cwd = open_cwd(pid);
+    let cwd = open_cwd(process);
     let mut why = Vec::new();
     for (dir, place) in [
         (cwd.as_ref().ok(), "working directory"),
@@ -256,15 +269,12 @@ fn trigger_place(dir: &Dir, jvm_euid: u32) -> Result<(), String> {
 }
 
 /// The JVM's working directory, as a directory fd (the `cwd` magic link is the kernel's).
-fn open_cwd(pid: u32) -> Result<Dir> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let path = format!("/proc/{pid}/cwd");
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(&path)
+fn open_cwd(process: &Process) -> Result<Dir> {
+    let path = format!("/proc/{process}/cwd");
+    let fd = process
+        .open("cwd", libc::O_RDONLY | libc::O_DIRECTORY)
         .with_context(|| format!("cannot open {path}"))?;
-    Ok(Dir::from_fd(OwnedFd::from(file), path.into()))
+    Ok(Dir::from_fd(fd, path.into()))
 }
 
 /// Whether the JVM's socket is there (checked for good by `open_socket`).
@@ -321,7 +331,7 @@ fn open_socket(pid: u32, tmp: &Dir, name: &str, euid: u32) -> Result<OwnedFd, So
 
 /// Sends one protocol-1 `jcmd` request and reads the reply to EOF (at most `MAX_REPLY`).
 fn exchange(
-    pid: u32,
+    process: &Process,
     tmp: &Dir,
     socket: &str,
     euid: u32,
@@ -329,7 +339,11 @@ fn exchange(
     deadline: Instant,
     stop: &AtomicBool,
 ) -> Result<Vec<u8>> {
+    let pid = process.pid();
     let mut stream = connect(pid, tmp, socket, euid, deadline, stop)?;
+    // The listener was process `pid`, and the process attached to holds that pid still: it
+    // is the one (no other could have had the pid while it did).
+    process.check()?;
     let timed_out = || anyhow::anyhow!("timed out waiting for JVM {pid} to answer {command:?}");
     let request = format!("1\0jcmd\0{command}\0\0\0");
     let mut sent = 0;
@@ -531,23 +545,7 @@ fn attach_disabled(cmdline: &[u8]) -> bool {
         })
 }
 
-fn pidfd_open(pid: u32) -> Result<OwnedFd> {
-    let raw = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0);
-    let raw = raw.with_context(|| format!("invalid pid {pid}"))?;
-    // SAFETY: pidfd_open takes plain integers and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, raw, 0) };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::ESRCH) {
-            bail!("no process {pid}");
-        }
-        return Err(err).with_context(|| format!("cannot open process {pid}"));
-    }
-    // SAFETY: the kernel just returned this fd, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-fn send_sigquit(pid: u32, pidfd: &OwnedFd) -> Result<()> {
+fn send_sigquit(pid: u32, pidfd: BorrowedFd) -> Result<()> {
     let null = std::ptr::null::<libc::siginfo_t>();
     // SAFETY: plain integers and a null siginfo, which means "as kill() would".
     let sys = libc::SYS_pidfd_send_signal;
@@ -616,7 +614,8 @@ mod tests {
 
     fn ask(target: u32, timeout: Duration, stop: &AtomicBool) -> (Result<String>, Duration) {
         let started = Instant::now();
-        let result = jcmd(target, "VM.version", timeout, &AttachPermit::new(), stop);
+        let target = Process::attach(target).unwrap();
+        let result = jcmd(&target, "VM.version", timeout, &AttachPermit::new(), stop);
         (result, started.elapsed())
     }
 
@@ -703,8 +702,7 @@ mod tests {
     /// The trigger goes only where the JVM's user may make files anyway.
     #[test]
     fn triggers_go_only_to_the_jvms_own_or_shared_sticky_directories() {
-        let base = std::env::temp_dir().join(format!("pinprof-trigger-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let base = crate::safe_fs::private_temp_dir("pinprof-trigger").unwrap();
         let (own, roots, sticky) = (base.join("own"), base.join("etc"), base.join("tmp"));
         for dir in [&own, &roots, &sticky] {
             std::fs::create_dir_all(dir).unwrap();

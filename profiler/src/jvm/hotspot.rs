@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use profiler_ebpf::{ChunkCopy, JavaState, JvmLayout, java_flags};
 
 use crate::budget::{self, Bounded, Shares};
+use crate::process::Process;
 
 use super::{
     chunk::{ChunkLayout, Frozen},
@@ -128,7 +129,7 @@ pub struct ClassInit {
 
 pub struct Hotspot {
     /// What it was opened with, to open it again (`reopen`).
-    pid: u32,
+    process: Process,
     major: Option<u32>,
     mem: Memory,
     vm: VmStructs,
@@ -219,9 +220,9 @@ fn thread_bytes(t: &JavaThread) -> u64 {
 }
 
 impl Hotspot {
-    /// Reads the JVM of process `pid`, of feature release `major` if known, keeping to
+    /// Reads the JVM of `process`, of feature release `major` if known, keeping to
     /// `shares` of the memory budget.
-    pub fn attach(pid: u32, major: Option<u32>, shares: Shares) -> Result<Self> {
+    pub fn attach(process: &Process, major: Option<u32>, shares: Shares) -> Result<Self> {
         let wanted: Vec<&str> = vmstructs::SYMBOLS
             .iter()
             .chain(JAVA_FIELD_OFFSETS)
@@ -230,8 +231,8 @@ impl Hotspot {
             .chain(&blockers::SYMBOLS)
             .copied()
             .collect();
-        let lib = Libjvm::load(pid, &wanted)?;
-        let mem = Memory::open(pid)?;
+        let lib = Libjvm::load(process, &wanted)?;
+        let mem = Memory::open(process)?;
         let vm = VmStructs::read(&mem, &lib).context("reading the JVM's VMStructs")?;
         // Java field offsets: u32 in the target, below the size of an object in practice.
         let java_offset = |name: &str| -> Result<u64> {
@@ -459,7 +460,7 @@ impl Hotspot {
             ));
         }
         Ok(Self {
-            pid,
+            process: process.clone(),
             major,
             walker,
             chunks: chunks.ok(),
@@ -467,7 +468,7 @@ impl Hotspot {
             walk_error,
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
-            tids: crate::namespaces::ThreadIds::new(pid),
+            tids: crate::namespaces::ThreadIds::new(process),
             listed: ListedThreads::default(),
             blockers: blockers.ok(),
             monitor_layout: monitors::MonitorLayout::read(&vm, major).ok(),
@@ -587,7 +588,7 @@ impl Hotspot {
     /// The same JVM read again, for another thread of pinprof's (each reader keeps caches of
     /// its own, within the same shares).
     pub fn reopen(&self) -> Result<Self> {
-        Self::attach(self.pid, self.major, self.shares)
+        Self::attach(&self.process, self.major, self.shares)
     }
 
     /// Keeps to new shares of the memory budget (measured once pinprof has started): what

@@ -8,10 +8,13 @@ use std::{collections::HashMap, fs::File, os::unix::fs::FileExt, path::PathBuf};
 use anyhow::{Context, Result, bail};
 use object::{Object, ObjectSymbol};
 
-use crate::{mappings::MAX_MAPPED_FILE, safe_fs::MappedFile};
+use crate::{mappings::MAX_MAPPED_FILE, process::Process, safe_fs::MappedFile};
 
 pub struct Memory {
+    /// `/proc/PID/mem`, opened through the process's own directory: bound to it (its memory
+    /// is gone once it exits: reads then end at once, never in another process's memory).
     file: File,
+    process: Process,
 }
 
 /// A read of the target's memory that failed. Routine (reads race the target's threads, and
@@ -23,6 +26,8 @@ pub enum ReadError {
     Unreadable { addr: u64, len: usize },
     /// No NUL within `max` bytes of a string at `addr`.
     TooLong { addr: u64, max: usize },
+    /// The process has exited: nothing more is read of it.
+    Exited { pid: u32 },
 }
 
 impl std::fmt::Display for ReadError {
@@ -33,6 +38,7 @@ impl std::fmt::Display for ReadError {
             Self::TooLong { addr, max } => {
                 write!(f, "string at {addr:#x} longer than {max} bytes")
             }
+            Self::Exited { pid } => write!(f, "{}", crate::process::Exited { pid }),
         }
     }
 }
@@ -43,14 +49,19 @@ impl std::error::Error for ReadError {}
 pub type Read<T> = std::result::Result<T, ReadError>;
 
 impl Memory {
-    pub fn open(pid: u32) -> Result<Self> {
-        let file = File::open(format!("/proc/{pid}/mem")).with_context(|| {
+    /// The memory of the process attached to; an error once it has exited.
+    pub fn open(process: &Process) -> Result<Self> {
+        let pid = process.pid();
+        let fd = process.open("mem", libc::O_RDONLY).with_context(|| {
             format!(
                 "cannot read the memory of process {pid} (another user's process needs \
                      root, or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH)"
             )
         })?;
-        Ok(Self { file })
+        Ok(Self {
+            file: File::from(fd),
+            process: process.clone(),
+        })
     }
 
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Read<()> {
@@ -61,7 +72,17 @@ impl Memory {
         if addr == 0 {
             return Err(unreadable);
         }
-        self.file.read_exact_at(buf, addr).map_err(|_| unreadable)
+        self.file.read_exact_at(buf, addr).map_err(|e| {
+            // An address not mapped is EIO; the end of the file is a process whose memory
+            // has gone (it exited).
+            if e.kind() == std::io::ErrorKind::UnexpectedEof && self.process.has_exited() {
+                ReadError::Exited {
+                    pid: self.process.pid(),
+                }
+            } else {
+                unreadable
+            }
+        })
     }
 
     pub fn u64(&self, addr: u64) -> Read<u64> {
@@ -116,15 +137,45 @@ pub struct Libjvm {
     symbols: HashMap<String, u64>,
 }
 
+/// The addresses of the symbols named in `wanted` (local ones too: libjvm ships a full
+/// `.symtab`) of the ELF file `name`, whose content is `data`, loaded at `base`. The file is
+/// the target's: read behind the parser guard.
+pub fn elf_symbols(
+    name: &str,
+    data: &[u8],
+    base: u64,
+    wanted: &[&str],
+) -> Result<HashMap<String, u64>> {
+    crate::parser_guard::guard(name, || read_symbols(data, base, wanted))
+        .with_context(|| format!("the ELF parser failed on {name} (a panic, caught)"))?
+        .with_context(|| format!("{name} is not an ELF file"))
+}
+
+fn read_symbols(data: &[u8], base: u64, wanted: &[&str]) -> Result<HashMap<String, u64>> {
+    let elf = object::File::parse(data)?;
+    let mut symbols = HashMap::new();
+    for symbol in elf.symbols().chain(elf.dynamic_symbols()) {
+        if let Ok(name) = symbol.name()
+            && wanted.contains(&name)
+        {
+            // A symbol may claim any address.
+            if let Some(addr) = base.checked_add(symbol.address()) {
+                symbols.insert(name.to_string(), addr);
+            }
+        }
+    }
+    Ok(symbols)
+}
+
 impl Libjvm {
     /// Finds `libjvm.so` in the target's maps and reads the symbols pinprof needs (`wanted`).
     /// Local symbols count too: libjvm ships a full `.symtab`.
-    pub fn load(pid: u32, wanted: &[&str]) -> Result<Self> {
-        let libjvm = crate::procmaps::Maps::open(pid)
+    pub fn load(process: &Process, wanted: &[&str]) -> Result<Self> {
+        let libjvm = crate::procmaps::Maps::open(process)
             .and_then(|mut maps| maps.library("libjvm.so"))
-            .with_context(|| format!("cannot read the memory map of process {pid}"))?;
+            .with_context(|| format!("cannot read the memory map of process {process}"))?;
         let Some(libjvm) = libjvm else {
-            bail!("process {pid} has no libjvm.so mapped: not a HotSpot JVM");
+            bail!("process {process} has no libjvm.so mapped: not a HotSpot JVM");
         };
         // The load bias: where file offset 0 is mapped.
         let base = libjvm.bias;
@@ -132,7 +183,7 @@ impl Libjvm {
         let path = map.path().to_path_buf();
         // The file the JVM has mapped (its inode, inside its root), never a file it only names.
         let file = MappedFile {
-            pid,
+            pid: process,
             start: map.start,
             end: map.end,
             path: &path,
@@ -142,19 +193,7 @@ impl Libjvm {
         .open(None, MAX_MAPPED_FILE)?;
         // read(2), never a mapping the JVM's owner could cut short under us.
         let data = crate::safe_fs::read_capped(&file, &path, MAX_MAPPED_FILE)?;
-        let elf = object::File::parse(&*data)
-            .with_context(|| format!("{} is not an ELF file", path.display()))?;
-        let mut symbols = HashMap::new();
-        for symbol in elf.symbols().chain(elf.dynamic_symbols()) {
-            if let Ok(name) = symbol.name()
-                && wanted.contains(&name)
-            {
-                // The file is the target's: a symbol may claim any address.
-                if let Some(addr) = base.checked_add(symbol.address()) {
-                    symbols.insert(name.to_string(), addr);
-                }
-            }
-        }
+        let symbols = elf_symbols(&path.to_string_lossy(), &data, base, wanted)?;
         Ok(Self { path, symbols })
     }
 

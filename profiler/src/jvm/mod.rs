@@ -27,13 +27,13 @@ pub struct SchedulerSettings {
 /// `JAVA_TOOL_OPTIONS`, argument files or set by the program are not on the command line.)
 /// Refused (fail closed) unless the JVM's own DisableAttachMechanism flag was read as off.
 pub fn scheduler_settings(
-    pid: u32,
+    process: &crate::process::Process,
     hotspot: &hotspot::Hotspot,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<SchedulerSettings> {
     let permit = hotspot.attach_permit()?;
     let timeout = Duration::from_secs(5);
-    let properties = attach::jcmd(pid, "VM.system_properties", timeout, &permit, stop)?;
+    let properties = attach::jcmd(process, "VM.system_properties", timeout, &permit, stop)?;
     Ok(parse_scheduler_settings(&properties))
 }
 
@@ -59,8 +59,9 @@ pub fn describe(
 ) -> Result<String> {
     use std::fmt::Write as _;
     let target = crate::target::Target::open(pid)?;
+    let process = target.process();
     // As `record` does: a JVM still starting is read once its VM is created.
-    startup::wait_until_started(pid, startup::WAIT, stop, || {
+    startup::wait_until_started(process, startup::WAIT, stop, || {
         say!(
             "pinprof: JVM {pid} is still starting: waiting up to {}s for it",
             startup::WAIT.as_secs()
@@ -71,17 +72,17 @@ pub fn describe(
         .runtime
         .with_context(|| format!("process {pid} ({}) is not a HotSpot JVM", info.command))?;
     // (No ring buffer: the thread list may take the most of the budget.)
-    let mut hotspot = hotspot::Hotspot::attach(pid, runtime.major(), budget.shares(None, 0))?;
+    let mut hotspot = hotspot::Hotspot::attach(process, runtime.major(), budget.shares(None, 0))?;
     let threads = hotspot.java_threads()?;
     let settings = if attach {
-        scheduler_settings(pid, &hotspot, stop)
+        scheduler_settings(process, &hotspot, stop)
     } else {
         Err(anyhow::anyhow!("--no-attach"))
     };
     let mut out = String::new();
     let version = runtime.version.as_deref().unwrap_or("(version unknown)");
     let _ = writeln!(out, "pid {pid} ({}): HotSpot {version}", info.command);
-    if let Some(c) = crate::namespaces::container(pid) {
+    if let Some(c) = crate::namespaces::container(process) {
         let cgroup = c.cgroup.as_deref().unwrap_or("unknown");
         let cpu = c
             .cpu_max

@@ -12,6 +12,7 @@ use std::{
 };
 
 use super::memory::{Libjvm, Memory};
+use crate::process::Process;
 
 /// `static bool _init_completed` of HotSpot's init.cpp (a local symbol in libjvm's full
 /// `.symtab`, JDK 21 and 25): set once `Threads::create_vm` is done, before `main` runs.
@@ -49,7 +50,7 @@ enum Phase {
 /// Waits up to `timeout` for the JVM of process `pid` to finish starting, calling `waiting`
 /// once if it must wait at all. Returns at once for a process that is no JVM.
 pub fn wait_until_started(
-    pid: u32,
+    process: &Process,
     timeout: Duration,
     stop: &AtomicBool,
     mut waiting: impl FnMut(),
@@ -66,13 +67,13 @@ pub fn wait_until_started(
                     Err(_) => return Startup::Unknown,
                 }
             }
-            None => match phase(pid) {
+            None => match phase(process) {
                 Phase::NotJava => return Startup::NotJava,
                 Phase::Launcher => false,
                 Phase::Libjvm => {
-                    let found = Libjvm::load(pid, &[INIT_COMPLETED])
+                    let found = Libjvm::load(process, &[INIT_COMPLETED])
                         .and_then(|lib| lib.symbol(INIT_COMPLETED))
-                        .and_then(|at| Ok((Memory::open(pid)?, at)));
+                        .and_then(|at| Ok((Memory::open(process)?, at)));
                     match found {
                         Ok(f) => flag = Some(f),
                         Err(_) => return Startup::Unknown,
@@ -96,8 +97,8 @@ pub fn wait_until_started(
 }
 
 /// libjvm mapped, or a `java` launcher (it links libjli, and loads libjvm itself later).
-fn phase(pid: u32) -> Phase {
-    let Ok(mut maps) = crate::procmaps::Maps::open(pid) else {
+fn phase(process: &Process) -> Phase {
+    let Ok(mut maps) = crate::procmaps::Maps::open(process) else {
         return Phase::NotJava;
     };
     let mut mapped = |name: &str| maps.library(name).is_ok_and(|l| l.is_some());
@@ -105,7 +106,7 @@ fn phase(pid: u32) -> Phase {
         return Phase::Libjvm;
     }
     // Right after exec, before the dynamic loader has mapped libjli: the program's name.
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let exe = process.read_link("exe").unwrap_or_default();
     if mapped("libjli.so") || exe.file_name() == Some(Path::new("java").as_os_str()) {
         Phase::Launcher
     } else {
@@ -121,10 +122,18 @@ mod tests {
     fn a_process_that_is_no_jvm_is_not_waited_for() {
         let stop = AtomicBool::new(false);
         let waited = || panic!("waited for a process that is no JVM");
-        let own = wait_until_started(std::process::id(), Duration::from_secs(5), &stop, waited);
+        let me = Process::myself().unwrap();
+        let own = wait_until_started(&me, Duration::from_secs(5), &stop, waited);
         assert_eq!(own, Startup::NotJava);
-        // Gone (or never there): nothing to wait for either.
-        let gone = wait_until_started(u32::MAX, Duration::from_secs(5), &stop, waited);
+        // Gone: nothing to wait for either.
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let gone = Process::attach(child.id()).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let gone = wait_until_started(&gone, Duration::from_secs(5), &stop, waited);
         assert_eq!(gone, Startup::NotJava);
     }
 }

@@ -249,8 +249,9 @@ impl VmStructs {
 /// The live JVM `pid`'s VMStructs fields and integer constants whose type or name contains
 /// `filter`, a line each, sorted (the hidden `vmstructs` command, for finding fields).
 pub fn dump(pid: u32, filter: &str) -> Result<String> {
-    let mem = Memory::open(pid)?;
-    let lib = Libjvm::load(pid, SYMBOLS)?;
+    let process = crate::process::Process::attach(pid)?;
+    let mem = Memory::open(&process)?;
+    let lib = Libjvm::load(&process, SYMBOLS)?;
     let vm = VmStructs::read(&mem, &lib)?;
     let mut lines: Vec<String> = vm
         .fields()

@@ -18,10 +18,10 @@ pub(super) struct CgroupWatch {
 }
 
 impl CgroupWatch {
-    /// The cgroup that limits `pid`, found before the window opens; a warning when it
+    /// The cgroup that limits `process`, found before the window opens; a warning when it
     /// cannot be told.
-    pub(super) fn find(pid: u32) -> (Self, Option<String>) {
-        match CpuCgroup::of(pid) {
+    pub(super) fn find(process: &crate::process::Process) -> (Self, Option<String>) {
+        match CpuCgroup::of(process) {
             Ok(cgroup) => (
                 Self {
                     cgroup: cgroup.map(CpuCgroup::limiting),

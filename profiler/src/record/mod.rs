@@ -207,7 +207,8 @@ pub fn run_with(
     // What is cut from here on is this recording's.
     let cuts_at_start = TALLY.snapshot();
     let target = Target::open(options.pid)?;
-    let pid_ns = crate::namespaces::capture_namespace(options.pid)?;
+    let process = target.process().clone();
+    let pid_ns = crate::namespaces::capture_namespace(&process)?;
     // Made before anything is attached, so that a name already taken is said at once; gone
     // again if the capture fails before its header is written.
     let existing = if options.replace {
@@ -218,7 +219,7 @@ pub fn run_with(
     let output = safe_fs::create_output(&options.output, existing)?;
     // A JVM caught starting is read once it has started, not before (see jvm::startup).
     let startup =
-        jvm::startup::wait_until_started(options.pid, jvm::startup::WAIT, stop.signal, || {
+        jvm::startup::wait_until_started(&process, jvm::startup::WAIT, stop.signal, || {
             if tee.is_none() {
                 say!(
                     "pinprof: JVM {} is still starting: waiting up to {}s for it",
@@ -236,7 +237,7 @@ pub fn run_with(
             jvm::startup::WAIT.as_secs()
         ));
     }
-    let hotspot = open_jvm(options, &mut info, &mut warnings, stop.signal);
+    let hotspot = open_jvm(options, &process, &mut info, &mut warnings, stop.signal);
     // Reading the JVM can take seconds (the attach protocol): a Ctrl-C meanwhile ends here.
     if stop.signal.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
@@ -244,7 +245,7 @@ pub fn run_with(
     // The target's mapped files (copied once for naming and unwinding alike) and its perf
     // map, read before anything is attached; read again from now on by threads of their
     // own, never by the drain.
-    let mut mappings = MapsWatch::start(options.pid)?;
+    let mut mappings = MapsWatch::start(&process)?;
     let mut symbolizer = Symbolizer::new(&target);
     if hotspot.is_some() {
         stacks::warm_up(&mut symbolizer, &mut mappings);
@@ -261,7 +262,7 @@ pub fn run_with(
         .collect();
     let syscalls = options.min_syscall.is_some();
     let mut first_accounts = Vec::new();
-    let (mut cgroup, cgroup_warning) = cgroup_watch::CgroupWatch::find(options.pid);
+    let (mut cgroup, cgroup_warning) = cgroup_watch::CgroupWatch::find(&process);
     warnings.extend(cgroup_warning);
     let mut first_cgroup = None;
     // A reader of its own follows the JVM's thread list from the moment the programs attach
@@ -269,7 +270,7 @@ pub fn run_with(
     let list_reader = jvm.as_ref().map(|j| j.hotspot.reopen());
     let mut capture = Capture::start(
         &capture::Options {
-            pid: options.pid,
+            process: process.clone(),
             pid_ns,
             min_off_cpu_ns: options.min_off_cpu.as_nanos() as u64,
             ring_buffer_bytes: options.ring_buffer_bytes,
@@ -352,7 +353,7 @@ pub fn run_with(
         }
         writer.write_event(&Event::Warning(warning))?;
     }
-    if let Some(container) = crate::namespaces::container(options.pid) {
+    if let Some(container) = crate::namespaces::container(&process) {
         writer.write_event(&Event::Container(container))?;
     }
     if let Some(hz) = options.on_cpu_hz.filter(|_| capture.samples()) {
@@ -360,7 +361,10 @@ pub fn run_with(
     }
     let mut session = Session {
         quiet,
-        target_mem: std::fs::File::open(format!("/proc/{}/mem", target.pid)).ok(),
+        target_mem: process
+            .open("mem", libc::O_RDONLY)
+            .map(std::fs::File::from)
+            .ok(),
         symbolizer,
         jvm,
         target,
@@ -384,7 +388,7 @@ pub fn run_with(
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
         stacks: Stacks::new(),
         mappings,
-        fds: fdname::FdNamer::new(options.pid),
+        fds: fdname::FdNamer::new(&process),
         lock_symbols: HashMap::new(),
         fp_check: options.fp_cross_check.then(FramePointerCheck::default),
         events: 0,
@@ -410,6 +414,14 @@ pub fn run_with(
     }
     session.write_cgroup(first_cgroup)?;
     let result = session.run(options, stop);
+    // What the parsers of the target's ELF files failed on (their panics, caught) is said,
+    // and kept with the recording.
+    if let Some(warning) = crate::parser_guard::warning() {
+        if !quiet {
+            say!("pinprof: warning: {warning}");
+        }
+        let _ = session.writer.write_event(&Event::Warning(warning));
+    }
     let reason = match &result {
         Ok(reason) => reason.clone(),
         Err(e) => StopReason::Error(format!("{e:#}")),

@@ -29,7 +29,9 @@ pub(super) fn waits_at_start(
         return Vec::new(); // nothing to seed: no JVM state to show, no calls traced
     }
     // For futex timeouts: the caller's `struct timespec` (a null pointer reads as none).
-    let mem = syscalls.then(|| Memory::open(target.pid).ok()).flatten();
+    let mem = syscalls
+        .then(|| Memory::open(target.process()).ok())
+        .flatten();
     let mut waits = Vec::new();
     for tid in target.tids() {
         // Read first: a change by the time the programs are attached means it ran.
@@ -114,13 +116,14 @@ pub(super) fn waits_at_start(
 /// warning in the recording.
 pub(super) fn open_jvm(
     options: &Options,
+    process: &crate::process::Process,
     info: &mut crate::events::TargetInfo,
     warnings: &mut Vec<String>,
     stop: &AtomicBool,
 ) -> Option<Hotspot> {
     let hotspot = match &info.runtime {
         Some(r) if r.kind == "hotspot" => match Hotspot::attach(
-            options.pid,
+            process,
             r.major(),
             options
                 .budget
@@ -147,7 +150,7 @@ pub(super) fn open_jvm(
         && options.attach
         && let Some(runtime) = &mut info.runtime
     {
-        match jvm::scheduler_settings(options.pid, h, stop) {
+        match jvm::scheduler_settings(process, h, stop) {
             Ok(settings) => {
                 runtime.parallelism = settings.parallelism.or(runtime.parallelism);
                 runtime.max_pool_size = settings.max_pool_size;

@@ -288,7 +288,7 @@ impl Watcher {
         // after the kernel was told, so that no wait begins unknown and unamended: how many
         // times each had run, then what it is doing.
         for t in threads.iter().filter(|t| new.contains(&(t.tid, t.addr))) {
-            let Some(runs) = crate::target::thread_runs(self.registry.pid(), t.tid) else {
+            let Some(runs) = crate::target::thread_runs(self.registry.process(), t.tid) else {
                 continue;
             };
             if let Some(java) = self.hotspot.java_state(t) {

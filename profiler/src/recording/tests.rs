@@ -43,7 +43,8 @@ fn event(i: u64) -> Event {
 }
 
 fn write_sample(n: u64) -> (Vec<u8>, Vec<usize>) {
-    let dir = std::env::temp_dir().join(format!("pinprof-rec-{}-{n}", std::process::id()));
+    let scratch = crate::safe_fs::private_temp_dir("pinprof-rec").unwrap();
+    let dir = scratch.join(format!("{n}.pinrec"));
     let output = crate::safe_fs::create_output(&dir, crate::safe_fs::Existing::Replace).unwrap();
     let mut w = RecordingWriter::create(output, &header(), None).unwrap();
     // Offsets at which each event frame is complete.
@@ -68,7 +69,7 @@ fn write_sample(n: u64) -> (Vec<u8>, Vec<usize>) {
     })
     .unwrap();
     let bytes = std::fs::read(&dir).unwrap();
-    std::fs::remove_file(&dir).unwrap();
+    std::fs::remove_dir_all(&scratch).unwrap();
     (bytes, ends)
 }
 
@@ -290,19 +291,20 @@ fn only_regular_files_are_read_and_at_once() {
             "{path}: {err:#}"
         );
     }
-    let fifo = std::env::temp_dir().join(format!("pinprof-fifo-{}", std::process::id()));
-    let _ = std::fs::remove_file(&fifo);
+    let scratch = crate::safe_fs::private_temp_dir("pinprof-fifo").unwrap();
+    let fifo = scratch.join("fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let err = Recording::open(&fifo).unwrap_err();
     assert!(format!("{err:#}").contains("a FIFO"), "{err:#}");
-    std::fs::remove_file(&fifo).unwrap();
+    std::fs::remove_dir_all(&scratch).unwrap();
     assert!(started.elapsed().as_secs() < 5);
 }
 
 #[test]
 fn a_container_round_trips_and_reaches_the_headers() {
-    let dir = std::env::temp_dir().join(format!("pinprof-rec-{}-container", std::process::id()));
+    let scratch = crate::safe_fs::private_temp_dir("pinprof-rec-container").unwrap();
+    let dir = scratch.join("container.pinrec");
     let output = crate::safe_fs::create_output(&dir, crate::safe_fs::Existing::Replace).unwrap();
     let mut w = RecordingWriter::create(output, &header(), None).unwrap();
     let container = crate::events::ContainerInfo {
@@ -318,7 +320,7 @@ fn a_container_round_trips_and_reaches_the_headers() {
     })
     .unwrap();
     let bytes = std::fs::read(&dir).unwrap();
-    std::fs::remove_file(&dir).unwrap();
+    std::fs::remove_dir_all(&scratch).unwrap();
     let r = Recording::parse(&bytes).unwrap();
     assert!(r.damage.is_empty());
     assert_eq!(r.events, vec![Event::Container(container.clone())]);

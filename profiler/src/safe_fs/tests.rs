@@ -7,10 +7,7 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("pinprof-safefs-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
+        Self(private_temp_dir(&format!("pinprof-safefs-{tag}")).unwrap())
     }
 
     /// A file standing for one that must never be touched (think /etc/shadow).
@@ -178,7 +175,7 @@ fn a_created_file_is_removed_only_while_it_is_ours() {
 #[test]
 fn files_the_target_names_must_be_regular_and_small() {
     let s = Scratch::new("read");
-    let root = TargetRoot::open(std::process::id()).unwrap();
+    let root = TargetRoot::own().unwrap();
     let expect = Expect {
         max_bytes: 1 << 20,
         owner: Owner::Anyone,
@@ -220,7 +217,7 @@ fn files_the_target_names_must_be_regular_and_small() {
 /// is read only from an ordinary filesystem; a kernel file pinprof chose, only from the kernel's.
 #[test]
 fn pseudo_files_of_the_kernel_are_read_only_where_pinprof_chose_them() {
-    let root = TargetRoot::open(std::process::id()).unwrap();
+    let root = TargetRoot::own().unwrap();
     for path in [
         "/proc/version",
         "/sys/kernel/mm/transparent_hugepage/enabled",
@@ -304,7 +301,7 @@ fn paths_resolve_inside_the_targets_root() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert!(ready, "the child did not chroot");
-    let root = TargetRoot::open(child as u32).unwrap();
+    let root = TargetRoot::open(&crate::process::Process::attach(child as u32).unwrap()).unwrap();
     let expect = Expect {
         max_bytes: 1 << 20,
         owner: Owner::Anyone,

@@ -176,6 +176,9 @@ fn show(app: &mut App, rx: &dyn Source, stop: &AtomicBool, options: &Options) ->
     let result = ratatui::try_init()
         .context("cannot set up the terminal")
         .and_then(|mut terminal| {
+            // ratatui's hook restores the terminal on any panic: one a parser's guard
+            // catches (the recorder's, meanwhile) must not reach it.
+            crate::parser_guard::quiet_panics_over_current_hook();
             let shown = event_loop(&mut terminal, app, rx, stop, options);
             // A terminal that has gone cannot be restored, and dropping ratatui's would say
             // so on a standard error that has gone too: a panic, which would take the

@@ -428,8 +428,7 @@ fn the_tables_cover_the_span_shown_and_the_filter_narrows_them() {
 
 #[test]
 fn f_writes_a_flamegraph_of_the_span_shown_and_says_where() {
-    let dir = std::env::temp_dir().join(format!("pinprof-tui-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::safe_fs::private_temp_dir("pinprof-tui").unwrap();
     let mut app = replayed(80);
     app.out_dir = dir.clone();
     // The span from 4.5 s to the end: worker-1 idle, main's sleep ending, no pinning.

@@ -175,11 +175,8 @@ pub fn session(n: u64, t: impl Fn(u64) -> u64, tid: impl Fn(u32) -> u32) -> Vec<
 
 /// A recording file of `events`, as pinprof writes it.
 pub fn file(events: &[Event], end_ns: u64) -> Vec<u8> {
-    let dir = std::env::temp_dir().join(format!(
-        "pinprof-hostile-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
+    let scratch = profiler::safe_fs::private_temp_dir("pinprof-hostile").unwrap();
+    let dir = scratch.join("fixture.pinrec");
     let output = create_output(&dir, Existing::Replace).unwrap();
     let mut writer = RecordingWriter::create(output, &header(), None).unwrap();
     for event in events {
@@ -192,6 +189,6 @@ pub fn file(events: &[Event], end_ns: u64) -> Vec<u8> {
         })
         .unwrap();
     let bytes = std::fs::read(&dir).unwrap();
-    std::fs::remove_file(&dir).unwrap();
+    std::fs::remove_dir_all(&scratch).unwrap();
     bytes
 }

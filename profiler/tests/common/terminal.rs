@@ -210,6 +210,11 @@ impl Terminal {
     fn drain(&mut self) {
         let _ = self.read_all.recv_timeout(Duration::from_secs(5));
     }
+
+    /// The program's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for Terminal {
