@@ -106,7 +106,9 @@ struct ProcmapQuery {
 
 const _: () = assert!(std::mem::size_of::<ProcmapQuery>() == 104);
 /// `_IOWR('f', 17, struct procmap_query)`.
-const PROCMAP_QUERY: libc::c_ulong = 0xc068_6611;
+// (The request's type is libc's: unsigned long on glibc, int on musl; the kernel takes the
+// low 32 bits either way.)
+const PROCMAP_QUERY: libc::Ioctl = 0xc068_6611_u32 as libc::Ioctl;
 const QUERY_VMA_EXECUTABLE: u64 = 0x04;
 const QUERY_COVERING_OR_NEXT_VMA: u64 = 0x10;
 const QUERY_FILE_BACKED_VMA: u64 = 0x20;
