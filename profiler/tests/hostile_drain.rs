@@ -8,84 +8,23 @@ mod common;
 
 use std::{
     io::Read as _,
-    os::unix::fs::{MetadataExt as _, PermissionsExt as _},
-    path::{Path, PathBuf},
-    process::{Command, Stdio},
+    os::unix::fs::MetadataExt as _,
+    path::PathBuf,
+    process::Stdio,
     time::{Duration, Instant},
 };
 
-use common::*;
+use common::{
+    nobody::{NOBODY as JVM_ID, Stage},
+    *,
+};
 
-/// The JVM's user and group: nobody / nogroup.
-const JVM_ID: u32 = 65534;
 /// Mappings the JVM adds (the kernel's default limit is 65,530 a process).
 const MAPPINGS: usize = 60_000;
 /// The perf map's size, MiB.
 const PERF_MAP_MIB: u64 = 256;
 /// Each recording's length.
 const SECONDS: u64 = 10;
-
-/// What the JVM's user must reach, in a fresh directory of root's (mode 0755): the JDK runtime
-/// and the workloads may sit where nobody cannot enter. Removed when dropped.
-struct Stage {
-    dir: PathBuf,
-}
-
-impl Stage {
-    fn new(name: &str) -> Self {
-        require_root();
-        let dir = std::env::temp_dir().join(format!("pinprof-drain-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let stage = Self { dir };
-        let java = java(21);
-        let runtime = java.parent().and_then(Path::parent).unwrap();
-        copy_tree(runtime, &stage.dir.join("jdk"));
-        copy_tree(&workloads(), &stage.dir.join("classes"));
-        let home = stage.dir.join("jvm-home");
-        std::fs::create_dir(&home).unwrap();
-        std::os::unix::fs::chown(&home, Some(JVM_ID), Some(JVM_ID)).unwrap();
-        stage
-    }
-
-    /// `SymbolFlood` (the demo shop) on JDK 21, as nobody.
-    fn start_jvm(&self) -> Jvm {
-        let mut command = Command::new("setpriv");
-        command
-            .args([
-                format!("--reuid={JVM_ID}"),
-                format!("--regid={JVM_ID}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ])
-            .arg(self.dir.join("jdk/bin/java"))
-            .arg("-cp")
-            .arg(self.dir.join("classes"))
-            .arg("SymbolFlood")
-            .current_dir(self.dir.join("jvm-home"));
-        let jvm = Jvm::spawn(command).expect("the JVM started as nobody (setpriv, util-linux)");
-        let owner = std::fs::metadata(format!("/proc/{}", jvm.pid))
-            .unwrap()
-            .uid();
-        assert_eq!(owner, JVM_ID, "the JVM runs as nobody");
-        jvm
-    }
-}
-
-impl Drop for Stage {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// `cp -a`, then readable (and directories enterable) by everyone.
-fn copy_tree(from: &Path, to: &Path) {
-    let copied = Command::new("cp").arg("-a").arg(from).arg(to).status();
-    assert!(copied.unwrap().success(), "cp -a {}", from.display());
-    let opened = Command::new("chmod").arg("-R").arg("a+rX").arg(to).status();
-    assert!(opened.unwrap().success(), "chmod -R a+rX {}", to.display());
-}
 
 /// A file removed when dropped (the 256 MiB perf map, however the test ends).
 struct Removed(PathBuf);
@@ -201,8 +140,8 @@ fn closing_events(stderr: &str) -> u64 {
 
 #[test]
 fn a_flood_of_mappings_and_a_huge_perf_map_cost_no_event() {
-    let stage = Stage::new("flood");
-    let mut jvm = stage.start_jvm();
+    let stage = Stage::new("drain-flood", 21);
+    let mut jvm = stage.start_jvm(&[], "SymbolFlood", &[]);
     let pid = jvm.pid;
     let perf_map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
     // A map another JVM of this pid left behind (pids wrap) would not be this one's.

@@ -15,92 +15,17 @@ use std::{
     io::Read as _,
     os::{
         fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
-        unix::fs::{MetadataExt as _, PermissionsExt as _},
+        unix::fs::MetadataExt as _,
     },
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Stdio,
     time::{Duration, Instant},
 };
 
-use common::*;
-
-/// The JVM's user and group: nobody / nogroup.
-const JVM_ID: u32 = 65534;
-
-/// A fresh directory of root's (0755) under the temporary directory with a copy of the JDK
-/// (so its `release` can be replaced) and the workloads, and a working directory for the
-/// JVM's user. Removed when dropped.
-struct Stage {
-    dir: PathBuf,
-}
-
-impl Stage {
-    fn new(name: &str, major: u32) -> Self {
-        require_root();
-        let dir =
-            std::env::temp_dir().join(format!("pinprof-hostile-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let stage = Self { dir };
-        let runtime = java(major);
-        let runtime = runtime.parent().and_then(Path::parent).unwrap();
-        copy_tree(runtime, &stage.jdk());
-        copy_tree(&workloads(), &stage.dir.join("classes"));
-        let home = stage.dir.join("jvm-home");
-        std::fs::create_dir(&home).unwrap();
-        std::os::unix::fs::chown(&home, Some(JVM_ID), Some(JVM_ID)).unwrap();
-        stage
-    }
-
-    fn jdk(&self) -> PathBuf {
-        self.dir.join("jdk")
-    }
-
-    fn out(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    /// `main` as nobody, on 2 carriers, with the JVM flags `flags`.
-    fn start_jvm(&self, main: &str, flags: &[&str], args: &[&str]) -> Jvm {
-        let mut command = Command::new("setpriv");
-        command
-            .args([
-                format!("--reuid={JVM_ID}"),
-                format!("--regid={JVM_ID}"),
-                "--clear-groups".into(),
-            ])
-            .arg("--")
-            .arg(self.jdk().join("bin/java"))
-            .arg("-Djdk.virtualThreadScheduler.parallelism=2")
-            .args(flags)
-            .arg("-cp")
-            .arg(self.dir.join("classes"))
-            .arg(main)
-            .args(args)
-            .current_dir(self.dir.join("jvm-home"));
-        let jvm = Jvm::spawn(command).expect("the JVM started as nobody (setpriv, util-linux)");
-        let owner = std::fs::metadata(format!("/proc/{}", jvm.pid))
-            .unwrap()
-            .uid();
-        assert_eq!(owner, JVM_ID, "the JVM runs as nobody");
-        jvm
-    }
-}
-
-impl Drop for Stage {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// `cp -a`, then readable (and directories enterable) by everyone.
-fn copy_tree(from: &Path, to: &Path) {
-    let copied = Command::new("cp").arg("-a").arg(from).arg(to).status();
-    assert!(copied.unwrap().success(), "cp -a {}", from.display());
-    let opened = Command::new("chmod").arg("-R").arg("a+rX").arg(to).status();
-    assert!(opened.unwrap().success(), "chmod -R a+rX {}", to.display());
-}
+use common::{
+    nobody::{NOBODY as JVM_ID, Stage},
+    *,
+};
 
 /// What the JVM's owner plants at a path pinprof reads.
 #[derive(Clone, Copy, Debug)]
@@ -324,8 +249,12 @@ fn recorded_events(said: &str) -> u64 {
 /// and never open them, and still do their work (the events recorded, the JVM described).
 #[test]
 fn planted_devices_fifos_and_terminals_are_never_opened() {
-    let stage = Stage::new("devices", 21);
-    let mut jvm = stage.start_jvm("PinnedSleep", &[], &[]);
+    let stage = Stage::new("hostile-devices", 21);
+    let mut jvm = stage.start_jvm(
+        &["-Djdk.virtualThreadScheduler.parallelism=2"],
+        "PinnedSleep",
+        &[],
+    );
     jvm.wait_for("sleeps", Duration::from_secs(20)).unwrap();
     let pid = jvm.pid.to_string();
     let release = stage.jdk().join("release");
@@ -340,7 +269,7 @@ fn planted_devices_fifos_and_terminals_are_never_opened() {
         plant(&release, at_release);
         plant(&perf_map, at_perf_map);
         let watch = OpenWatch::new(&[&release, &perf_map]);
-        let out = stage.out(&format!("round{round}.pinrec"));
+        let out = stage.path(&format!("round{round}.pinrec"));
         let (code, said) = run_pinprof(
             &[
                 "record",
@@ -399,15 +328,19 @@ fn escapes(bytes: &[u8]) -> Vec<(usize, u8)> {
 /// and still say what they mean (the escaped names, the failed attach).
 #[test]
 fn escapes_from_the_target_never_reach_the_terminal() {
-    let stage = Stage::new("escapes", 21);
+    let stage = Stage::new("hostile-escapes", 21);
     let jvm = stage.start_jvm(
+        &[
+            "-Djdk.virtualThreadScheduler.parallelism=2",
+            "--add-opens",
+            "java.base/java.lang=ALL-UNNAMED",
+        ],
         "HostileNames",
-        &["--add-opens", "java.base/java.lang=ALL-UNNAMED"],
         &["2"],
     );
     let pid = jvm.pid.to_string();
     let pty = Pty::open();
-    let out = stage.out("escapes.pinrec");
+    let out = stage.path("escapes.pinrec");
     let runs: [(&str, Vec<&str>); 3] = [
         ("jvm", vec!["jvm", "--pid", &pid]),
         (

@@ -22,16 +22,12 @@ mod common;
 
 use std::{
     io::Read as _,
-    os::unix::fs::{MetadataExt as _, PermissionsExt as _},
-    path::{Path, PathBuf},
-    process::{Command, Stdio},
+    path::Path,
+    process::Stdio,
     time::{Duration, Instant},
 };
 
-use common::*;
-
-/// The JVM's user and group: nobody / nogroup.
-const JVM_ID: u32 = 65534;
+use common::{nobody::Stage, *};
 
 /// The budget the attacks run under: above what pinprof itself takes before the target grows
 /// anything (its code, the 16 MiB ring buffer, the JVM's symbols: 75-90 MiB for the debug
@@ -46,74 +42,6 @@ const ATTACK: Duration = Duration::from_secs(20);
 /// records the loop had no time for and the stacks of the waits still open: at most 2 s by
 /// design), on a busy 2-core host.
 const SLACK: Duration = Duration::from_secs(6);
-
-/// A directory of root's (mode 0755) holding the JDK runtime and the workloads, readable by
-/// the JVM's user (the originals may sit under /root), and that user's working directory.
-struct Stage {
-    dir: PathBuf,
-}
-
-impl Stage {
-    fn new(name: &str) -> Self {
-        require_root();
-        let dir =
-            std::env::temp_dir().join(format!("pinprof-memory-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let stage = Self { dir };
-        let runtime = java(21).parent().and_then(Path::parent).unwrap().to_owned();
-        copy_tree(&runtime, &stage.dir.join("jdk"));
-        copy_tree(&workloads(), &stage.dir.join("classes"));
-        let home = stage.dir.join("jvm-home");
-        std::fs::create_dir(&home).unwrap();
-        std::os::unix::fs::chown(&home, Some(JVM_ID), Some(JVM_ID)).unwrap();
-        stage
-    }
-
-    /// `main` with `args` on JDK 21, as nobody, from its own working directory.
-    fn start_jvm(&self, main: &str, args: &[&str]) -> Jvm {
-        let mut command = Command::new("setpriv");
-        command
-            .args([
-                format!("--reuid={JVM_ID}"),
-                format!("--regid={JVM_ID}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ])
-            .arg(self.dir.join("jdk/bin/java"))
-            .arg("-cp")
-            .arg(self.dir.join("classes"))
-            .arg(main)
-            .args(args)
-            .current_dir(self.dir.join("jvm-home"));
-        let jvm = Jvm::spawn(command).expect("the JVM started as nobody (setpriv, util-linux)");
-        let owner = std::fs::metadata(format!("/proc/{}", jvm.pid))
-            .unwrap()
-            .uid();
-        assert_eq!(owner, JVM_ID, "the JVM runs as nobody");
-        // An attach socket another JVM of the same pid left behind is not this one's.
-        let stale = format!("/tmp/.java_pid{}", jvm.pid);
-        if std::fs::symlink_metadata(&stale).is_ok_and(|m| m.uid() != JVM_ID) {
-            std::fs::remove_file(&stale).unwrap();
-        }
-        jvm
-    }
-}
-
-impl Drop for Stage {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// `cp -a`, then readable (and directories enterable) by everyone.
-fn copy_tree(from: &Path, to: &Path) {
-    let copied = Command::new("cp").arg("-a").arg(from).arg(to).status();
-    assert!(copied.unwrap().success(), "cp -a {}", from.display());
-    let opened = Command::new("chmod").arg("-R").arg("a+rX").arg(to).status();
-    assert!(opened.unwrap().success(), "chmod -R a+rX {}", to.display());
-}
 
 /// How a pinprof run went.
 struct Ran {
@@ -307,8 +235,8 @@ fn frame_names(report: &serde_json::Value) -> Vec<String> {
 /// once are forgotten when their share is full, and SIGINT ends the recording at once.
 #[test]
 fn long_method_names_cost_at_most_the_budget() {
-    let stage = Stage::new("names");
-    let mut jvm = stage.start_jvm("LongNames", &["65000", "2", "2"]);
+    let stage = Stage::new("memory-names", 21);
+    let mut jvm = stage.start_jvm(&[], "LongNames", &["65000", "2", "2"]);
     jvm.wait_for("classes ", Duration::from_secs(20)).unwrap();
     let classes = |jvm: &mut Jvm| latest(jvm, "classes ");
     let out = scratch("hostile-memory-names.pinrec");
@@ -368,8 +296,8 @@ fn long_method_names_cost_at_most_the_budget() {
 /// counted), and `-d` ends the recording on time however slow each record is made to handle.
 #[test]
 fn a_flood_of_long_named_threads_costs_at_most_the_budget() {
-    let stage = Stage::new("threads");
-    let mut jvm = stage.start_jvm("ThreadFlood", &["1900", "4096"]);
+    let stage = Stage::new("memory-threads", 21);
+    let mut jvm = stage.start_jvm(&[], "ThreadFlood", &["1900", "4096"]);
     jvm.wait_for("churned ", Duration::from_secs(30)).unwrap();
     let out = scratch("hostile-memory-threads.pinrec");
     let cap: u64 = 512 << 20;
@@ -432,8 +360,8 @@ fn a_flood_of_long_named_threads_costs_at_most_the_budget() {
 /// A recording that reaches its size cap ends there, said, readable to its end marker.
 #[test]
 fn a_recording_ends_at_its_size_cap() {
-    let stage = Stage::new("cap");
-    let mut jvm = stage.start_jvm("LongNames", &["65000", "2", "2"]);
+    let stage = Stage::new("memory-cap", 21);
+    let mut jvm = stage.start_jvm(&[], "LongNames", &["65000", "2", "2"]);
     jvm.wait_for("classes ", Duration::from_secs(20)).unwrap();
     let out = scratch("hostile-memory-cap.pinrec");
     let cap: u64 = 2 << 20;

@@ -12,7 +12,7 @@ use std::{
     io::{BufRead as _, BufReader, Read as _, Write as _},
     net::{TcpListener, TcpStream},
     os::unix::fs::PermissionsExt as _,
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command, Output, Stdio},
     sync::{
         Arc,
@@ -22,7 +22,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
+use common::{
+    nobody::{Stage, spawn_as_nobody},
+    *,
+};
 
 /// A server on 127.0.0.1 that takes every connection and, a byte a second, reads the
 /// request and writes an answer whose status line never ends ("HTTP/1.1 200 OK" first, so
@@ -554,70 +557,18 @@ fn push_refuses_credentials_over_plain_http_and_says_how_to_allow_them() {
     let _ = target.wait();
 }
 
-/// The JVM's user and group: nobody / nogroup.
-const JVM_ID: u32 = 65534;
-
-/// A JDK runtime and the workloads copied into a directory of root's that everyone may read
-/// (the originals may sit under /root); removed when dropped.
-struct Stage {
-    dir: PathBuf,
-}
-
-impl Stage {
-    fn new(name: &str) -> Self {
-        require_root();
-        let dir = std::env::temp_dir().join(format!("pinprof-push-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        let stage = Self { dir };
-        let java = java(21);
-        let runtime = java.parent().and_then(Path::parent).unwrap();
-        for (from, to) in [(runtime, "jdk"), (workloads().as_path(), "classes")] {
-            let copied = Command::new("cp")
-                .arg("-a")
-                .arg(from)
-                .arg(stage.dir.join(to))
-                .status();
-            assert!(copied.unwrap().success(), "cp -a {}", from.display());
-        }
-        let opened = Command::new("chmod")
-            .args(["-R", "a+rX"])
-            .arg(&stage.dir)
-            .status();
-        assert!(opened.unwrap().success());
-        std::fs::create_dir(stage.dir.join("named")).unwrap();
-        std::fs::create_dir(stage.dir.join("home")).unwrap();
-        std::os::unix::fs::chown(stage.dir.join("home"), Some(JVM_ID), Some(JVM_ID)).unwrap();
-        stage
-    }
-
-    /// `PinnedSleep` on JDK 21 as nobody, its `java` run through a symlink named `comm`: the
-    /// process's name (`comm`) is what its owner chose.
-    fn start_jvm_named(&self, comm: &str) -> Jvm {
-        let named = self.dir.join("named").join(comm);
-        std::os::unix::fs::symlink(self.dir.join("jdk/bin/java"), &named).unwrap();
-        let mut command = Command::new("setpriv");
-        command
-            .args([
-                format!("--reuid={JVM_ID}"),
-                format!("--regid={JVM_ID}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ])
-            .arg(&named)
-            .arg("-Djdk.virtualThreadScheduler.parallelism=2")
-            .arg("-cp")
-            .arg(self.dir.join("classes"))
-            .arg("PinnedSleep")
-            .current_dir(self.dir.join("home"));
-        Jvm::spawn(command).expect("the JVM started as nobody (setpriv, util-linux)")
-    }
-}
-
-impl Drop for Stage {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// `PinnedSleep` on JDK 21 as nobody on `stage`, its `java` run through a symlink named
+/// `comm`: the process's name (`comm`) is what its owner chose.
+fn start_jvm_named(stage: &Stage, comm: &str) -> Jvm {
+    let named = stage.path("named");
+    std::fs::create_dir_all(&named).unwrap();
+    let named = named.join(comm);
+    std::os::unix::fs::symlink(stage.jdk().join("bin/java"), &named).unwrap();
+    let mut command = stage.java_as_nobody(&named);
+    command
+        .arg("-Djdk.virtualThreadScheduler.parallelism=2")
+        .arg("PinnedSleep");
+    spawn_as_nobody(command)
 }
 
 /// A JVM whose process name is `j{pid=1,env=x}` (its owner ran `java` through a symlink of
@@ -628,8 +579,8 @@ impl Drop for Stage {
 #[test]
 fn jdk21_push_of_a_process_named_with_label_syntax_keeps_pinprofs_labels() {
     const HOSTILE: &str = "j{pid=1,env=x}";
-    let stage = Stage::new("labels");
-    let jvm = stage.start_jvm_named(HOSTILE);
+    let stage = Stage::new("push-labels", 21);
+    let jvm = start_jvm_named(&stage, HOSTILE);
     // The premise: the kernel names the process as its owner chose.
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", jvm.pid)).unwrap();
     assert_eq!(comm.trim_end(), HOSTILE);

@@ -7,6 +7,7 @@ pub mod fixture;
 pub mod jfr;
 pub mod jvm;
 pub mod naps;
+pub mod nobody;
 pub mod terminal;
 
 use std::{
