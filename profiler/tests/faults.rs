@@ -87,12 +87,21 @@ fn pins_as_counted(mut jvm: Jvm, name: &str, seconds: f64, jfr: bool) -> (Value,
             COUNT_TOLERANCE,
         );
     }
-    assert_eq!(report["lost_events"], 0, "{name}");
+    // None lost but, now and then, a wait whose switch back in the kernel did not show
+    // (named as such in the closing line; see `missed_switch_ins`).
+    let closing = String::from_utf8_lossy(&output.stderr).into_owned();
+    let lost = report["lost_events"].as_u64().unwrap();
+    let switch_ins_missed = missed_switch_ins(&closing);
+    assert!(
+        lost == switch_ins_missed && lost <= 2,
+        "{name}: {lost} events lost, {switch_ins_missed} of them switches back in the kernel \
+         did not show: {closing}"
+    );
     assert!(
         jvm.child.try_wait().unwrap().is_none(),
         "{name}: the JVM died under pinprof"
     );
-    (report, String::from_utf8_lossy(&output.stderr).into_owned())
+    (report, closing)
 }
 
 /// The report's window on the wall clock (JFR's times).

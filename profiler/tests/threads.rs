@@ -148,15 +148,6 @@ fn counted_off_run_queue_ns(t: &serde_json::Value) -> f64 {
         .sum()
 }
 
-/// How many waits the closing line of `pinprof record` says were lost because the kernel did
-/// not show their end ("3 waits whose end the kernel did not show").
-fn missed_switch_ins(closing: &str) -> u64 {
-    closing
-        .split_once(" waits whose end the kernel did not show")
-        .and_then(|(before, _)| before.rsplit([' ', '(', ',']).next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn thread_times_stay_within_lives(major: u32) {
     let mut jvm = start(major, "Lifetimes", &["churn"]);
     std::thread::sleep(Duration::from_millis(1000));

@@ -278,3 +278,14 @@ pub fn assert_within(what: &str, ours: f64, truth: f64, tolerance: f64) {
         tolerance * 100.0
     );
 }
+
+/// How many waits the closing line of `pinprof record` says were lost because the kernel did
+/// not show their end ("3 waits whose end the kernel did not show"): now and then (about one
+/// recording in 25 of a churning target) the kernel does not run the programs at a thread's
+/// switch back in, and pinprof counts and names that wait as lost.
+pub fn missed_switch_ins(closing: &str) -> u64 {
+    closing
+        .split_once(" waits whose end the kernel did not show")
+        .and_then(|(before, _)| before.rsplit([' ', '(', ',']).next()?.parse().ok())
+        .unwrap_or(0)
+}
