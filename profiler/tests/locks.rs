@@ -409,8 +409,18 @@ fn a_reentrant_lock_is_one_row(major: u32) {
         "the object the thread dump names"
     );
     assert_eq!(row["java"]["kind"], "ownable");
+    // Every teller waits (a non-fair lock's barging can leave one parked through the
+    // window: it is still waiting at the end, and a waiter all the same).
     let waiters = strings(&row["waiters"]);
-    assert_eq!(waiters.len(), 8, "{waiters:?}");
+    let teller_rows: Vec<&Value> = locks
+        .iter()
+        .filter(|l| {
+            strings(&l["waiters"])
+                .iter()
+                .any(|w| w.starts_with("teller-"))
+        })
+        .collect();
+    assert_eq!(waiters.len(), 8, "{waiters:?} in {teller_rows:#?}");
     assert!(
         waiters.iter().all(|w| w.starts_with("teller-")),
         "{waiters:?}"

@@ -18,7 +18,11 @@ pub struct LockRow {
     pub waits: u64,
     pub wait_ns: u64,
     pub max_wait_ns: u64,
-    /// Threads that waited, by name.
+    /// Waits still under way when the recording stopped, on a Java object that has a row
+    /// (not in `waits`: nothing released them yet). A waiter the barging of a non-fair lock
+    /// left parked through the whole window is the longest waiter of all.
+    pub waiting_at_end: u64,
+    /// Threads that waited, or still wait, by name.
     pub waiters: BTreeSet<String>,
     /// Threads that released waiters: (tid, name, waits released, wait time released), most
     /// first.
@@ -286,6 +290,7 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
     struct Acc<'a> {
         waits: u64,
         wait_ns: u64,
+        waiting_at_end: u64,
         longest: Option<&'a Syscall>,
         /// Every wait, for the waiter's stack.
         all: Vec<&'a Syscall>,
@@ -364,6 +369,23 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
             acc.releases.entry(w.tid).or_default().push(s);
         }
     }
+    // Parks still under way at the end join the row of the object they park on, if it has
+    // one: a thread parked on a lock others took and released meanwhile waits on it (a
+    // park on an object no wait was released from, a worker idle on its queue, is none).
+    for s in model
+        .syscalls
+        .iter()
+        .filter(|s| s.unfinished && s.futex.is_some())
+    {
+        let Some((_, b)) = model.park_blocker_reading(s.tid, s.start_ns, s.end_ns) else {
+            continue;
+        };
+        let internal = jdk_internal_wait(model, s, &own);
+        if let Some(acc) = by_word.get_mut(&(LockKey::Blocker(b.object), internal)) {
+            acc.waiting_at_end += 1;
+            acc.waiters.insert(model.thread_name(s.tid));
+        }
+    }
     let labels = |frames: Vec<&Frame>| frames.iter().map(|f| f.label()).collect::<Vec<_>>();
     let hotspot = model.jdk_major().is_some();
     let mut rows: Vec<LockRow> = by_word
@@ -416,6 +438,7 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
                 waits: acc.waits,
                 wait_ns: acc.wait_ns,
                 max_wait_ns: acc.longest.map_or(0, |s| s.duration_ns()),
+                waiting_at_end: acc.waiting_at_end,
                 holders: holders
                     .into_iter()
                     .map(|(t, n, ns)| (t, model.thread_name(t), n, ns))
@@ -449,6 +472,7 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
         waits: k.count,
         wait_ns: k.total_ns,
         max_wait_ns: k.max_ns,
+        waiting_at_end: 0,
         waiters: BTreeSet::new(),
         holders: Vec::new(),
         holder_frames: Vec::new(),
@@ -553,5 +577,59 @@ mod tests {
         let released: Vec<i64> = lock_waits(&model).map(|s| s.ret).collect();
         assert_eq!(released, vec![0]);
         assert_eq!(locks(&model, &jdk_own_threads(&model))[0].waits, 1);
+    }
+
+    /// Three threads park on one object: one released, one parked through the whole window
+    /// (still waiting at the end), and one parked at the end on an object no wait was
+    /// released from (an idle worker): that one is no lock's waiter.
+    #[test]
+    fn a_park_under_way_at_the_end_joins_its_objects_row() {
+        use crate::events::{FutexWait, FutexWaker, ParkBlocker};
+        let ms = 1_000_000;
+        let park = |tid: u32, start_ms: u64, waker: Option<u32>| Syscall {
+            tid,
+            nr: 202,
+            name: "futex".into(),
+            args: [0x1000 * u64::from(tid), 0, 0, 0],
+            start_ns: start_ms * ms,
+            end_ns: 100 * ms,
+            ret: 0,
+            user_stack: None,
+            fd: None,
+            futex: Some(FutexWait {
+                uaddr: 0x1000 * u64::from(tid),
+                op: 0,
+                timeout_ns: None,
+                waker: waker.map(|tid| FutexWaker {
+                    tid,
+                    wake_ns: 100 * ms,
+                    user_stack: None,
+                    kernel_stack: None,
+                }),
+            }),
+            unfinished: waker.is_none(),
+        };
+        let blocker = |object: u64| ParkBlocker {
+            object,
+            class: "java.util.concurrent.locks.ReentrantLock$NonfairSync".into(),
+            ownable: true,
+            owner: None,
+        };
+        let mut model = Model {
+            syscalls: vec![park(1, 50, Some(9)), park(2, 0, None), park(3, 0, None)],
+            ..Default::default()
+        };
+        for (tid, object) in [(1, 0xa0), (2, 0xa0), (3, 0xb0)] {
+            model
+                .park_blockers
+                .entry(tid)
+                .or_default()
+                .insert(60 * ms, blocker(object));
+        }
+        let rows = locks(&model, &jdk_own_threads(&model));
+        assert_eq!(rows.len(), 1, "{rows:#?}");
+        assert_eq!(rows[0].address, 0xa0);
+        assert_eq!((rows[0].waits, rows[0].waiting_at_end), (1, 1));
+        assert_eq!(rows[0].waiters.len(), 2);
     }
 }

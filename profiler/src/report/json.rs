@@ -126,6 +126,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 "waits": l.waits,
                 "wait_ns": l.wait_ns,
                 "max_wait_ns": l.max_wait_ns,
+                "waiting_at_end": l.waiting_at_end,
                 "holder_frames": l.holder_frames,
                 "waiter_frames": l.waiter_frames,
                 "long_held": l.long_held(options.long_held_ns),

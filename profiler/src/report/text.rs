@@ -636,6 +636,9 @@ fn write_locks(out: &mut String, analysis: &Analysis, options: &Options) -> std:
         if let Some(owner) = l.java.as_ref().and_then(|j| j.owner.as_ref()) {
             writeln!(out, "      owner: {}", owner_label(owner))?;
         }
+        if l.waiting_at_end > 0 {
+            writeln!(out, "      still waiting at the end: {}", l.waiting_at_end)?;
+        }
         if !l.waiters.is_empty() {
             let waiters: Vec<&str> = l.waiters.iter().take(4).map(String::as_str).collect();
             writeln!(out, "      waiters: {}", waiters.join(", "))?;

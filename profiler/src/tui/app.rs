@@ -1233,6 +1233,7 @@ mod tests {
                 waits: 1,
                 wait_ns: 1,
                 max_wait_ns: 1,
+                waiting_at_end: 0,
                 waiters: Default::default(),
                 holders: Vec::new(),
                 holder_frames: Vec::new(),
