@@ -79,6 +79,8 @@ pub struct Inlining {
     tables: Bounded<(u64, u32), Tables>,
     /// Scope chains by (nmethod, compile id, pc): methods innermost first, or None.
     chains: Chains,
+    /// Each nmethod's compile id as read in a pass: (id, pass) (see `Walker::new_pass`).
+    ids: Bounded<u64, (u32, u64)>,
 }
 
 fn chain_bytes(_: &(u64, u32, u64), chain: &Option<Vec<Scope>>) -> u64 {
@@ -140,13 +142,15 @@ impl Inlining {
             },
             tables,
             chains,
+            ids: Bounded::new(DEFAULT_CACHE_BYTES / 16, no_heap, None),
         })
     }
 
     /// Keeps the caches within `bytes` in all.
     pub fn set_budget(&mut self, bytes: u64) {
         self.tables.set_max_bytes(bytes / 3);
-        self.chains.set_max_bytes(bytes - bytes / 3);
+        self.chains.set_max_bytes(bytes - bytes / 3 - bytes / 16);
+        self.ids.set_max_bytes(bytes / 16);
     }
 
     /// The methods running at `pc` in the frame of nmethod `nm` whose stack pointer is `sp`,
@@ -160,8 +164,17 @@ impl Inlining {
         nm: u64,
         sp: u64,
         pc: u64,
+        pass: u64,
     ) -> Option<Vec<Scope>> {
-        let compile_id = mem.u32(nm.wrapping_add(self.layout.compile_id)).ok()?;
+        // Read once a pass, as the blob is checked (see `Walker::blob`).
+        let compile_id = match self.ids.get(&nm) {
+            Some(&(id, seen)) if seen == pass => id,
+            _ => {
+                let id = mem.u32(nm.wrapping_add(self.layout.compile_id)).ok()?;
+                self.ids.insert(nm, (id, pass));
+                id
+            }
+        };
         // A failed read (an nmethod caught half-installed) is tried again next time.
         let tables = match self.tables.get(&(nm, compile_id)) {
             Some(known) => known.clone(),
@@ -407,6 +420,7 @@ mod tests {
             },
             tables,
             chains,
+            ids: Bounded::new(DEFAULT_CACHE_BYTES / 16, no_heap, None),
         }
     }
 
@@ -500,7 +514,7 @@ mod tests {
         };
         let mut inlining = inlining(u64::MAX);
         for pc in [0, u64::MAX, nm] {
-            assert_eq!(inlining.scopes(&mem, &stack, nm, 0x7000, pc), None);
+            assert_eq!(inlining.scopes(&mem, &stack, nm, 0x7000, pc, 1), None);
         }
     }
 

@@ -178,9 +178,14 @@ pub struct Walker {
     methods: Methods,
     /// Source lines by (`Method*`, bci).
     lines: Lines,
-    /// Whether Java's stack traces hide a method, by `Method*`.
-    hidden: Bounded<u64, bool>,
+    /// What a method's flags say, by `Method*`.
+    flags: Bounded<u64, MethodFlags>,
+    /// Code blobs by start, and the blob holding each pc walked (its start).
     blobs: Bounded<u64, Blob>,
+    pcs: Bounded<u64, u64>,
+    /// The pass walks are in now (see `begin_walk`), counted from `epoch`.
+    pass: u64,
+    epoch: std::time::Instant,
     /// None when this JVM's debug information cannot be found: compiled frames are then
     /// named by their own method only.
     inlining: Option<Inlining>,
@@ -195,13 +200,26 @@ struct Blob {
     name: String,
     frame_words: u64,
     method: Option<u64>,
+    /// The pass in which it was last seen to still hold this code.
+    checked: u64,
+}
+
+/// A method's flags that walking needs, read once per `Method*`.
+#[derive(Clone, Copy, Debug)]
+struct MethodFlags {
+    /// Java's own stack traces leave it out (see `Walker::hidden`).
+    hidden: bool,
+    synchronized: bool,
 }
 
 /// The caches' parts of the walker's budget, in sixteenths: names are the most and the
 /// largest; the inlining tables and chains get the rest (see `Inlining::set_budget`).
 const METHODS: u64 = 8;
 const LINES: u64 = 2;
-const HIDDEN: u64 = 1;
+const FLAGS: u64 = 1;
+
+/// How long one check of a code blob serves the walks that meet it.
+const PASS: std::time::Duration = std::time::Duration::from_millis(10);
 const BLOBS: u64 = 2;
 
 fn method_bytes(_: &u64, name: &Option<String>) -> u64 {
@@ -222,10 +240,11 @@ impl Walker {
         let part = |sixteenths: u64| bytes / 16 * sixteenths;
         self.methods.set_max_bytes(part(METHODS));
         self.lines.set_max_bytes(part(LINES));
-        self.hidden.set_max_bytes(part(HIDDEN));
-        self.blobs.set_max_bytes(part(BLOBS));
+        self.flags.set_max_bytes(part(FLAGS));
+        self.blobs.set_max_bytes(part(BLOBS) / 2);
+        self.pcs.set_max_bytes(part(BLOBS) / 2);
         if let Some(inlining) = &mut self.inlining {
-            inlining.set_budget(part(16 - METHODS - LINES - HIDDEN - BLOBS));
+            inlining.set_budget(part(16 - METHODS - LINES - FLAGS - BLOBS));
         }
     }
 }
@@ -234,14 +253,23 @@ type Methods = Bounded<u64, Option<String>>;
 type Lines = Bounded<(u64, i32), Option<u32>>;
 
 /// The caches, empty, within `bytes` in all (see `set_budget`).
-fn caches(bytes: u64) -> (Methods, Lines, Bounded<u64, bool>, Bounded<u64, Blob>) {
+struct Caches {
+    methods: Methods,
+    lines: Lines,
+    flags: Bounded<u64, MethodFlags>,
+    blobs: Bounded<u64, Blob>,
+    pcs: Bounded<u64, u64>,
+}
+
+fn caches(bytes: u64) -> Caches {
     let part = |sixteenths: u64| bytes / 16 * sixteenths;
-    (
-        Bounded::new(part(METHODS), method_bytes, None),
-        Bounded::new(part(LINES), no_heap, None),
-        Bounded::new(part(HIDDEN), no_heap, None),
-        Bounded::new(part(BLOBS), blob_bytes, None),
-    )
+    Caches {
+        methods: Bounded::new(part(METHODS), method_bytes, None),
+        lines: Bounded::new(part(LINES), no_heap, None),
+        flags: Bounded::new(part(FLAGS), no_heap, None),
+        blobs: Bounded::new(part(BLOBS) / 2, blob_bytes, None),
+        pcs: Bounded::new(part(BLOBS) / 2, no_heap, None),
+    }
 }
 
 impl Walker {
@@ -311,14 +339,23 @@ impl Walker {
             Ok(i) => (Some(i), None),
             Err(e) => (None, Some(format!("{e:#}"))),
         };
-        let (methods, lines, hidden, blobs) = caches(DEFAULT_CACHE_BYTES);
+        let Caches {
+            methods,
+            lines,
+            flags,
+            blobs,
+            pcs,
+        } = caches(DEFAULT_CACHE_BYTES);
         let mut walker = Self {
             layout,
             heaps: Vec::new(),
             methods,
             lines,
-            hidden,
+            flags,
             blobs,
+            pcs,
+            pass: 0,
+            epoch: std::time::Instant::now(),
             inlining,
             inlining_error,
             debug: std::env::var_os("PINPROF_DEBUG").is_some(),
@@ -360,6 +397,7 @@ impl Walker {
         if sp == 0 {
             return frames;
         }
+        self.begin_walk();
         // HotSpot sets the pc before blocking; without it, the return address just below sp
         // (below the copy) is read live, once.
         let mut pc = if pc != 0 {
@@ -482,6 +520,7 @@ impl Walker {
         chunks: &[ChunkFrames],
         entry_pc: Option<u64>,
     ) -> Vec<JavaFrame> {
+        self.begin_walk();
         let mut frames = Vec::new();
         for chunk in chunks {
             let stack = chunk.stack();
@@ -592,18 +631,35 @@ impl Walker {
     /// lambda forms, methods of hidden classes (a lambda's `call`), the JDK's `@Hidden`
     /// plumbing (`Continuation.enter`, `Thread.runWith`).
     fn hidden(&mut self, mem: &impl Target, method: Option<u64>) -> bool {
-        let (Some(method), Some(flag)) = (method.filter(|&m| m != 0), self.layout.hidden) else {
-            return false;
-        };
-        if let Some(&known) = self.hidden.get(&method) {
-            return known;
+        self.method_flags(mem, method).is_some_and(|f| f.hidden)
+    }
+
+    /// Whether a method is declared `synchronized`.
+    fn synchronized(&mut self, mem: &impl Target, method: Option<u64>) -> bool {
+        self.method_flags(mem, method)
+            .is_some_and(|f| f.synchronized)
+    }
+
+    /// A method's flags, read once per `Method*` (a frame of it is met at every wait).
+    fn method_flags(&mut self, mem: &impl Target, method: Option<u64>) -> Option<MethodFlags> {
+        let method = method.filter(|&m| m != 0)?;
+        if let Some(&known) = self.flags.get(&method) {
+            return Some(known);
         }
-        let hidden = mem
-            .u64(method.wrapping_add(self.layout.method_const))
-            .and_then(|c| mem.u32(c.wrapping_add(flag.0)))
-            .is_ok_and(|flags| flags & flag.1 != 0);
-        self.hidden.insert(method, hidden);
-        hidden
+        let hidden = self.layout.hidden.is_some_and(|flag| {
+            mem.u64(method.wrapping_add(self.layout.method_const))
+                .and_then(|c| mem.u32(c.wrapping_add(flag.0)))
+                .is_ok_and(|flags| flags & flag.1 != 0)
+        });
+        let synchronized = mem
+            .u16(method.wrapping_add(self.layout.method_flags))
+            .is_ok_and(|flags| flags & ACC_SYNCHRONIZED != 0);
+        let flags = MethodFlags {
+            hidden,
+            synchronized,
+        };
+        self.flags.insert(method, flags);
+        Some(flags)
     }
 
     /// The frames of code blob `blob` at `pc`: the methods the JIT inlined there, then its own
@@ -635,11 +691,12 @@ impl Walker {
         // Methods the JIT inlined here come first, innermost first; the chain must end with
         // the frame's own method to be trusted.
         let mut own_bci = None;
+        let pass = self.pass;
         if tier == Tier::Compiled
             && let Some(mut scopes) = self
                 .inlining
                 .as_mut()
-                .and_then(|i| i.scopes(mem, stack, blob.start, sp, pc))
+                .and_then(|i| i.scopes(mem, stack, blob.start, sp, pc, pass))
             && scopes.pop().map(|(m, bci)| {
                 own_bci = Some(bci);
                 m
@@ -729,8 +786,50 @@ impl Walker {
         line_at(&bytes[..len], bci)
     }
 
-    /// The code blob holding `pc`, through the code heap's segment map.
+    /// Starts a new pass if the last began `PASS` ago or more: code blobs are checked again
+    /// as they are met (within a pass, one check of a blob serves every stack that holds it).
+    fn begin_walk(&mut self) {
+        self.pass = (self.epoch.elapsed().as_nanos() / PASS.as_nanos()) as u64 + 1;
+    }
+
+    /// The code blob holding `pc`: the one it held this pass, else through the code heap's
+    /// segment map.
     fn blob(&mut self, mem: &impl Target, pc: u64) -> Option<Blob> {
+        // Code is freed and its space reused (recompilation, unloading), rarely: a blob seen
+        // at `pc` this pass is taken to be there still. (A check per frame is no surer: the
+        // stack was copied before it, up to a pass of the recorder ago.)
+        let pass = self.pass;
+        if let Some(&start) = self.pcs.get(&pc)
+            && let Some(known) = self.blobs.get(&start)
+            && known.checked == pass
+        {
+            return Some(known.clone());
+        }
+        let start = self.blob_start(mem, pc)?;
+        // A cached blob is trusted only while it still holds the same method with the same
+        // frame size (a method recompiled at another tier may land where its old code was).
+        let cached = self.blobs.get(&start).cloned().filter(|known| {
+            let method_now = known
+                .method
+                .and_then(|_| mem.u64(start.wrapping_add(self.layout.nmethod_method)).ok());
+            let words_now = mem
+                .u32(start.wrapping_add(self.layout.blob_frame_size))
+                .ok()
+                .map(|w| (w as i32).max(0) as u64);
+            known.method == method_now && words_now == Some(known.frame_words)
+        });
+        let mut blob = match cached {
+            Some(known) => known,
+            None => self.read_blob(mem, start)?,
+        };
+        blob.checked = pass;
+        self.blobs.insert(start, blob.clone());
+        self.pcs.insert(pc, start);
+        Some(blob)
+    }
+
+    /// The start of the used code block holding `pc`, through the code heap's segment map.
+    fn blob_start(&mut self, mem: &impl Target, pc: u64) -> Option<u64> {
         let mut heap = self.heaps.iter().find(|h| (h.low..h.high).contains(&pc));
         if heap.is_none() {
             // The heaps may have grown since they were read.
@@ -754,31 +853,10 @@ impl Walker {
             hops += 1;
         }
         let block = heap.low.wrapping_add(i << heap.log2_segment);
-        let start = block.wrapping_add(self.layout.block_size);
         let mut used = [0u8];
         mem.read(block.wrapping_add(self.layout.block_used), &mut used)
             .ok()?;
-        if used[0] == 0 {
-            return None;
-        }
-        // Code is freed and its space reused (recompilation, unloading): a cached blob is
-        // trusted only while it still holds the same method with the same frame size (a
-        // method recompiled at another tier may land where its old code was).
-        if let Some(known) = self.blobs.get(&start) {
-            let method_now = known
-                .method
-                .and_then(|_| mem.u64(start.wrapping_add(self.layout.nmethod_method)).ok());
-            let words_now = mem
-                .u32(start.wrapping_add(self.layout.blob_frame_size))
-                .ok()
-                .map(|w| (w as i32).max(0) as u64);
-            if known.method == method_now && words_now == Some(known.frame_words) {
-                return Some(known.clone());
-            }
-        }
-        let blob = self.read_blob(mem, start)?;
-        self.blobs.insert(start, blob.clone());
-        Some(blob)
+        (used[0] != 0).then(|| block.wrapping_add(self.layout.block_size))
     }
 
     fn read_blob(&self, mem: &impl Target, blob: u64) -> Option<Blob> {
@@ -799,6 +877,7 @@ impl Walker {
             name,
             frame_words: frame_words.max(0) as u64,
             method,
+            checked: 0,
         })
     }
 
@@ -851,14 +930,6 @@ impl Walker {
         if self.debug {
             say!("pinprof: debug: [unknown java frame]: {why}");
         }
-    }
-
-    /// Whether a method is declared `synchronized`.
-    fn synchronized(&self, mem: &impl Target, method: Option<u64>) -> bool {
-        method
-            .filter(|&m| m != 0)
-            .and_then(|m| mem.u16(m.wrapping_add(self.layout.method_flags)).ok())
-            .is_some_and(|flags| flags & ACC_SYNCHRONIZED != 0)
     }
 
     /// `pkg.Class.method` of a `Method*`.
@@ -1023,7 +1094,13 @@ mod tests {
     }
 
     fn walker(layout: Layout) -> Walker {
-        let (methods, lines, hidden, blobs) = caches(DEFAULT_CACHE_BYTES);
+        let Caches {
+            methods,
+            lines,
+            flags,
+            blobs,
+            pcs,
+        } = caches(DEFAULT_CACHE_BYTES);
         Walker {
             layout,
             heaps: vec![Heap {
@@ -1034,8 +1111,11 @@ mod tests {
             }],
             methods,
             lines,
-            hidden,
+            flags,
             blobs,
+            pcs,
+            pass: 0,
+            epoch: std::time::Instant::now(),
             inlining: None,
             inlining_error: None,
             debug: false,
