@@ -240,13 +240,17 @@ pub fn heap_bytes(s: &str) -> u64 {
     if s.is_empty() { 0 } else { s.len() as u64 + 16 }
 }
 
+/// A seeded fast hash: the walker's caches are looked up several times per frame of every
+/// stack, and their keys (addresses in the target) are not the target's to choose freely.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// A map of at most about `max_bytes` (as `cost` counts an entry, the map's own overhead
 /// included), which forgets its older half when full: what is used again soon stays, what is
 /// not goes, and nothing grows with what the target makes. Each forgotten entry is counted
 /// as `forgetting`, when given.
 pub struct Bounded<K, V> {
-    recent: HashMap<K, V>,
-    older: HashMap<K, V>,
+    recent: Map<K, V>,
+    older: Map<K, V>,
     recent_bytes: u64,
     older_bytes: u64,
     max_bytes: u64,
@@ -257,8 +261,8 @@ pub struct Bounded<K, V> {
 impl<K: Hash + Eq, V> Bounded<K, V> {
     pub fn new(max_bytes: u64, cost: fn(&K, &V) -> u64, forgetting: Option<Cut>) -> Self {
         Self {
-            recent: HashMap::new(),
-            older: HashMap::new(),
+            recent: Map::default(),
+            older: Map::default(),
             recent_bytes: 0,
             older_bytes: 0,
             max_bytes,
@@ -300,7 +304,7 @@ impl<K: Hash + Eq, V> Bounded<K, V> {
                 if let Some(cut) = self.forgetting {
                     TALLY.add(cut, self.older.len() as u64);
                 }
-                self.older = HashMap::new();
+                self.older = Map::default();
                 self.older_bytes = 0;
             }
         }

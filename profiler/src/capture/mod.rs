@@ -12,7 +12,7 @@ mod tracefs;
 
 pub use java_threads::{JavaThreadRegistry, KnownThread, ThreadRole};
 pub use maps::LostCauses;
-pub use records::{ChunkedStack, Raw};
+pub use records::{BATCH, ChunkedStack, JavaStack, Raw};
 
 use std::collections::HashSet;
 
@@ -188,6 +188,10 @@ pub struct Capture {
     /// Threads whose seeded wait may have ended before the programs attached: what the
     /// kernel makes of their seeds is dropped.
     stale_seeds: HashSet<u32>,
+    /// Buffers of stack copies already handled, for the next ones (see `recycle`).
+    spare: Vec<Vec<u8>>,
+    /// The last drain stopped at its batch's size with records left.
+    backlog: bool,
     started_ns: u64,
     /// When `stop` was called: the end of what this capture sees.
     stopped_ns: Option<u64>,
@@ -397,6 +401,8 @@ impl Capture {
             unhandled: 0,
             seeds_lost: [0; 2],
             stale_seeds: HashSet::new(),
+            spare: Vec::new(),
+            backlog: false,
             started_ns: 0,
             stopped_ns: None,
             process: options.process.clone(),

@@ -8,9 +8,9 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use profiler_ebpf::{
-    CHUNK_COPY_BYTES, ChunkCopy, ChunkHead, ExitEvent, LateWakeup, MAX_COPIED_CHUNKS,
-    NativeStackCopy, OffCpuEvent, OnCpuSample, STACK_COPY_BYTES, StackCopy, StackHead,
-    SyscallEvent, ThreadLife, ThreadRename, kind,
+    CHUNK_COPY_BYTES, ChunkHead, ExitEvent, LateWakeup, MAX_COPIED_CHUNKS, NativeStackCopy,
+    OffCpuEvent, OnCpuSample, STACK_COPY_BYTES, StackHead, SyscallEvent, ThreadLife, ThreadRename,
+    kind,
 };
 
 use super::Capture;
@@ -20,7 +20,7 @@ use super::Capture;
 pub enum Raw {
     OffCpu(OffCpuEvent),
     Exit(ExitEvent),
-    StackCopy(Box<StackCopy>),
+    StackCopy(JavaStack),
     /// A Java stack with the frames its virtual thread had frozen in a stack chunk.
     StackChunkCopy(Box<ChunkedStack>),
     /// A long system call, or a long futex wait with its waker.
@@ -98,16 +98,32 @@ impl Raw {
     }
 }
 
-/// A Java stack copy with the copy of its virtual thread's frozen frames.
+/// A Java stack the kernel copied: its head and exactly the bytes it copied (`head.len`, at
+/// most `STACK_COPY_BYTES`). Kept at its length: thousands arrive a second, and a copy at the
+/// kernel's full size would be mostly zeroes written and moved.
+#[derive(Clone)]
+pub struct JavaStack {
+    pub head: StackHead,
+    pub data: Vec<u8>,
+}
+
+/// A Java stack copy with the copy of its virtual thread's frozen frames: the chunks' head and
+/// exactly the chunk bytes the kernel sent (at most `CHUNK_COPY_BYTES`).
 #[derive(Clone)]
 pub struct ChunkedStack {
-    pub stack: StackCopy,
-    pub chunk: ChunkCopy,
+    pub stack: JavaStack,
+    pub chunk_head: ChunkHead,
+    pub chunk: Vec<u8>,
 }
 impl Capture {
-    /// Waits up to `timeout` for records, then drains all that are ready into `out`; returns
-    /// the bytes drained.
-    pub fn poll(&mut self, timeout: Duration, out: &mut Vec<Raw>) -> Result<usize> {
+    /// Waits up to `timeout` for records (not at all while a backlog is left from the last
+    /// call), then drains at most `limit` of those ready into `out`; returns the bytes drained.
+    pub fn poll(&mut self, timeout: Duration, out: &mut Vec<Raw>, limit: usize) -> Result<usize> {
+        let timeout = if self.backlog {
+            Duration::ZERO
+        } else {
+            timeout
+        };
         let mut fd = libc::pollfd {
             fd: self.events.as_fd().as_raw_fd(),
             events: libc::POLLIN,
@@ -123,9 +139,11 @@ impl Capture {
             }
         }
         let mut bytes = 0;
+        let mut taken = 0;
+        self.backlog = false;
         while let Some(item) = self.events.next() {
             bytes += item.len();
-            match decode(&item) {
+            match decode(&item, &mut self.spare) {
                 Some(raw)
                     if raw
                         .seeded_by()
@@ -133,9 +151,55 @@ impl Capture {
                 Some(raw) => out.extend(raw.within(self.started_ns, self.stopped_ns)),
                 None => self.malformed += 1,
             }
+            taken += 1;
+            if taken >= limit {
+                self.backlog = true;
+                break;
+            }
         }
         Ok(bytes)
     }
+
+    /// Whether the last `poll` left records for the next (it stopped at its limit).
+    pub fn backlog(&self) -> bool {
+        self.backlog
+    }
+
+    /// Takes back a record handled, to reuse its stack buffers: thousands of stack copies
+    /// arrive a second, and a fresh allocation for each (and the heap grown and given back
+    /// with every drain) cost more than walking them.
+    pub fn recycle(&mut self, raw: Raw) {
+        let buffers = match raw {
+            Raw::StackCopy(copy) => [Some(copy.data), None],
+            Raw::StackChunkCopy(copy) => {
+                let ChunkedStack { stack, chunk, .. } = *copy;
+                [Some(stack.data), Some(chunk)]
+            }
+            _ => return,
+        };
+        for buffer in buffers.into_iter().flatten() {
+            if self.spare.len() < SPARE_BUFFERS {
+                self.spare.push(buffer);
+            }
+        }
+    }
+}
+
+/// Records a drain takes at a time (`Capture::poll`), so that the stack buffers of one batch
+/// are those of the next: a whole drain period of a busy target is thousands of copies.
+pub const BATCH: usize = 128;
+
+/// Stack buffers kept for reuse at most: a batch's (4 MiB of stack copies at most).
+const SPARE_BUFFERS: usize = 2 * BATCH;
+
+/// `bytes` in a buffer from `spare` if there is one, else in one that fits any stack copy.
+fn reuse(spare: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
+    let mut buffer = spare
+        .pop()
+        .unwrap_or_else(|| Vec::with_capacity(STACK_COPY_BYTES));
+    buffer.clear();
+    buffer.extend_from_slice(bytes);
+    buffer
 }
 
 /// A plain `#[repr(C)]` integer struct from the start of `bytes`, if they hold one.
@@ -145,16 +209,16 @@ fn read<T: Copy>(bytes: &[u8]) -> Option<T> {
         .then(|| unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
-fn decode(bytes: &[u8]) -> Option<Raw> {
+fn decode(bytes: &[u8], spare: &mut Vec<Vec<u8>>) -> Option<Raw> {
     match read::<u32>(bytes)? {
         kind::OFF_CPU => read(bytes).map(Raw::OffCpu),
         kind::EXIT => read(bytes).map(Raw::Exit),
         kind::STACK_COPY | kind::SAMPLE_STACK_COPY => {
             let head = read::<StackHead>(bytes)?;
-            stack_copy(head, &bytes[size_of::<StackHead>()..]).map(Raw::StackCopy)
+            stack_copy(head, &bytes[size_of::<StackHead>()..], spare).map(Raw::StackCopy)
         }
         kind::STACK_CHUNK_COPY | kind::SAMPLE_STACK_CHUNK_COPY => {
-            chunked_stack(bytes).map(Raw::StackChunkCopy)
+            chunked_stack(bytes, spare).map(Raw::StackChunkCopy)
         }
         kind::SYSCALL | kind::FUTEX_WAIT => read(bytes).map(Raw::Syscall),
         kind::NATIVE_STACK => read(bytes).map(|copy| Raw::NativeStack(Box::new(copy))),
@@ -168,23 +232,21 @@ fn decode(bytes: &[u8]) -> Option<Raw> {
 }
 
 /// A stack copy from its head and the bytes the kernel sent after it: exactly `head.len`.
-fn stack_copy(head: StackHead, stack: &[u8]) -> Option<Box<StackCopy>> {
+fn stack_copy(head: StackHead, stack: &[u8], spare: &mut Vec<Vec<u8>>) -> Option<JavaStack> {
     let len = usize::try_from(head.len).ok()?;
     if len == 0 || len > STACK_COPY_BYTES || stack.len() != len {
         return None;
     }
-    let mut copy = Box::new(StackCopy {
+    Some(JavaStack {
         head,
-        data: [0; STACK_COPY_BYTES],
-    });
-    copy.data[..len].copy_from_slice(stack);
-    Some(copy)
+        data: reuse(spare, stack),
+    })
 }
 
 /// A stack copy with its chunk copy, as the kernel sends them: the two heads, the chunks'
 /// bytes, then the stack's (`head.len` of them, the last ones). Every chunk must lie within
 /// the chunks' bytes.
-fn chunked_stack(bytes: &[u8]) -> Option<Box<ChunkedStack>> {
+fn chunked_stack(bytes: &[u8], spare: &mut Vec<Vec<u8>>) -> Option<Box<ChunkedStack>> {
     let head = read::<StackHead>(bytes)?;
     let rest = &bytes[size_of::<StackHead>()..];
     let chunk_head = read::<ChunkHead>(rest)?;
@@ -195,25 +257,21 @@ fn chunked_stack(bytes: &[u8]) -> Option<Box<ChunkedStack>> {
         return None;
     }
     let (frozen, stack) = rest.split_at(used);
-    let mut chunk = ChunkCopy {
-        head: ChunkHead {
-            chunks: Default::default(),
-            ..chunk_head
-        },
-        data: [0; CHUNK_COPY_BYTES],
+    let mut kept = ChunkHead {
+        chunks: Default::default(),
+        ..chunk_head
     };
-    for (i, copied) in chunk_head.chunks[..count].iter().enumerate() {
-        let end = copied.offset.checked_add(copied.len)?;
+    for (i, entry) in chunk_head.chunks[..count].iter().enumerate() {
+        let end = entry.offset.checked_add(entry.len)?;
         if usize::try_from(end).ok()? > used {
             return None;
         }
-        chunk.head.chunks[i] = *copied;
+        kept.chunks[i] = *entry;
     }
-    chunk.data[..used].copy_from_slice(frozen);
-    let stack = stack_copy(head, stack)?;
     Some(Box::new(ChunkedStack {
-        stack: *stack,
-        chunk,
+        stack: stack_copy(head, stack, spare)?,
+        chunk_head: kept,
+        chunk: reuse(spare, frozen),
     }))
 }
 
@@ -275,34 +333,40 @@ mod tests {
     fn a_stack_copy_is_read_from_its_used_bytes() {
         let mut bytes = bytes_of(&stack_head(kind::STACK_COPY, 5));
         bytes.extend([1, 2, 3, 4, 5]);
-        let Some(Raw::StackCopy(copy)) = decode(&bytes) else {
+        let Some(Raw::StackCopy(copy)) = decode(&bytes, &mut Vec::new()) else {
             panic!("not decoded");
         };
         assert_eq!((copy.head.tid, copy.head.len), (7, 5));
-        assert_eq!(&copy.data[..6], &[1, 2, 3, 4, 5, 0]);
+        assert_eq!(copy.data, [1, 2, 3, 4, 5]);
         // A length that disagrees with the bytes sent, either way, or none at all.
         for cut in [1, 6] {
-            assert!(decode(&bytes[..bytes.len() - cut]).is_none());
+            assert!(decode(&bytes[..bytes.len() - cut], &mut Vec::new()).is_none());
         }
         bytes.push(6);
-        assert!(decode(&bytes).is_none());
-        assert!(decode(&bytes_of(&stack_head(kind::STACK_COPY, 0))).is_none());
+        assert!(decode(&bytes, &mut Vec::new()).is_none());
+        assert!(decode(&bytes_of(&stack_head(kind::STACK_COPY, 0)), &mut Vec::new()).is_none());
         let over = bytes_of(&stack_head(kind::STACK_COPY, STACK_COPY_BYTES as u32 + 1));
-        assert!(decode(&[over, vec![0; STACK_COPY_BYTES + 1]].concat()).is_none());
+        assert!(
+            decode(
+                &[over, vec![0; STACK_COPY_BYTES + 1]].concat(),
+                &mut Vec::new()
+            )
+            .is_none()
+        );
     }
 
     #[test]
     fn a_chunked_stack_copy_splits_chunk_and_stack_bytes_by_the_stack_length() {
-        let Some(Raw::StackChunkCopy(copy)) = decode(&chunked_record()) else {
+        let Some(Raw::StackChunkCopy(copy)) = decode(&chunked_record(), &mut Vec::new()) else {
             panic!("not decoded");
         };
         assert_eq!(copy.stack.head.len, 100);
         assert_eq!(copy.stack.data[0], 200);
         assert_eq!(copy.stack.data[99], 101);
-        assert_eq!(copy.stack.data[100], 0);
-        assert_eq!((copy.chunk.head.count, copy.chunk.head.rest), (2, 0x5000));
-        assert_eq!(copy.chunk.head.chunks[1].offset, 24);
-        assert_eq!(&copy.chunk.data[62..65], &[62, 63, 0]);
+        assert_eq!(copy.stack.data.len(), 100);
+        assert_eq!((copy.chunk_head.count, copy.chunk_head.rest), (2, 0x5000));
+        assert_eq!(copy.chunk_head.chunks[1].offset, 24);
+        assert_eq!(&copy.chunk[62..], &[62, 63]);
     }
 
     #[test]
@@ -339,14 +403,14 @@ mod tests {
         for (what, breaks) in broken {
             let mut bytes = chunked_record();
             breaks(&mut bytes);
-            assert!(decode(&bytes).is_none(), "{what}");
+            assert!(decode(&bytes, &mut Vec::new()).is_none(), "{what}");
         }
         // Entries past `count` are not kept.
         let mut bytes = chunked_record();
         put(&mut bytes, COUNT, 1);
-        let Some(Raw::StackChunkCopy(copy)) = decode(&bytes) else {
+        let Some(Raw::StackChunkCopy(copy)) = decode(&bytes, &mut Vec::new()) else {
             panic!("not decoded");
         };
-        assert_eq!(copy.chunk.head.chunks[1], CopiedChunk::default());
+        assert_eq!(copy.chunk_head.chunks[1], CopiedChunk::default());
     }
 }

@@ -18,7 +18,7 @@
 //! A chunk the GC moved since, or frames already returned into, give no frames rather than
 //! wrong ones (the walk then shows what the copy holds, and marks the stack cut).
 
-use profiler_ebpf::ChunkCopy;
+use profiler_ebpf::ChunkHead;
 
 use super::{vmstructs::Target, walk::StackBytes};
 
@@ -117,10 +117,9 @@ impl ChunkLayout {
         u64::try_from(value).ok()
     }
 
-    /// The chunks' frames from the kernel's copy of them (`ChunkCopy`); None when it holds
-    /// none, or does not fit the chunk fields read beside it.
-    pub fn from_copy(&self, frozen: &Frozen, copy: &ChunkCopy) -> Option<Copied> {
-        let head = &copy.head;
+    /// The chunks' frames from the kernel's copy of them (a `ChunkCopy`'s head and bytes);
+    /// None when it holds none, or does not fit the chunk fields read beside it.
+    pub fn from_copy(&self, frozen: &Frozen, head: &ChunkHead, data: &[u8]) -> Option<Copied> {
         let count = usize::try_from(head.count).ok()?;
         let entries = head.chunks.get(..count).filter(|e| !e.is_empty())?;
         let mut chunks = Vec::with_capacity(count);
@@ -146,7 +145,7 @@ impl ChunkLayout {
                 return None;
             }
             next_offset = offset + len;
-            let data = copy.data.get(offset as usize..next_offset as usize)?;
+            let data = data.get(offset as usize..next_offset as usize)?;
             let at = |words: u64| {
                 entry
                     .addr
@@ -332,10 +331,10 @@ mod tests {
 
     /// What the kernel copies of the chunks in `memory()`: the tail from the noted sp, then
     /// the parent from its own.
-    fn kernel_copy() -> ChunkCopy {
-        use profiler_ebpf::{CHUNK_COPY_BYTES, ChunkHead, CopiedChunk};
+    fn kernel_copy() -> profiler_ebpf::ChunkCopy {
+        use profiler_ebpf::{CHUNK_COPY_BYTES, CopiedChunk};
         let mem = memory();
-        let mut copy = ChunkCopy {
+        let mut copy = profiler_ebpf::ChunkCopy {
             head: ChunkHead {
                 count: 2,
                 ..ChunkHead::default()
@@ -368,7 +367,9 @@ mod tests {
 
     #[test]
     fn frames_from_the_kernels_copy_match_those_read_from_the_heap() {
-        let copied = layout().from_copy(&frozen(), &kernel_copy()).unwrap();
+        let copied = layout()
+            .from_copy(&frozen(), &kernel_copy().head, &kernel_copy().data)
+            .unwrap();
         assert!(copied.complete);
         let heap = layout().read(&memory(), &frozen()).unwrap();
         assert_eq!(copied.chunks.len(), heap.len());
@@ -383,7 +384,9 @@ mod tests {
         let mut copy = kernel_copy();
         copy.head.chunks[1].len = 64;
         copy.head.cut = (16 - 2) * 8 - 64;
-        let copied = layout().from_copy(&frozen(), &copy).unwrap();
+        let copied = layout()
+            .from_copy(&frozen(), &copy.head, &copy.data)
+            .unwrap();
         assert!(!copied.complete);
         assert_eq!(copied.chunks[1].data.len(), 64);
         assert_eq!(copied.chunks[1].end, PARENT + 32 + 16 * 8);
@@ -391,14 +394,16 @@ mod tests {
         let mut copy = kernel_copy();
         copy.head.count = 1;
         copy.head.rest = PARENT;
-        let copied = layout().from_copy(&frozen(), &copy).unwrap();
+        let copied = layout()
+            .from_copy(&frozen(), &copy.head, &copy.data)
+            .unwrap();
         assert!(!copied.complete);
         assert_eq!(copied.chunks.len(), 1);
     }
 
     #[test]
     fn copies_that_do_not_fit_their_chunks_are_refused() {
-        let broken: [fn(&mut ChunkCopy); 7] = [
+        let broken: [fn(&mut profiler_ebpf::ChunkCopy); 7] = [
             |c| c.head.count = 0,
             |c| c.head.count = 9,
             |c| c.head.chunks[0].sp = 14,     // not the noted sp
@@ -410,7 +415,12 @@ mod tests {
         for (i, breaks) in broken.iter().enumerate() {
             let mut copy = kernel_copy();
             breaks(&mut copy);
-            assert!(layout().from_copy(&frozen(), &copy).is_none(), "case {i}");
+            assert!(
+                layout()
+                    .from_copy(&frozen(), &copy.head, &copy.data)
+                    .is_none(),
+                "case {i}"
+            );
         }
     }
 

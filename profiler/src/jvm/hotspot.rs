@@ -11,7 +11,7 @@ pub use scheduler::Queued;
 use std::collections::{HashMap, HashSet};
 
 use anyhow::{Context, Result, bail};
-use profiler_ebpf::{ChunkCopy, JavaState, JvmLayout, java_flags};
+use profiler_ebpf::{ChunkHead, JavaState, JvmLayout, java_flags};
 
 use crate::budget::{self, Bounded, Shares};
 use crate::process::Process;
@@ -163,6 +163,8 @@ pub struct Hotspot {
     chunks: Option<ChunkLayout>,
     /// Where `ContinuationEntry::_return_pc` is.
     continuation_return_pc: Option<u64>,
+    /// What is there, once set.
+    continuation_return: Option<u64>,
     /// Why Java stacks cannot be walked in this JVM, if they cannot.
     pub walk_error: Option<String>,
     /// What this JVM's settings or layout keep pinprof from seeing.
@@ -465,6 +467,7 @@ impl Hotspot {
             walker,
             chunks: chunks.ok(),
             continuation_return_pc: lib.symbol(CONTINUATION_RETURN_PC).ok(),
+            continuation_return: None,
             walk_error,
             limits,
             attach_disabled: flags.get("DisableAttachMechanism").copied(),
@@ -515,7 +518,7 @@ impl Hotspot {
         data: &[u8],
         anchor: [u64; 3],
         frozen: Option<Frozen>,
-        copy: Option<&ChunkCopy>,
+        copy: Option<(&ChunkHead, &[u8])>,
     ) -> Vec<JavaFrame> {
         let Some(w) = &mut self.walker else {
             return Vec::new();
@@ -524,7 +527,7 @@ impl Hotspot {
         if frames.last().is_some_and(|f| f.name == FROZEN_CALLERS)
             && let (Some(layout), Some(frozen)) = (&self.chunks, frozen)
         {
-            let copied = copy.and_then(|c| layout.from_copy(&frozen, c));
+            let copied = copy.and_then(|(head, data)| layout.from_copy(&frozen, head, data));
             let (chunks, complete) = match copied {
                 // Every frame, copied: the heap is not read at all.
                 Some(copied) if copied.complete => (copied.chunks, true),
@@ -538,12 +541,14 @@ impl Hotspot {
                     }
                 },
             };
-            let entry = complete
-                .then(|| {
-                    self.continuation_return_pc
-                        .and_then(|a| self.mem.u64(a).ok())
-                })
-                .flatten();
+            // Set once, as the JVM makes its continuation stubs: read until it is.
+            if self.continuation_return.is_none() {
+                self.continuation_return = self
+                    .continuation_return_pc
+                    .and_then(|a| self.mem.u64(a).ok())
+                    .filter(|&pc| pc != 0);
+            }
+            let entry = self.continuation_return.filter(|_| complete);
             let mut callers = w.walk_chunks(&self.mem, &chunks, entry);
             if !callers.is_empty() {
                 let marker = frames.pop();

@@ -210,6 +210,8 @@ struct MethodFlags {
     /// Java's own stack traces leave it out (see `Walker::hidden`).
     hidden: bool,
     synchronized: bool,
+    /// Its `ConstMethod*` (bytecodes, line table), which a `Method*` keeps for its life.
+    const_method: Option<u64>,
 }
 
 /// The caches' parts of the walker's budget, in sixteenths: names are the most and the
@@ -646,17 +648,25 @@ impl Walker {
         if let Some(&known) = self.flags.get(&method) {
             return Some(known);
         }
-        let hidden = self.layout.hidden.is_some_and(|flag| {
-            mem.u64(method.wrapping_add(self.layout.method_const))
-                .and_then(|c| mem.u32(c.wrapping_add(flag.0)))
-                .is_ok_and(|flags| flags & flag.1 != 0)
-        });
+        let const_method = mem
+            .u64(method.wrapping_add(self.layout.method_const))
+            .ok()
+            .filter(|&c| c != 0);
+        let hidden = self
+            .layout
+            .hidden
+            .zip(const_method)
+            .is_some_and(|(flag, c)| {
+                mem.u32(c.wrapping_add(flag.0))
+                    .is_ok_and(|flags| flags & flag.1 != 0)
+            });
         let synchronized = mem
             .u16(method.wrapping_add(self.layout.method_flags))
             .is_ok_and(|flags| flags & ACC_SYNCHRONIZED != 0);
         let flags = MethodFlags {
             hidden,
             synchronized,
+            const_method,
         };
         self.flags.insert(method, flags);
         Some(flags)
@@ -736,11 +746,9 @@ impl Walker {
     }
 
     /// The bytecode index `bcp` points at in `method`.
-    fn bci_of(&self, mem: &impl Target, method: u64, bcp: u64) -> Option<i32> {
+    fn bci_of(&mut self, mem: &impl Target, method: u64, bcp: u64) -> Option<i32> {
         let lines = self.layout.lines?;
-        let const_method = mem
-            .u64(method.wrapping_add(self.layout.method_const))
-            .ok()?;
+        let const_method = self.method_flags(mem, Some(method))?.const_method?;
         let code = const_method.checked_add(lines.const_size)?;
         i32::try_from(bcp.checked_sub(code)?).ok()
     }
@@ -1362,7 +1370,9 @@ mod tests {
             chunk: CHUNK,
             sp: 4,
         };
-        let copied = chunk_layout.from_copy(&frozen, &copy).unwrap();
+        let copied = chunk_layout
+            .from_copy(&frozen, &copy.head, &copy.data)
+            .unwrap();
         assert!(copied.complete);
         // Code and metadata only: the chunk itself is not in memory, it was copied.
         let mut mem = code(4);

@@ -544,6 +544,8 @@ impl Session {
         let mut raws = Vec::new();
         let progress = Progress::new(options.progress);
         let mut wait = DRAIN_PERIOD;
+        let mut drained = 0;
+        let mut last_chores = Instant::now();
         let reason = loop {
             if stop.quit.load(Ordering::Relaxed) {
                 break StopReason::Quit;
@@ -559,13 +561,19 @@ impl Session {
                     bytes: options.max_size.unwrap_or(0),
                 };
             }
-            let drained = self.capture.poll(wait, &mut raws)?;
-            // A busy target fills the ring buffer faster: come back sooner, before it is full.
-            wait = if drained > self.capture.ring_buffer_bytes / 8 {
-                Duration::from_millis(5)
-            } else {
-                DRAIN_PERIOD
-            };
+            // A batch at a time (see `capture::BATCH`); what one drain period brought decides
+            // the next wait.
+            drained += self.capture.poll(wait, &mut raws, capture::BATCH)?;
+            let backlog = self.capture.backlog();
+            if !backlog {
+                // A busy target fills the ring buffer faster: come back sooner, before it is full.
+                wait = if drained > self.capture.ring_buffer_bytes / 8 {
+                    Duration::from_millis(5)
+                } else {
+                    DRAIN_PERIOD
+                };
+                drained = 0;
+            }
             self.refresh_java_threads()?;
             // Each record can be made slow to handle (a stack to name, a thread to read): the
             // end is looked at as they go, and those left then are handled as the recording
@@ -579,9 +587,11 @@ impl Session {
                 break StopReason::TargetExited;
             }
             self.keep_stack_map_roomy();
-            if !raws.is_empty() {
+            // The rest waits for the end of a drain, or a drain period at most.
+            if !raws.is_empty() || (backlog && last_chores.elapsed() < DRAIN_PERIOD) {
                 continue;
             }
+            last_chores = Instant::now();
             self.name_class_init_waits()?;
             self.name_park_blockers()?;
             self.sample_queued(false)?;
@@ -616,7 +626,7 @@ impl Session {
         self.say_cuts(&progress)?;
         let end_ns = self.capture.stop(self.exit_ns);
         // (After the records the loop had no time for.)
-        self.capture.poll(Duration::ZERO, &mut raws)?;
+        self.capture.poll(Duration::ZERO, &mut raws, usize::MAX)?;
         self.handle(&mut raws, &closed)?;
         self.capture.count_unhandled(raws.len() as u64);
         raws.clear();

@@ -328,8 +328,8 @@ impl Session {
     /// copied those too) and records its frames for the interval.
     pub(super) fn java_stack(
         &mut self,
-        copy: &profiler_ebpf::StackCopy,
-        chunk: Option<&profiler_ebpf::ChunkCopy>,
+        copy: &crate::capture::JavaStack,
+        chunk: Option<(&profiler_ebpf::ChunkHead, &[u8])>,
     ) -> Result<()> {
         let Some(jvm) = &mut self.jvm else {
             return Ok(());
@@ -426,7 +426,7 @@ impl Session {
     pub(super) fn open_java_stack(
         &self,
         start: &profiler_ebpf::OffCpuStart,
-    ) -> Option<Box<profiler_ebpf::StackCopy>> {
+    ) -> Option<crate::capture::JavaStack> {
         let java = &start.java;
         let carrier_idle = java.flags & profiler_ebpf::java_flags::CARRIER != 0
             && java.flags & profiler_ebpf::java_flags::MOUNTED == 0;
@@ -434,7 +434,7 @@ impl Session {
             return None;
         }
         let data = read_stack(self.target_mem.as_ref()?, java.anchor_sp)?;
-        let mut copy = Box::new(profiler_ebpf::StackCopy {
+        Some(crate::capture::JavaStack {
             head: profiler_ebpf::StackHead {
                 kind: profiler_ebpf::kind::STACK_COPY,
                 tid: 0,
@@ -449,10 +449,8 @@ impl Session {
                 chunk_sp: 0,
                 len: data.len() as u32,
             },
-            data: [0; profiler_ebpf::STACK_COPY_BYTES],
-        });
-        copy.data[..data.len()].copy_from_slice(&data);
-        Some(copy)
+            data,
+        })
     }
 }
 

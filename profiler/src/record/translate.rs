@@ -96,7 +96,9 @@ impl Session {
                     }
                 }
                 Raw::StackCopy(copy) => self.java_stack(copy, None)?,
-                Raw::StackChunkCopy(copy) => self.java_stack(&copy.stack, Some(&copy.chunk))?,
+                Raw::StackChunkCopy(copy) => {
+                    self.java_stack(&copy.stack, Some((&copy.chunk_head, &copy.chunk)))?
+                }
                 Raw::Syscall(e) => self.syscall(e)?,
                 Raw::NativeStack(copy) => self.native_stack(copy)?,
                 Raw::Rename(r) => {
@@ -169,7 +171,9 @@ impl Session {
                 }
             }
         }
-        raws.drain(..handled);
+        for raw in raws.drain(..handled) {
+            self.capture.recycle(raw);
+        }
         Ok(exited)
     }
 
