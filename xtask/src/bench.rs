@@ -35,6 +35,7 @@ mod stats;
 pub mod tracer;
 
 use std::{
+    fmt::Write as _,
     path::Path,
     time::{Duration, Instant},
 };
@@ -77,14 +78,15 @@ struct Config {
 
 const USAGE: &str =
     "usage: cargo xtask bench [--rounds N (5)] [--phase SECONDS (5)] [--jdk 21|25]... \
-[--workload mixed|pinning|pinning-2k]... [--tracers a,b,...] [--no-event-rate] [--no-offline] [--offline-only] [--judge-disturbed] [-- pinprof options]
+[--workload mixed|pinning|pinning-2k|service]... [--tracers a,b,...] [--no-event-rate] [--no-offline] [--offline-only] [--judge-disturbed] [-- pinprof options]
   tracers: pinprof-record, pinprof-top, bpftrace, perf (the default four), pinprof-record-no-syscalls,
     pinprof-record-no-java-stacks, pinprof-record-no-oncpu
-  workloads (all three by default): mixed (64 virtual threads, one sleep in 10 inside synchronized),
+  workloads (all four by default): mixed (64 virtual threads, one sleep in 10 inside synchronized),
     pinning (every sleep inside synchronized: on JDK 21 every operation is a pinned sleep, about 820 a
     second per CPU), pinning-2k (as pinning with 3 carriers whatever the CPUs: about 2,000-2,500 pins a
     second on JDK 21; for the live view's cost, so only pinprof-record and pinprof-top run on it, and not
-    on JDK 24+, where synchronized does not pin)
+    on JDK 24+, where synchronized does not pin), service (500 virtual threads parking, locking and
+    pinning: about 50,000 parks and 8,000 pinned waits a second on JDK 21; pinprof's own CPU per event)
   the live view's own cost: pinprof-top's CPU minus pinprof-record's in the same round, where both ran
     (at most 5% of a core), with the target's pinned events a second; on its own:
     cargo xtask bench --jdk 21 --workload pinning-2k --tracers pinprof-record,pinprof-top --no-event-rate --no-offline
@@ -94,11 +96,13 @@ const USAGE: &str =
     (left out by default: another profiler's cost on every system call would be counted)
   quick run (about 5 minutes on 2 cores): cargo xtask bench --rounds 2 --jdk 25";
 
-/// A bundled workload: Throughput with its arguments and JVM options.
+/// A bundled workload: its class, arguments and JVM options.
 #[derive(Debug)]
 struct Workload {
     name: &'static str,
-    /// Virtual threads; one sleep in N inside `synchronized` (pinned on JDK 21-23).
+    class: &'static str,
+    /// Throughput: virtual threads; one sleep in N inside `synchronized` (pinned on JDK 21-23).
+    /// Service: virtual threads; ns of computing per operation.
     args: [&'static str; 2],
     jvm_options: &'static [&'static str],
     /// For the live view's cost only: of the chosen tracers only pinprof-record and
@@ -112,24 +116,38 @@ struct Workload {
 /// default parallelism): about 1,650 on 2 CPUs. `pinning-2k` is the same with 3 carriers
 /// whatever the machine: about 2,300-2,500 a second on JDK 21, under pinprof too (measured on
 /// 2 CPUs; 3 is the fewest carriers reaching 2,000).
-const WORKLOADS: [Workload; 3] = [
+///
+/// `service` is the switch-heavy one (see Service.java): 500 virtual threads, on 2 CPUs about
+/// 80,000 operations, 50,000 parks and 8,000 pinned waits a second on JDK 21, the rate at
+/// which pinprof's own CPU per event shows.
+const WORKLOADS: [Workload; 4] = [
     Workload {
         name: "mixed",
+        class: "Throughput",
         args: ["64", "10"],
         jvm_options: &[],
         view_only: false,
     },
     Workload {
         name: "pinning",
+        class: "Throughput",
         args: ["64", "1"],
         jvm_options: &[],
         view_only: false,
     },
     Workload {
         name: "pinning-2k",
+        class: "Throughput",
         args: ["64", "1"],
         jvm_options: &["-Djdk.virtualThreadScheduler.parallelism=3"],
         view_only: true,
+    },
+    Workload {
+        name: "service",
+        class: "Service",
+        args: ["500", "5000"],
+        jvm_options: &[],
+        view_only: false,
     },
 ];
 
@@ -247,7 +265,8 @@ pub fn run(args: &[String]) -> Result<()> {
             let tracers = section_tracers(workload, major, &config.tracers);
             if tracers.is_empty() {
                 println!(
-                    "bench: JDK {major} Throughput {} skipped: {}",
+                    "bench: JDK {major} {} {} skipped: {}",
+                    workload.class,
                     workload.name,
                     if major >= 24 {
                         "synchronized does not pin on JDK 24+"
@@ -261,12 +280,13 @@ pub fn run(args: &[String]) -> Result<()> {
                 env.java(major),
                 workload.jvm_options,
                 &env.workloads,
-                "Throughput",
+                workload.class,
                 &workload.args,
             )?;
             let bystander = Program::start(&bystander_exe, &[])?;
             println!(
-                "bench: JDK {major} Throughput {} {}{} (pid {}), bystander pid {}, warming up {WARMUP:?}",
+                "bench: JDK {major} {} {} {}{} (pid {}), bystander pid {}, warming up {WARMUP:?}",
+                workload.class,
                 workload.name,
                 workload.args.join(" "),
                 workload
@@ -309,6 +329,29 @@ pub fn run(args: &[String]) -> Result<()> {
     if let Some(o) = &offline {
         o.judge(&mut failures);
         o.print(&mut table);
+    }
+    // pinprof-record's own CPU against its event rate, every section's and the ping-pong's.
+    let mut curve: Vec<section::CostPoint> =
+        sections.iter().filter_map(section::record_cost).collect();
+    if let Some(e) = &event_rate {
+        curve.push(e.cost_point());
+    }
+    curve.sort_by(|a, b| a.events_per_sec.total_cmp(&b.events_per_sec));
+    if !curve.is_empty() {
+        let _ = writeln!(
+            table,
+            "pinprof record's own CPU against the events it recorded (medians over the rounds):"
+        );
+        for p in &curve {
+            let _ = writeln!(
+                table,
+                "  {:>9.0} events/s  {:>5.1}% of a core  {:>5.1} us/event  ({})",
+                p.events_per_sec,
+                p.cpu_cores * 100.0,
+                p.us_per_event(),
+                p.what
+            );
+        }
     }
     let elapsed = started.elapsed().as_secs_f64();
     // A full run: 5 rounds, both JDKs, every workload, the four default tracers, the event rate.
@@ -360,6 +403,7 @@ pub fn run(args: &[String]) -> Result<()> {
         "sections": sections.iter().map(Section::to_json).collect::<Vec<_>>(),
         "event_rate": event_rate.as_ref().map(EventRate::to_json),
         "offline": offline.as_ref().map(offline::Offline::to_json),
+        "record_cost_curve": curve.iter().map(section::CostPoint::to_json).collect::<Vec<_>>(),
         "verdict": {
             "pass": failures.is_empty() && undecided.is_empty(),
             "failures": failures,

@@ -43,6 +43,16 @@ impl EventRate {
         (median(&traced), stats::mean(&cpu), median(&events), lost)
     }
 
+    /// pinprof-record's point of the cost curve here.
+    pub(super) fn cost_point(&self) -> super::section::CostPoint {
+        let (_, cpu, events, _) = self.figures();
+        super::section::CostPoint {
+            what: "native ping-pong".into(),
+            events_per_sec: events,
+            cpu_cores: cpu,
+        }
+    }
+
     pub(super) fn judge(&self, failures: &mut Vec<String>) {
         let (traced, _, _, lost) = self.figures();
         // The rate that counts is the one pinprof kept up with: the ping-pong's while recorded.

@@ -365,7 +365,7 @@ impl Section {
         let [noise_ops, noise_cpu, noise_by] = self.noise();
         let _ = writeln!(
             table,
-            "JDK {} Throughput {} (ratios: medians over the rounds of traced / untraced on either side, [min..max]; rounds: used / run, those with another tracer on the host left out; 0/N: all had one, shown but not judged)",
+            "JDK {} {} (ratios: medians over the rounds of traced / untraced on either side, [min..max]; rounds: used / run, those with another tracer on the host left out; 0/N: all had one, shown but not judged)",
             self.jdk, self.workload
         );
         let _ = writeln!(
@@ -484,6 +484,52 @@ impl Section {
             }).collect::<Vec<_>>(),
             "live_view_cost": self.view_cost().map(|v| v.to_json()),
             "phases": self.phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// pinprof-record's own CPU against the events a second it recorded: one point per section
+/// (medians over its rounds), for the cost curve.
+pub(super) fn record_cost(section: &Section) -> Option<CostPoint> {
+    let rounds: Vec<&Phase> = section
+        .phases
+        .iter()
+        .filter(|p| p.tracer == Tracer::Record)
+        .collect();
+    let rates: Vec<f64> = rounds
+        .iter()
+        .filter_map(|p| p.summary.map(|s| s.events as f64 / s.seconds.max(1e-3)))
+        .collect();
+    let cpu: Vec<f64> = rounds.iter().filter_map(|p| p.tracer_cpu).collect();
+    if rates.is_empty() || cpu.is_empty() {
+        return None;
+    }
+    Some(CostPoint {
+        what: format!("JDK {} {}", section.jdk, section.workload),
+        events_per_sec: median(&rates),
+        cpu_cores: median(&cpu),
+    })
+}
+
+/// One point of pinprof-record's cost curve.
+pub(super) struct CostPoint {
+    pub(super) what: String,
+    pub(super) events_per_sec: f64,
+    pub(super) cpu_cores: f64,
+}
+
+impl CostPoint {
+    /// CPU microseconds per recorded event.
+    pub(super) fn us_per_event(&self) -> f64 {
+        self.cpu_cores * 1e6 / self.events_per_sec.max(1.0)
+    }
+
+    pub(super) fn to_json(&self) -> serde_json::Value {
+        json!({
+            "what": self.what,
+            "events_per_sec": self.events_per_sec,
+            "cpu_cores": self.cpu_cores,
+            "cpu_us_per_event": self.us_per_event(),
         })
     }
 }
