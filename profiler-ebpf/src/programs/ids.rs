@@ -4,11 +4,44 @@ use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use profiler_ebpf::{counter, kind};
 
 use super::{
-    maps::{NS_BIRTHS, NS_TIDS, STARTS, count},
+    maps::{HOST_TGID, NS_BIRTHS, NS_TIDS, STARTS, count},
     scheduler::end_wait,
-    settings::{PID_NS_DEV, PID_NS_INO, TARGET_TGID, setting},
+    settings::{PID_NS_DEV, PID_NS_INO, TARGET_TGID, TASK_TGID_OFFSET, setting},
     threads::thread_life,
 };
+
+/// The target's process id as the host numbers it (`task_struct.tgid`), once known; 0 before.
+#[inline(always)]
+fn host_tgid() -> u32 {
+    if setting(&PID_NS_DEV) == 0 {
+        return setting(&TARGET_TGID);
+    }
+    HOST_TGID.get(0).copied().unwrap_or(0)
+}
+
+/// Whether the current task is surely not one of the target's: the test every program makes
+/// first, for every task of the host, with one helper call and no map.
+#[inline(always)]
+pub(crate) fn current_surely_foreign() -> bool {
+    let host = host_tgid();
+    host != 0 && (bpf_get_current_pid_tgid() >> 32) as u32 != host
+}
+
+/// Whether `task` (a `task_struct` a tracepoint hands over) is surely not one of the
+/// target's, from its host process id; false when that cannot be told this way.
+#[inline(always)]
+pub(crate) fn surely_foreign(task: u64) -> bool {
+    let offset = setting(&TASK_TGID_OFFSET);
+    let host = host_tgid();
+    if offset == 0 || host == 0 || task == 0 {
+        return false;
+    }
+    match unsafe { aya_ebpf::helpers::bpf_probe_read_kernel((task + offset as u64) as *const i32) }
+    {
+        Ok(tgid) => tgid as u32 != host,
+        Err(_) => false,
+    }
+}
 
 /// The current task's (process id, thread id), as pinprof numbers them: the host's, or in a
 /// PID namespace that namespace's ((0, 0) for a task outside it).
@@ -55,9 +88,13 @@ pub(crate) fn seen_running(tid: u32, now: u64) {
     if setting(&PID_NS_DEV) == 0 {
         return;
     }
-    let host = bpf_get_current_pid_tgid() as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let host = pid_tgid as u32;
     if unsafe { NS_TIDS.get(&host) }.is_some_and(|&known| known == tid) {
         return;
+    }
+    if let Some(tgid) = HOST_TGID.get_ptr_mut(0) {
+        unsafe { *tgid = (pid_tgid >> 32) as u32 };
     }
     if NS_TIDS.insert(host, tid, 0).is_err() {
         count(counter::START_MAP_FULL);
@@ -85,6 +122,9 @@ pub(crate) fn forget_ns_tid() {
 /// The current thread's id if it belongs to the target.
 #[inline(always)]
 pub(crate) fn target_tid() -> Option<u32> {
+    if current_surely_foreign() {
+        return None;
+    }
     let (tgid, tid) = current_ids();
     if tgid != setting(&TARGET_TGID) || tgid == 0 {
         return None;

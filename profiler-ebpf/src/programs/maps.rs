@@ -2,13 +2,17 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
 };
 use profiler_ebpf::{
     JAVA_WINDOW_BYTES, KernelStackReuse, OffCpuStart, SchedStats, ShortOffCpu, StackChunkCopy,
     StackCopy, StackRequest, SyscallKey, SyscallStart, WaitAmendment, WaitSum, counter,
 };
 
+/// In a PID namespace, the target's process id as the host numbers it, from the first of its
+/// threads seen running (0 until then); outside one it is `TARGET_TGID`.
+#[map]
+pub(crate) static HOST_TGID: Array<u32> = Array::with_max_entries(1, 0);
 #[map]
 pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
 #[map]

@@ -14,7 +14,9 @@ use profiler_ebpf::{
 };
 
 use super::{
-    ids::{current_ids, forget_ns_tid, own_id, seen_running},
+    ids::{
+        current_ids, current_surely_foreign, forget_ns_tid, own_id, seen_running, surely_foreign,
+    },
     java_stacks::{request_java_stack, request_waker_java_stack},
     java_state::java_state,
     maps::{
@@ -34,6 +36,10 @@ use super::{
 /// other tool on the host (`perf sched`, other tracers) whether it sees the event at all.
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn sched_switch(ctx: RawTracePointContext) -> i32 {
+    // Most switches of a host are none of the target's: told so before anything else.
+    if current_surely_foreign() && surely_foreign(ctx.arg(2)) {
+        return 0;
+    }
     let now = unsafe { bpf_ktime_get_ns() };
     let target = setting(&TARGET_TGID);
     let (tgid, tid) = current_ids();
@@ -390,6 +396,9 @@ fn add_short(tid: u32, duration: u64, prev_state: u64) {
 /// A raw tracepoint (`sched_waking(p)`), as `sched_switch`.
 #[raw_tracepoint(tracepoint = "sched_waking")]
 pub fn sched_waking(ctx: RawTracePointContext) -> i32 {
+    if surely_foreign(ctx.arg(0)) {
+        return 0;
+    }
     // Runs in the waker's context: the current thread is the one that made `pid` runnable.
     let Some(pid) = task_pid(ctx.arg(0)) else {
         return 0;

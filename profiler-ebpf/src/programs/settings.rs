@@ -28,6 +28,10 @@ pub(crate) static LATE_WAKEUP_NS: u64 = u64::MAX;
 pub(crate) static TASK_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 pub(crate) static TASK_STATE_OFFSET: u32 = 0;
+/// In `task_struct`, `tgid` (the host's process id), for telling the host's other tasks apart
+/// cheaply; 0 when not known (they are then told apart by their maps' entries).
+#[unsafe(no_mangle)]
+pub(crate) static TASK_TGID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 pub(crate) static EXIT_GROUP_DEAD_OFFSET: u32 = 32;
 /// HotSpot's layout, from the target's VMStructs; all zero for other processes.

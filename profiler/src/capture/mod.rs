@@ -228,6 +228,8 @@ impl Capture {
         let btf = btf::Btf::from_sys_fs()
             .context("pinprof needs the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
         let (task_pid, task_state) = task_ids_layout(&btf)?;
+        // (Without it the programs tell the host's other tasks apart by map lookups.)
+        let task_tgid = btf.offset("task_struct", "tgid").unwrap_or(0);
         // Kernel lock contention needs CONFIG_LOCKDEP-free lock tracepoints (5.19+).
         let lock_addr = offset("lock", "contention_end", "lock_addr");
         // Names of short-lived threads; optional.
@@ -288,6 +290,7 @@ impl Capture {
                 true,
             )
             .override_global("TASK_PID_OFFSET", &task_pid, true)
+            .override_global("TASK_TGID_OFFSET", &task_tgid, true)
             .override_global("TASK_STATE_OFFSET", &task_state, true)
             .override_global("EXIT_GROUP_DEAD_OFFSET", &group_dead, true)
             .map_max_entries("EVENTS", options.ring_buffer_bytes)
