@@ -57,6 +57,9 @@ const MAX_COST: f64 = 0.01;
 /// The live view's own CPU (`pinprof top`'s minus `pinprof record`'s) may be at most this
 /// share of one core.
 const MAX_VIEW_COST: f64 = 0.05;
+/// A process pinprof does not profile must run at this share of its speed at least (and within
+/// the noise), whether it makes system calls or context switches.
+const MIN_BYSTANDER: f64 = 0.97;
 /// The event-rate program must make this many context switches a second while pinprof records.
 const MIN_SWITCH_RATE: f64 = 200_000.0;
 
@@ -283,9 +286,12 @@ pub fn run(args: &[String]) -> Result<()> {
                 workload.class,
                 &workload.args,
             )?;
-            let bystander = Program::start(&bystander_exe, &[])?;
+            let bystander = Bystanders {
+                reads: Program::start(&bystander_exe, &[])?,
+                pipe: Program::start(&bystander_exe, &["pipe"])?,
+            };
             println!(
-                "bench: JDK {major} {} {} {}{} (pid {}), bystander pid {}, warming up {WARMUP:?}",
+                "bench: JDK {major} {} {} {}{} (pid {}), bystander pids {} and {}, warming up {WARMUP:?}",
                 workload.class,
                 workload.name,
                 workload.args.join(" "),
@@ -295,7 +301,8 @@ pub fn run(args: &[String]) -> Result<()> {
                     .map(|o| format!(" {o}"))
                     .collect::<String>(),
                 jvm.pid,
-                bystander.pid
+                bystander.reads.pid,
+                bystander.pipe.pid
             );
             pairs += config.rounds * tracers.len();
             sections.push(bench.jvm_section(major, workload.name, &tracers, jvm, &bystander)?);
@@ -495,7 +502,7 @@ impl Bench<'_> {
         workload: &'static str,
         tracers: &[Tracer],
         mut jvm: Jvm,
-        bystander: &Program,
+        bystander: &Bystanders,
     ) -> Result<Section> {
         measure(&mut jvm, bystander, None, WARMUP)?;
         let untraced = |jvm: &mut Jvm| -> Result<Phase> {
@@ -505,6 +512,7 @@ impl Bench<'_> {
                 ops_per_sec: m.ops_per_sec,
                 cpu_per_op: m.cpu_per_op,
                 bystander: m.bystander,
+                pipe: m.pipe,
                 tracer_cpu: None,
                 summary: None,
                 pinned_per_sec: None,
@@ -550,6 +558,7 @@ impl Bench<'_> {
                     ops_per_sec: m.ops_per_sec,
                     cpu_per_op: m.cpu_per_op,
                     bystander: m.bystander,
+                    pipe: m.pipe,
                     tracer_cpu: m.tracer_cpu,
                     summary,
                     pinned_per_sec,
@@ -683,7 +692,7 @@ impl Bench<'_> {
 /// (cores), all over the same span (first to last sample of the workload).
 fn measure(
     jvm: &mut Jvm,
-    bystander: &Program,
+    bystander: &Bystanders,
     tracer: Option<u32>,
     length: Duration,
 ) -> Result<Measured> {
@@ -693,7 +702,8 @@ fn measure(
     while jvm.lines.try_recv().is_ok() {}
     let first = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
     let cpu_first = procfs::cpu_seconds(jvm.pid)?;
-    let by_first = bystander.sample()?;
+    let by_first = bystander.reads.sample()?;
+    let pipe_first = bystander.pipe.sample()?;
     let tracer_first = tracer.map(procfs::cpu_seconds).transpose()?;
     let start = Instant::now();
     let mut last = first;
@@ -701,7 +711,8 @@ fn measure(
         last = sample(&jvm.wait_for("ops ", Duration::from_secs(5))?)?;
     }
     let cpu = procfs::cpu_seconds(jvm.pid)? - cpu_first;
-    let by = bystander.rates(&by_first, &bystander.sample()?);
+    let by = bystander.reads.rates(&by_first, &bystander.reads.sample()?);
+    let pipe = bystander.pipe.rates(&pipe_first, &bystander.pipe.sample()?);
     let wall = start.elapsed().as_secs_f64();
     let tracer_cpu = match (tracer, tracer_first) {
         (Some(pid), Some(c)) => Some((procfs::cpu_seconds(pid)? - c) / wall),
@@ -720,9 +731,16 @@ fn measure(
         ops_per_sec: ops / secs,
         cpu_per_op: cpu / ops,
         bystander: by,
+        pipe,
         tracer_cpu,
         foreign,
     })
+}
+
+/// The processes no tracer is pointed at: a system-call-bound one and a switch-bound one.
+struct Bystanders {
+    reads: Program,
+    pipe: Program,
 }
 
 /// What one phase measured.
@@ -730,6 +748,7 @@ struct Measured {
     ops_per_sec: f64,
     cpu_per_op: f64,
     bystander: Rates,
+    pipe: Rates,
     tracer_cpu: Option<f64>,
     /// Processes other than the tracer under measurement that held tracing BPF programs.
     foreign: Vec<u32>,
