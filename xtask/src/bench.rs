@@ -97,7 +97,7 @@ const USAGE: &str =
     each under 1 s and 200 MB); --offline-only: that part alone (about a minute)
   --judge-disturbed: judge rounds during which another process held tracing BPF programs too
     (left out by default: another profiler's cost on every system call would be counted)
-  quick run (about 5 minutes on 2 cores): cargo xtask bench --rounds 2 --jdk 25";
+  quick run (about 7 minutes on 2 cores): cargo xtask bench --rounds 2 --jdk 25";
 
 /// A bundled workload: its class, arguments and JVM options.
 #[derive(Debug)]
