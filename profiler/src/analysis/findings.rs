@@ -416,14 +416,17 @@ fn monopolized(e: &Evidence, t: &Thresholds) -> Option<Finding> {
         kind: FindingKind::Monopolized,
         severity,
         summary: format!(
-            "virtual threads held their carriers, computing without a pause, {} times for {}              or more ({} in all); the longest {} by virtual thread #{}{place}{starving}",
+            "virtual threads held their carriers, computing without a pause, {} times for {} \
+             or more ({} in all); the longest {} by virtual thread #{}{place}{starving}",
             e.monopolized.len(),
             secs(super::monopoly::DEFAULT_THRESHOLD_NS),
             secs(held),
             secs(longest.duration_ns()),
             longest.vthread,
         ),
-        advice: "virtual threads are not time-sliced: run long computations on a pool of                  platform threads (Executors.newFixedThreadPool) and wait for the result, or                  split them into shorter steps; more carriers only help while CPUs are free"
+        advice: "virtual threads are not time-sliced: run long computations on a pool of \
+                 platform threads (Executors.newFixedThreadPool) and wait for the result, or \
+                 split them into shorter steps; more carriers only help while CPUs are free"
             .into(),
         start_ns: Some(longest.start_ns.saturating_sub(e.start_ns)),
         duration_ns: held,
@@ -489,7 +492,9 @@ fn cpu_starved(e: &Evidence, t: &Thresholds) -> Option<Finding> {
         kind: FindingKind::CpuStarved,
         severity,
         summary: format!("carriers were runnable but not run: {}", said.join("; ")),
-        advice: "the carriers wait for a CPU, not for work: give the container more CPU                  (cpu.max), set jdk.virtualThreadScheduler.parallelism to the CPUs it really                  gets, or move CPU-hungry neighbours off these CPUs"
+        advice: "the carriers wait for a CPU, not for work: give the container more CPU \
+                 (cpu.max), set jdk.virtualThreadScheduler.parallelism to the CPUs it really \
+                 gets, or move CPU-hungry neighbours off these CPUs"
             .into(),
         start_ns: None,
         duration_ns: starved.max(throttled.map_or(0, |th| th.throttled_ns)),
@@ -748,6 +753,18 @@ fn culprit_of(frames: &[String]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    /// What a finding says is one line of single-spaced prose (text, JSON and the live view
+    /// print it as it is).
+    fn assert_plain(found: &[Finding]) {
+        for f in found {
+            for text in [&f.summary, &f.advice] {
+                assert!(
+                    !text.contains("  ") && !text.contains('\n'),
+                    "runs of spaces or a line break in {text:?}"
+                );
+            }
+        }
+    }
     use super::super::monitors::InitWaitedFor;
     use super::*;
 
@@ -841,6 +858,7 @@ mod tests {
             lines: vec![None],
         };
         let found = findings(&e, &Thresholds::default());
+        assert_plain(&found);
         let kinds: Vec<FindingKind> = found.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, [FindingKind::Monopolized], "{found:#?}");
         let f = &found[0];
@@ -882,6 +900,7 @@ mod tests {
         let late = [row(8 * MS)];
         e.scheduling = &late;
         let found = findings(&e, &Thresholds::default());
+        assert_plain(&found);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].kind, FindingKind::CpuStarved);
         assert!(
@@ -901,6 +920,7 @@ mod tests {
         e.scheduling = &quiet;
         e.throttling = Some(&throttling);
         let found = findings(&e, &Thresholds::default());
+        assert_plain(&found);
         assert!(
             found[0]
                 .summary
@@ -923,6 +943,7 @@ mod tests {
             4_900 * MS,
         )];
         let found = findings(&evidence(21, &threads, &sites, &[]), &Thresholds::default());
+        assert_plain(&found);
         assert_eq!(found.len(), 1, "{found:#?}");
         let f = &found[0];
         assert_eq!(
@@ -943,6 +964,7 @@ mod tests {
         assert_eq!(f.threads, [100, 101]);
         // On 25 the monitor is no reason to pin: no JDK upgrade to advise.
         let found = findings(&evidence(25, &threads, &sites, &[]), &Thresholds::default());
+        assert_plain(&found);
         assert!(!found[0].advice.contains("JEP 491"), "{}", found[0].advice);
     }
 
@@ -978,6 +1000,7 @@ mod tests {
             &evidence(21, &threads, &big, &episodes),
             &Thresholds::default(),
         );
+        assert_plain(&found);
         let kinds: Vec<_> = found.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, [FindingKind::Starvation, FindingKind::Pinning]);
         let starving = &found[0];
@@ -1016,6 +1039,7 @@ mod tests {
             &evidence(21, &threads, &[init], &[]),
             &Thresholds::default(),
         );
+        assert_plain(&found);
         assert_eq!(found[0].kind, FindingKind::ClassInit);
         assert!(
             found[0].summary.contains("initialization of Shop$Rates"),
