@@ -17,6 +17,8 @@ pub struct Options {
     pub max_starvation: Option<Duration>,
     /// No finding of these kinds.
     pub fail_on: Vec<FindingKind>,
+    /// Judge a damaged recording (see `Model::damage`) all the same.
+    pub accept_damaged: bool,
 }
 
 /// One limit held against the recording.
@@ -74,35 +76,63 @@ impl Verdict {
     }
 }
 
+/// Where a crossed pinning or starvation limit sends the reader: the site that pinned
+/// longest, by its first application frame ("" when nothing pinned).
+fn top_site(analysis: &Analysis) -> String {
+    analysis
+        .pinned_sites()
+        .iter()
+        .max_by_key(|s| s.total_ns)
+        .map(|s| {
+            let place = crate::analysis::findings::culprit(&s.stack)
+                .or_else(|| s.stack.frames.first().cloned())
+                .unwrap_or_else(|| "an unknown place".into());
+            format!("; most pinned at `{place}` ({})", secs(s.total_ns))
+        })
+        .unwrap_or_default()
+}
+
 /// Holds the analysis against the limits.
 pub fn evaluate(analysis: &Analysis, options: &Options) -> Verdict {
     let mut checks = Vec::new();
     if let Some(limit) = options.max_pinned {
         let pinned = crate::model::total(analysis.pinned_events().iter().map(|e| e.duration_ns()));
+        let passed = u128::from(pinned) <= limit.as_nanos();
+        let top = if passed {
+            String::new()
+        } else {
+            top_site(analysis)
+        };
         checks.push(Check {
             name: format!(
                 "pinned carrier time at most {}",
                 secs(limit.as_nanos() as u64)
             ),
             measured: format!(
-                "{} pinned in {} events",
+                "{} pinned in {} events{top}",
                 secs(pinned),
                 analysis.pinned_events().len()
             ),
-            passed: u128::from(pinned) <= limit.as_nanos(),
+            passed,
         });
     }
     if let Some(limit) = options.max_starvation {
         let episodes = analysis.starvation();
         let starved =
             crate::model::total(episodes.iter().map(|e| e.end_ns.saturating_sub(e.start_ns)));
+        let passed = u128::from(starved) <= limit.as_nanos();
+        let top = if passed {
+            String::new()
+        } else {
+            top_site(analysis)
+        };
         checks.push(Check {
             name: format!(
                 "carrier starvation at most {}",
                 secs(limit.as_nanos() as u64)
             ),
-            measured: format!("{} in {} episodes", secs(starved), episodes.len()),
-            passed: u128::from(starved) <= limit.as_nanos(),
+            measured: format!("{} in {} episodes{top}", secs(starved), episodes.len()),
+            passed,
         });
     }
     for &kind in &options.fail_on {

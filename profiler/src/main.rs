@@ -201,6 +201,10 @@ enum Command {
         /// Also write the verdict as JUnit XML, a test case per limit.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Judge a damaged recording (cut short, or with damage read past) all the same. By
+        /// default it cannot be measured (exit 2): its figures are only what survived.
+        #[arg(long)]
+        accept_damaged: bool,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -411,6 +415,7 @@ fn main() -> ExitCode {
         max_starvation,
         fail_on,
         junit,
+        accept_damaged,
         limits: spend,
     } = cli.command
     {
@@ -418,6 +423,7 @@ fn main() -> ExitCode {
             max_pinned,
             max_starvation,
             fail_on,
+            accept_damaged,
         };
         return check(
             file,
@@ -773,6 +779,19 @@ fn check(
             let _ = std::fs::remove_dir_all(dir);
         }
         let model = model?;
+        // A gate that passes on what survived of a cut file would pass on a crash.
+        if !limits.accept_damaged
+            && let Some(first) = model.damage.first()
+        {
+            let more = match model.damage.len() {
+                1 => String::new(),
+                n => format!(", and {} more", n - 1),
+            };
+            bail!(
+                "the recording is damaged ({first}{more}): its figures are only what survived; \
+                 --accept-damaged judges it all the same"
+            );
+        }
         Ok(profiler::check::evaluate(&Analysis::new(&model), limits))
     })();
     match verdict {

@@ -325,9 +325,10 @@ fn check(args: &[&str], junit: &Path) -> (Option<i32>, String) {
     (out.status.code(), said)
 }
 
-/// `pinprof check` on the same pinning code: exit 1 on JDK 21 (it pins), 0 on JDK 25 (it
-/// does not, JEP 491), 2 on a process that does not exist; its JUnit report read by Python's
-/// XML parser says the same.
+/// `pinprof check` on the same pinning code: exit 1 on JDK 21 (it pins), naming the method
+/// that pinned, 0 on JDK 25 (it does not, JEP 491), 2 on a process that does not exist and
+/// on a recording cut short (unless told to judge it all the same); its JUnit report read by
+/// Python's XML parser says the same.
 #[test]
 fn check_fails_where_it_pins_passes_where_it_does_not_and_says_when_it_cannot_measure() {
     // (Starvation of a few microseconds happens anywhere, two carriers stopped at once by a
@@ -340,19 +341,57 @@ fn check_fails_where_it_pins_passes_where_it_does_not_and_says_when_it_cannot_me
         "--max-starvation",
         "100ms",
     ];
+    let kept = scratch("check21.pinrec");
     for (major, expected) in [(21, 1), (25, 0)] {
         let jvm = pinning_jvm(major);
         let junit = scratch(&format!("check{major}.xml"));
         let pid = jvm.pid.to_string();
         let mut args = vec!["--pid", &pid];
         args.extend(limits);
+        if major == 21 {
+            args.extend(["--output", kept.to_str().unwrap()]);
+        }
         let (code, said) = check(&args, &junit);
         drop(jvm);
         assert_eq!(code, Some(expected), "JDK {major}: {said}");
         // Pinned time, starvation, and the default findings (gridlock, deadlock).
         let failures = if expected == 1 { 2 } else { 0 };
         assert_eq!(junit_counts(&junit), (4, failures, 0), "JDK {major}");
+        if expected == 1 {
+            // Both crossed limits say where to look.
+            let named = said
+                .lines()
+                .filter(|l| {
+                    l.contains("FAIL") && l.contains("most pinned at `PinnedSleep$Ledger.append")
+                })
+                .count();
+            assert_eq!(named, 2, "{said}");
+        }
     }
+    // The JDK 21 recording cut short, as a crash or a full disk leaves it: not judged on what
+    // survived unless asked; asked, it still fails on its pinning.
+    let whole = std::fs::read(&kept).unwrap();
+    let cut = scratch("check21-cut.pinrec");
+    std::fs::write(&cut, &whole[..whole.len() * 2 / 3]).unwrap();
+    let cut_arg = cut.to_str().unwrap();
+    let junit = scratch("check-cut.xml");
+    let (code, said) = check(&[cut_arg, "--max-pinned", "100ms"], &junit);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("damaged") && said.contains("--accept-damaged"),
+        "{said}"
+    );
+    assert_eq!(junit_counts(&junit), (1, 0, 1));
+    let (code, said) = check(
+        &[cut_arg, "--max-pinned", "100ms", "--accept-damaged"],
+        &junit,
+    );
+    assert_eq!(code, Some(1), "{said}");
+    // The pinned limit and the default findings (gridlock, deadlock).
+    assert_eq!(junit_counts(&junit), (3, 1, 0));
+    // The whole file is judged as the run was.
+    let (code, said) = check(&[kept.to_str().unwrap(), "--max-pinned", "100ms"], &junit);
+    assert_eq!(code, Some(1), "{said}");
     let junit = scratch("check-nopid.xml");
     let (code, said) = check(&["--pid", "999999999", "--duration", "1s"], &junit);
     assert_eq!(code, Some(2), "{said}");

@@ -52,9 +52,14 @@ impl Model {
             Some(end) => self.finish(end),
             None => self.end_mono_ns = self.end_from_events(),
         }
-        self.warnings.extend(warnings.into_iter().map(|mut w| {
-            intake::text(&mut w, intake::MAX_TEXT);
-            w
-        }));
+        let warnings: Vec<String> = warnings
+            .into_iter()
+            .map(|mut w| {
+                intake::text(&mut w, intake::MAX_TEXT);
+                w
+            })
+            .collect();
+        self.damage = warnings.clone();
+        self.warnings.extend(warnings);
     }
 }

@@ -59,6 +59,9 @@ pub struct Model {
     pub exits: FastMap<u32, (u64, Option<ThreadCpu>)>,
     /// What went wrong reading the source, said to the user with the results.
     pub warnings: Vec<String>,
+    /// What the file itself lost (damage met, no end marker), also among `warnings`; empty
+    /// for a whole recording. A gate does not judge a damaged file unless told to.
+    pub damage: Vec<String>,
     /// Every Java thread seen; a thread once seen as a carrier stays one.
     pub java_threads: FastMap<u32, JavaThreadInfo>,
     /// The class of each Java thread's `java.lang.Thread` object, by thread.
