@@ -444,7 +444,13 @@ fn a_program_that_is_no_jvm_is_profiled_off_cpu_and_in_its_system_calls() {
     std::thread::sleep(Duration::from_millis(200));
     let skipped = skipped_runs(recorder.id());
     eprintln!("skipped {skipped:?}");
-    interrupt(recorder);
+    let said = interrupt(recorder);
+    // Said as the recording starts, not first by the report.
+    let said = String::from_utf8_lossy(&said.stderr);
+    assert!(
+        said.contains(&format!("note: process {pid} is no HotSpot JVM")),
+        "{said}"
+    );
     drop(stdin);
     let _ = prog.wait();
     assert_eq!(naps.slept.len(), 60);

@@ -242,6 +242,15 @@ pub fn run_with(
     if stop.signal.load(Ordering::Relaxed) {
         anyhow::bail!("interrupted before the recording started");
     }
+    // Said now, not first by the report: a user who gave the wrong pid learns it at once.
+    let hotspot_runtime = info.runtime.as_ref().is_some_and(|r| r.kind == "hotspot");
+    if !hotspot_runtime && tee.is_none() {
+        say!(
+            "pinprof: note: process {} is no HotSpot JVM: its threads' off-CPU time, stacks and \
+             system calls are recorded; carriers, pinning and Java stacks need one",
+            options.pid
+        );
+    }
     // The target's mapped files (copied once for naming and unwinding alike) and its perf
     // map, read before anything is attached; read again from now on by threads of their
     // own, never by the drain.
