@@ -97,6 +97,20 @@ fn current() -> Result<[Data; 2]> {
     Ok(data)
 }
 
+/// The capabilities in effect for this thread (`CapEff` of /proc/self/status); 0 when it
+/// cannot be read.
+pub fn effective() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
+/// `CAP_SYS_PTRACE`: another user's /proc/PID files (its exe, maps, memory) need it.
+pub const CAP_SYS_PTRACE: u32 = 19;
+
 /// Whether `e` is a permission refused, as root without capabilities meets them.
 pub fn is_permission_denied(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {

@@ -44,11 +44,7 @@ impl Target {
         // Kernel threads have no memory map of their own.
         let executable = crate::procmaps::Maps::open(&identity).and_then(|mut m| m.executable(1));
         if identity.read_link("exe").is_err() && executable.map_or(true, |l| l.vmas.is_empty()) {
-            bail!(
-                "PID {pid} ({}) is a kernel thread or cannot be inspected (another user's \
-                 process needs root, or CAP_SYS_PTRACE)",
-                status.name
-            );
+            bail!("{}", uninspectable(pid, &probe, &status));
         }
         if identity.has_exited() {
             bail!("process {pid} ({}) has already exited", status.name);
@@ -256,6 +252,37 @@ fn schedstat(process: &Process, tid: u32) -> Option<[u64; 2]> {
         .ok()?;
     let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
     Some([fields.next()??, fields.next()??])
+}
+
+/// Why a process shows no executable: a kernel thread has none; anything else is a process
+/// pinprof may not look into, and what it lacks is said.
+fn uninspectable(
+    pid: u32,
+    probe: &procfs::process::Process,
+    status: &procfs::process::Status,
+) -> String {
+    // PF_KTHREAD in the kernel's flags of the task.
+    const PF_KTHREAD: u32 = 0x0020_0000;
+    let name = crate::text::for_terminal(&status.name, 64);
+    if probe.stat().is_ok_and(|s| s.flags & PF_KTHREAD != 0) {
+        return format!("PID {pid} ({name}) is a kernel thread: it has no user space to profile");
+    }
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    let owner = status.ruid;
+    let ptrace = crate::capabilities::effective() & (1 << crate::capabilities::CAP_SYS_PTRACE) != 0;
+    if owner != me && !ptrace {
+        format!(
+            "cannot look into PID {pid} ({name}): it runs as uid {owner} and pinprof as uid {me} \
+             without CAP_SYS_PTRACE, which another user's /proc/{pid} files need (run pinprof \
+             as root, or give it CAP_SYS_PTRACE: see Privileges in the README)"
+        )
+    } else {
+        format!(
+            "cannot look into PID {pid} ({name}): its /proc/{pid} files cannot be read (a \
+             security module may refuse them, or it is exiting)"
+        )
+    }
 }
 
 #[cfg(test)]

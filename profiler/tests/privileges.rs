@@ -418,7 +418,10 @@ fn a_missing_capability_fails_fast_and_says_what() {
     );
     assert!(!output.status.success(), "jvm without sys_ptrace succeeded");
     assert!(took < Duration::from_secs(5), "refused after {took:?}");
+    // It names the process and the capability it lacks, and takes it for no kernel thread.
     assert!(stderr.contains(&pid), "{stderr}");
+    assert!(stderr.contains("without CAP_SYS_PTRACE"), "{stderr}");
+    assert!(!stderr.contains("kernel thread"), "{stderr}");
     // `jvm` without CAP_DAC_READ_SEARCH cannot open the JVM's memory.
     let caps = without(&JVM_CAPS, "dac_read_search");
     assert_credentials(&caps);
