@@ -127,12 +127,14 @@ fn spells(
         // The run: samples of the same virtual thread, and waits it did not ask for.
         let mut j = i;
         let mut last = first;
+        let mut last_at = i;
         let mut samples: FastMap<SampleStacks, u64> = FastMap::default();
         let mut count = 0;
         while j < seen.len() {
             match seen[j] {
                 Seen::Sample(s) if s.vthread == Some(vthread) => {
                     last = s;
+                    last_at = j;
                     count += 1;
                     *samples.entry(stacks_of(model, s)).or_default() += 1;
                 }
@@ -141,13 +143,17 @@ fn spells(
             }
             j += 1;
         }
-        let start_ns = match i.checked_sub(1).map(|k| seen[k]) {
-            Some(Seen::Sample(s)) => s.time_ns + first.time_ns.saturating_sub(s.time_ns) / 2,
-            Some(Seen::Wait { end_ns, .. }) => end_ns.min(first.time_ns),
-            None => first.time_ns.max(model.start_mono_ns),
+        // Before the run: past the waits imposed on the carrier, what it was seen doing.
+        let before = (0..i)
+            .rev()
+            .find(|&k| !matches!(seen[k], Seen::Wait { imposed: true, .. }));
+        let start_ns = match (i.checked_sub(1).map(|k| seen[k]), before) {
+            (_, Some(k)) if matches!(seen[k], Seen::Sample(_)) => switch_between(seen, k, i),
+            (Some(Seen::Wait { end_ns, .. }), _) => end_ns.min(first.time_ns),
+            _ => first.time_ns.max(model.start_mono_ns),
         };
         let end_ns = match seen.get(j) {
-            Some(Seen::Sample(s)) => last.time_ns + s.time_ns.saturating_sub(last.time_ns) / 2,
+            Some(Seen::Sample(_)) => switch_between(seen, last_at, j),
             Some(Seen::Wait { start_ns, .. }) => (*start_ns).max(last.time_ns),
             None => last.time_ns.min(model.end_mono_ns),
         };
@@ -168,6 +174,38 @@ fn spells(
         }
         i = j.max(i + 1);
     }
+}
+
+/// When the carrier went from what it ran at the sample `seen[a]` to what it ran at the
+/// sample `seen[b]`: halfway between them in the time it ran, not in wall time. A switch of
+/// virtual threads happens while the carrier runs, never in a wait imposed on it (a
+/// preemption, a safepoint stop); and a carrier that other processes keep off the CPU is
+/// sampled seldom, so the wall-time midpoint of two samples can lie tens of milliseconds from
+/// the switch.
+fn switch_between(seen: &[Seen], a: usize, b: usize) -> u64 {
+    let (from, to) = (seen[a].time(), seen[b].time());
+    let stops: Vec<(u64, u64)> = seen[a + 1..b]
+        .iter()
+        .filter_map(|s| match *s {
+            Seen::Wait {
+                start_ns, end_ns, ..
+            } => Some((start_ns.max(from), end_ns.min(to))),
+            Seen::Sample(_) => None,
+        })
+        .filter(|(s, e)| s < e)
+        .collect();
+    let stopped: u64 = stops.iter().map(|(s, e)| e - s).sum();
+    let mut left = to.saturating_sub(from).saturating_sub(stopped) / 2;
+    let mut at = from;
+    for (start, end) in stops {
+        let ran = start.saturating_sub(at);
+        if ran >= left {
+            return at + left;
+        }
+        left -= ran;
+        at = at.max(end);
+    }
+    (at + left).min(to)
 }
 
 #[cfg(test)]
@@ -223,5 +261,31 @@ mod tests {
         // 7: halfway from 5's sample at 90 to its own at 100, to halfway to 8's at 310.
         // 8: from 305 to its wait at 352. 9: from the wait's end, 17 ms: not a spell.
         assert_eq!(seen, [(7, 95, 305, 21), (8, 305, 352, 5)]);
+    }
+
+    #[test]
+    fn a_switch_between_sparse_samples_is_placed_in_the_time_the_carrier_ran() {
+        let mut model = Model {
+            end_mono_ns: 1_000 * MS,
+            ..Default::default()
+        };
+        make_carrier(&mut model, 1);
+        // Other processes hold the CPU: 7 is sampled at 100 and 120, 8 at 200 and 260. The
+        // carrier was preempted from 125 to 185, so of the 80 ms between 120 and 200 it ran
+        // 20: the switch lies 10 ms of running after 120 (5 before the preemption, 5 after
+        // it), at 190, not at the wall-time midpoint 160.
+        for (t, v) in [(100, 7), (120, 7), (200, 8), (260, 8)] {
+            model.samples.push(sample(t, Some(v)));
+        }
+        model
+            .off_cpu
+            .push(interval(1, 125, 60, OffCpuState::Preempted).into());
+        let spells = monopolized(&model, 20 * MS);
+        let seen: Vec<(u64, u64, u64)> = spells
+            .iter()
+            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS))
+            .collect();
+        // 7 from its first sample (nothing before) to 190; 8 from there to its last sample.
+        assert_eq!(seen, [(7, 100, 190), (8, 190, 260)]);
     }
 }
