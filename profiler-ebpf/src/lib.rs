@@ -89,9 +89,9 @@ pub mod counter {
     /// A preempted thread's return to a CPU the kernel did not report (it skips a switch now
     /// and then): the wait is dropped; its time is in the thread's scheduler account.
     pub const MISSED_PREEMPTIONS: u32 = 8;
-    /// A wait whose end the kernel did not report (it skipped the switch back in) and that no
-    /// return from a system call ended either: lost, and counted apart from the ring buffer's
-    /// losses, since a larger buffer would not have kept it.
+    /// A wait whose end the kernel did not report (it skipped the switch back in) and whose
+    /// end could not be told from the thread's CPU time either: lost, and counted apart from
+    /// the ring buffer's losses, since a larger buffer would not have kept it.
     pub const MISSED_SWITCH_INS: u32 = 9;
     /// A thread's scheduler histograms could not be kept (their map was full).
     pub const SCHED_MAP_FULL: u32 = 10;
@@ -99,7 +99,10 @@ pub mod counter {
     pub const ON_CPU_SAMPLES: u32 = 11;
     /// On-CPU samples sent without their Java stack: the ring buffer was filling.
     pub const SAMPLE_STACKS_SKIPPED: u32 = 12;
-    pub const COUNT: u32 = 13;
+    /// A wait whose switch back in the kernel did not report, ended at its next switch-out
+    /// at the time its CPU time since says it ran again (the wake-up, when seen, bounds it).
+    pub const RECOVERED_SWITCH_INS: u32 = 13;
+    pub const COUNT: u32 = 14;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames
@@ -260,7 +263,11 @@ pub struct Waker {
     pub wake_ns: u64,
 }
 
-/// A system call in progress, per thread, from `sys_enter` to `sys_exit`.
+/// `SyscallEvent::ret` of a call timed from the scheduler's switches: it was not seen.
+pub const RET_UNSEEN: i64 = i64::MIN;
+
+/// A system call in progress, per thread: from `sys_enter` to `sys_exit` when system calls
+/// are traced, else the one a thread blocked in, from its switch-out to its switch-in.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SyscallStart {
@@ -281,7 +288,8 @@ pub struct SyscallEvent {
     pub kind: u32,
     pub tid: u32,
     pub nr: u32,
-    /// The caller's user stack at the call (taken as it returns: the same stack).
+    /// The caller's user stack at the call (taken as it returns, or as it blocked: the same
+    /// stack).
     pub user_stack_id: i32,
     pub start_ns: u64,
     pub end_ns: u64,
@@ -495,10 +503,35 @@ pub struct OffCpuStart {
     pub user_stack_id: i32,
     /// Thread that woke it (`sched_waking` in the waker's context); 0 until then.
     pub waker_tid: u32,
-    pub _pad: u32,
+    /// `wait_flags`.
+    pub flags: u32,
     /// When it was first made runnable again (`sched_waking`); 0 until then.
     pub wake_ns: u64,
     pub java: JavaState,
+    /// The thread's CPU time (`sum_exec_runtime`) as it blocked; `u64::MAX`: not known.
+    pub run_ns: u64,
+}
+
+/// A wait whose switch back in the kernel did not report, found as its thread blocks again:
+/// ended by `sched_switch_blocked` (kernel side only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MissedWait {
+    pub tid: u32,
+    pub _pad: u32,
+    /// When the thread blocked again, and its CPU time then.
+    pub now_ns: u64,
+    pub run_ns: u64,
+    pub wait: OffCpuStart,
+}
+
+/// `OffCpuStart::flags`.
+pub mod wait_flags {
+    /// The wait that ended last (this entry's, once ended) lasted at least the threshold for
+    /// Java stacks: the thread's next wait has its Java stack copied as it blocks.
+    pub const LAST_LONG: u32 = 1;
+    /// This wait's Java stack was copied as it blocked (user space need not read it).
+    pub const STACK_COPIED: u32 = 2;
 }
 
 /// A thread's last walked kernel stack in a system call, reused for its next waits in the same

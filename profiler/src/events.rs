@@ -223,8 +223,54 @@ pub struct FutexWaker {
 }
 
 impl Syscall {
+    /// `ret` of a call timed from the scheduler's switches (the default; `record --syscalls`
+    /// traces calls to their end): its result was not seen.
+    pub const RET_UNSEEN: i64 = profiler_ebpf::RET_UNSEEN;
+
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// Its result (negative: -errno), when it was seen.
+    pub fn result(&self) -> Option<i64> {
+        (self.ret != Self::RET_UNSEEN).then_some(self.ret)
+    }
+
+    /// Whether this futex wait ran out its timeout: from its result when seen, else from its
+    /// times (then a release within `TIMEOUT_SLACK_NS` of the timeout counts as a timeout).
+    /// `unix_minus_mono_ns`: the recording's wall clock less its monotonic one, for a wait
+    /// given a wall-clock deadline.
+    pub fn timed_out(&self, unix_minus_mono_ns: i64) -> bool {
+        const ETIMEDOUT: i64 = 110;
+        /// What the timer's slack and the switch-out after the call's entry take off.
+        const TIMEOUT_SLACK_NS: u64 = 100_000;
+        if let Some(ret) = self.result() {
+            return ret == -ETIMEDOUT;
+        }
+        let Some(timeout) = self
+            .futex
+            .as_ref()
+            .and_then(|f| f.timeout_ns.map(|t| (f.op, t)))
+        else {
+            return false;
+        };
+        use profiler_ebpf::futex_op;
+        let (op, timeout_ns) = timeout;
+        const CLOCK_REALTIME: u64 = 256;
+        let absolute = matches!(
+            op & futex_op::CMD_MASK,
+            futex_op::WAIT_BITSET | futex_op::LOCK_PI | futex_op::LOCK_PI2
+        );
+        if !absolute {
+            return self.duration_ns() + TIMEOUT_SLACK_NS >= timeout_ns;
+        }
+        // LOCK_PI's deadline is on the wall clock whatever the flag says.
+        let end = if op & CLOCK_REALTIME != 0 || op & futex_op::CMD_MASK == futex_op::LOCK_PI {
+            (i128::from(self.end_ns) + i128::from(unix_minus_mono_ns)).max(0) as u64
+        } else {
+            self.end_ns
+        };
+        end + TIMEOUT_SLACK_NS >= timeout_ns
     }
 
     /// The thread whose release ended this futex wait, else the waiter itself: whom a lock

@@ -308,9 +308,15 @@ struct CaptureArgs {
     /// As --min-syscall, in microseconds.
     #[arg(long, hide = true, conflicts_with = "min_syscall")]
     min_syscall_us: Option<u64>,
-    /// Do not trace system calls, futex waits and kernel lock contention.
+    /// Do not record system calls, futex waits and kernel lock contention.
     #[arg(long)]
     no_syscalls: bool,
+    /// How system calls are seen: `traced` from entry to exit, every call with its result
+    /// (each system call of every process of the host takes the kernel's slow path while
+    /// pinprof records); `blocking`, the call a thread blocks in, read as it blocks (no
+    /// program at the host's system calls: other processes pay nothing).
+    #[arg(long, value_enum, default_value_t = SyscallView::Traced, conflicts_with = "no_syscalls")]
+    syscalls: SyscallView,
     /// Do not use the JVM's attach protocol (pinprof uses it once, to read the
     /// scheduler's settings; it starts the JVM's "Attach Listener" thread).
     #[arg(long)]
@@ -381,6 +387,7 @@ impl CaptureArgs {
             min_java_stack: micros(self.java_stack_min_us, self.java_stack_min),
             attach: !self.no_attach,
             min_syscall: (!self.no_syscalls).then(|| micros(self.min_syscall_us, self.min_syscall)),
+            trace_syscalls: self.syscalls == SyscallView::Traced,
             fp_cross_check: self.fp_cross_check,
             progress,
             on_cpu_hz: (self.oncpu_hz > 0).then_some(self.oncpu_hz),
@@ -395,6 +402,15 @@ impl CaptureArgs {
 enum Format {
     Text,
     Json,
+}
+
+/// `record --syscalls`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SyscallView {
+    /// Every call from entry to exit, with its result.
+    Traced,
+    /// The call a thread blocks in, read as it blocks, timed to its switch back in.
+    Blocking,
 }
 
 fn main() -> ExitCode {
@@ -747,6 +763,7 @@ fn check(
                     ring_buffer_bytes: 16 << 20,
                     attach: true,
                     min_syscall: Some(Duration::from_millis(1)),
+                    trace_syscalls: true,
                     fp_cross_check: false,
                     min_java_stack: Duration::from_millis(1),
                     progress: false,

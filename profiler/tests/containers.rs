@@ -364,8 +364,13 @@ fn lock_holders_of_a_contained_jvm_are_named_as_on_the_host() {
 /// Lets a FileSync JVM run its fsyncs, recorded throughout, and returns the report's fsync
 /// files.
 fn record_file_syncs(jvm: &mut Jvm, name: &str) -> Vec<Value> {
-    // Every call one by one: an fsync on tmpfs takes about a microsecond, often less.
-    let (recorder, recording) = spawn_record_with(jvm.pid, name, &["--min-syscall", "0s"]);
+    // Every call one by one, traced from entry to exit: an fsync on tmpfs takes about a
+    // microsecond and never blocks (`--syscalls blocking` sees only calls that block).
+    let (recorder, recording) = spawn_record_with(
+        jvm.pid,
+        name,
+        &["--syscalls", "traced", "--min-syscall", "0s"],
+    );
     std::thread::sleep(Duration::from_millis(300));
     say(jvm, "go");
     jvm.wait_for("synced ", Duration::from_secs(30)).unwrap();

@@ -574,6 +574,83 @@ fn jdk21_generational_zgc_pins_as_jfr_counts() {
     pins_as_counted(jvm, "genzgc21", 3.0, true);
 }
 
+/// `record --syscalls blocking`: no program at the host's system calls (so other processes
+/// pay nothing), and still the pinned parks as the workload and JFR count them, named at
+/// their method, none lost, their futex waits seen as they block and released by the
+/// workload's own threads.
+#[test]
+fn blocking_syscalls_leave_the_hosts_calls_alone_and_pin_as_counted() {
+    let mut jvm = pinning_jvm(&[], &["sleep"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let jfr = Jfr::start(21, jvm.pid, "blocking21");
+    let recording = scratch("blocking21.pinrec");
+    let recorder = pinprof()
+        .args(["record", "--pid", &jvm.pid.to_string(), "--duration", "4"])
+        .args(["--syscalls", "blocking", "--output"])
+        .arg(&recording)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let programs: Vec<String> = skipped_runs(recorder.id())
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let output = recorder.wait_with_output().unwrap();
+    assert_ok(&output, "pinprof record --syscalls blocking");
+    let truth = jfr.stop();
+    assert!(
+        programs.iter().any(|p| p == "sched_switch"),
+        "pinprof's programs: {programs:?}"
+    );
+    assert!(
+        !programs.iter().any(|p| p.starts_with("sys_")),
+        "a program at the system calls: {programs:?}"
+    );
+    let report = report_json(&recording);
+    let (from, to) = counts::window(&report);
+    let slept = counts::in_window(&mut jvm, "sleeps", from, to);
+    let (parks, named) = pinned_sleeps(&report);
+    assert!(slept > 150.0, "only {slept} sleeps counted");
+    assert_within(
+        "blocking: pinned parks vs the workload's sleeps",
+        parks as f64,
+        slept,
+        COUNT_TOLERANCE,
+    );
+    let (from, to) = report_unix(&report);
+    let in_window = truth
+        .iter()
+        .filter(|e| (from..to).contains(&e.start_unix_ns))
+        .count();
+    assert_within(
+        "blocking: pinned parks vs JFR",
+        parks as f64,
+        in_window as f64,
+        COUNT_TOLERANCE,
+    );
+    assert!(
+        named * 10 >= parks * 9,
+        "blocking: {named} of {parks} pinned parks named at Pinning$Ledger.append"
+    );
+    assert_eq!(
+        report["lost_events"],
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let futex = report["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "futex")
+        .unwrap_or_else(|| panic!("no futex waits: {}", report["syscalls"]));
+    assert!(
+        futex["events"].as_u64().unwrap() as f64 >= 0.9 * parks as f64,
+        "{futex}"
+    );
+}
+
 #[test]
 fn jdk21_serial_gc_pins_as_jfr_counts() {
     let jvm = pinning_jvm(&["-XX:+UseSerialGC"], &["sleep"]);

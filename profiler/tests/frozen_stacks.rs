@@ -30,6 +30,7 @@ fn walked(path: &std::path::Path) -> (Vec<Walked>, std::ops::Range<u64>) {
     let header = &recording.header;
     let mut stacks = std::collections::HashMap::new();
     let mut vthreads = std::collections::HashMap::new();
+    let mut java_stacks = Vec::new();
     let mut out = Vec::new();
     for event in &recording.events {
         match event {
@@ -45,34 +46,34 @@ fn walked(path: &std::path::Path) -> (Vec<Walked>, std::ops::Range<u64>) {
                 tid,
                 start_ns,
                 stack,
-            } => {
-                let (Some(&vthread), Some(frames)) =
-                    (vthreads.get(&(*tid, *start_ns)), stacks.get(stack))
-                else {
-                    continue;
-                };
-                let stopped = frames
-                    .last()
-                    .is_some_and(|f| f.label().starts_with("[callers frozen"));
-                let frames = frames
-                    .iter()
-                    // Methods: not the marks of a call from the VM or of a VM stub, which
-                    // JFR does not show. (A frame the walk could not name stays, and differs.)
-                    .filter(|f| {
-                        f.kind == FrameKind::Java
-                            && !matches!(f.module.as_deref(), Some("vm" | "stub"))
-                    })
-                    .map(|f| (f.label(), f.line))
-                    .collect();
-                out.push(Walked {
-                    vthread,
-                    start_unix_ns: header.start_unix_ns + (start_ns - header.start_mono_ns),
-                    frames,
-                    stopped,
-                });
-            }
+            } => java_stacks.push((*tid, *start_ns, *stack)),
             _ => {}
         }
+    }
+    // (A pinned wait's stack is copied as it blocks: it comes before its interval.)
+    for (tid, start_ns, stack) in java_stacks {
+        let (Some(&vthread), Some(frames)) = (vthreads.get(&(tid, start_ns)), stacks.get(&stack))
+        else {
+            continue;
+        };
+        let stopped = frames
+            .last()
+            .is_some_and(|f| f.label().starts_with("[callers frozen"));
+        let frames = frames
+            .iter()
+            // Methods: not the marks of a call from the VM or of a VM stub, which
+            // JFR does not show. (A frame the walk could not name stays, and differs.)
+            .filter(|f| {
+                f.kind == FrameKind::Java && !matches!(f.module.as_deref(), Some("vm" | "stub"))
+            })
+            .map(|f| (f.label(), f.line))
+            .collect();
+        out.push(Walked {
+            vthread,
+            start_unix_ns: header.start_unix_ns + (start_ns - header.start_mono_ns),
+            frames,
+            stopped,
+        });
     }
     let end_mono = recording.end.as_ref().map_or(0, |e| e.end_mono_ns);
     let start = header.start_unix_ns;

@@ -46,6 +46,7 @@ fn an_in_process_capture_sees_the_naps_the_program_measured() {
         ring_buffer_bytes: 16 << 20,
         attach: false,
         min_syscall: Some(Duration::from_millis(1)),
+        trace_syscalls: true,
         fp_cross_check: false,
         min_java_stack: Duration::from_millis(1),
         progress: false,

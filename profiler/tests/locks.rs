@@ -201,8 +201,13 @@ fn a_slow_pipe_read_is_a_long_read_on_a_pipe() {
 fn an_fsync_names_its_file() {
     let path = scratch("fsync-target.dat");
     let path = path.to_str().unwrap();
-    // Every call is an event here, however fast the disk.
-    let (report, syncs) = run_native(&["fsync", path, "3"], "fsync", &["--min-syscall", "1us"]);
+    // Every call is an event here, however fast the disk: traced from entry to exit
+    // (`--syscalls blocking` sees a call only as it blocks, once each time).
+    let (report, syncs) = run_native(
+        &["fsync", path, "3"],
+        "fsync",
+        &["--syscalls", "traced", "--min-syscall", "1us"],
+    );
     assert_eq!(syncs.len(), 3);
     let fsync = report["syscalls"]
         .as_array()

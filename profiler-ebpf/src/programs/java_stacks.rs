@@ -1,4 +1,5 @@
-//! Java stacks (frozen chunks too), copied as a thread leaves its system call, still as it blocked.
+//! Java stacks (frozen chunks too), copied as they block: at a pinned carrier's switch-out,
+//! in a waker's wake-up, or as a thread leaves the system call it blocked in.
 
 use aya_ebpf::{bindings::BPF_RB_NO_WAKEUP, maps::PerCpuArray};
 use profiler_ebpf::{
@@ -10,13 +11,18 @@ use profiler_ebpf::{
 use super::{
     maps::{EVENTS, JAVA_THREADS, STACK_CHUNK_SCRATCH, STACK_REQUESTS, STACK_SCRATCH, count},
     memory::read_user,
-    settings::{JAVA_STATE_IN_JAVA, JVM_LAYOUT, MIN_JAVA_STACK_NS, setting},
+    settings::{
+        JAVA_STATE_IN_JAVA, JVM_LAYOUT, MIN_JAVA_STACK_NS, MIN_SYSCALL_NS, SYSCALLS_AT_SWITCHES,
+        setting,
+    },
 };
 
-/// A Java thread that blocked for long in a call out of Java (its frame anchor is set) gets its
-/// stack copied when it leaves that system call; idle carriers (nothing mounted) do not. A
-/// carrier blocked with a virtual thread mounted (pinned) gets it however short the block:
-/// those are rare next to all switches, and each is a pinned event to be named.
+/// When system calls are traced, a Java thread that blocked for long in a call out of Java
+/// (its frame anchor is set) gets its stack copied when it leaves that system call, where
+/// `sys_exit` runs; a carrier blocked with a virtual thread mounted (pinned) gets it however
+/// short the block: those are rare next to all switches, and each is a pinned event to be
+/// named. Idle carriers (nothing mounted) do not. (Otherwise stacks are copied as threads
+/// block: see `copy_blocked_java_stack`.)
 #[inline(always)]
 pub(crate) fn request_java_stack(tid: u32, start: &OffCpuStart, duration: u64) {
     let min = setting(&MIN_JAVA_STACK_NS);
@@ -24,6 +30,8 @@ pub(crate) fn request_java_stack(tid: u32, start: &OffCpuStart, duration: u64) {
     let carrier = java.flags & java_flags::CARRIER != 0;
     let mounted = java.flags & java_flags::MOUNTED != 0;
     if min == 0
+        || setting(&MIN_SYSCALL_NS) == u64::MAX
+        || setting(&SYSCALLS_AT_SWITCHES) != 0
         || (duration < min && !(carrier && mounted))
         || start.prev_state == task_state::RUNNING
         || java.flags & java_flags::KNOWN == 0
@@ -39,6 +47,33 @@ pub(crate) fn request_java_stack(tid: u32, start: &OffCpuStart, duration: u64) {
     if STACK_REQUESTS.insert(tid, request, 0).is_err() {
         count(counter::STACK_COPY_MISSES);
     }
+}
+
+/// Copies the Java stack of the current thread `tid` as it goes off CPU (when system calls
+/// are not traced): `java` is its state read at this switch-out and `start_ns` the wait's
+/// start, the copy's key.
+#[inline(always)]
+pub(crate) fn copy_blocked_java_stack(
+    tid: u32,
+    start_ns: u64,
+    java: &JavaState,
+    scratch: &Scratch,
+) {
+    if setting(&MIN_JAVA_STACK_NS) == 0 || java.anchor_sp == 0 {
+        return;
+    }
+    let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
+        return;
+    };
+    let layout: JvmLayout = setting(&JVM_LAYOUT);
+    let field = |offset: u32| read_user::<u64>((entry & !THREAD_BITS) + offset as u64);
+    // The anchor as it is now (the fp may be filled in after the window was read).
+    let fp = match java.anchor_fp {
+        0 => field(layout.anchor_fp).unwrap_or(0),
+        fp => fp,
+    };
+    let from = [java.anchor_sp, java.anchor_pc, fp];
+    copy_stack_from(tid, start_ns, entry, &layout, from, scratch);
 }
 
 /// Copies the Java stack of `tid` if one was requested for it (see `request_java_stack`).
@@ -393,23 +428,21 @@ fn frozen_frames(layout: &JvmLayout, thread: u64, entry: u64) -> Frozen {
     }
 }
 
-/// A Java thread that releases a waiter from inside a system call (an unpark, a mutex
-/// unlock) gets its stack copied as it leaves that call, like a blocked one.
+/// Copies the Java stack of the current thread `tid` as it releases a waiter from inside a
+/// system call (an unpark, a mutex unlock), keyed by the wake-up's time: it is in the VM or
+/// native code, so its frame anchor says where its Java frames begin.
 #[inline(always)]
-pub(crate) fn request_waker_java_stack(tid: u32, wake_ns: u64) {
+pub(crate) fn copy_waker_java_stack(tid: u32, wake_ns: u64, scratch: &Scratch) {
     let Some(&entry) = (unsafe { JAVA_THREADS.get(&tid) }) else {
         return;
     };
     let layout: JvmLayout = setting(&JVM_LAYOUT);
-    let sp = read_user::<u64>((entry & !THREAD_BITS) + layout.anchor_sp as u64).unwrap_or(0);
+    let thread = entry & !THREAD_BITS;
+    let field = |offset: u32| read_user::<u64>(thread + offset as u64).unwrap_or(0);
+    let sp = field(layout.anchor_sp);
     if sp == 0 {
         return;
     }
-    let request = StackRequest {
-        start_ns: wake_ns,
-        anchor_sp: sp,
-    };
-    if STACK_REQUESTS.insert(tid, request, 0).is_err() {
-        count(counter::STACK_COPY_MISSES);
-    }
+    let from = [sp, field(layout.anchor_pc), field(layout.anchor_fp)];
+    copy_stack_from(tid, wake_ns, entry, &layout, from, scratch);
 }

@@ -2,13 +2,23 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf, StackTrace},
 };
 use profiler_ebpf::{
-    JAVA_WINDOW_BYTES, KernelStackReuse, OffCpuStart, SchedStats, ShortOffCpu, StackChunkCopy,
-    StackCopy, StackRequest, SyscallKey, SyscallStart, WaitAmendment, WaitSum, counter,
+    JAVA_WINDOW_BYTES, KernelStackReuse, MissedWait, OffCpuStart, SchedStats, ShortOffCpu,
+    StackChunkCopy, StackCopy, StackRequest, SyscallKey, SyscallStart, WaitAmendment, WaitSum,
+    counter,
 };
 
+/// `sched_switch`'s second half (`sched_switch_blocked`), reached by a tail call: a program of
+/// its own, with its own stack and verification, or the two would not fit in one.
+#[map]
+pub(crate) static SWITCH_TAIL: ProgramArray = ProgramArray::with_max_entries(1, 0);
+/// Per CPU: a wait `sched_switch` found still open as its thread blocked again (its switch
+/// back in was not reported), with the thread's CPU time now, for `sched_switch_blocked` to
+/// end (`tid` 0: none).
+#[map]
+pub(crate) static MISSED_WAIT: PerCpuArray<MissedWait> = PerCpuArray::with_max_entries(1, 0);
 /// In a PID namespace, the target's process id as the host numbers it, from the first of its
 /// threads seen running (0 until then); outside one it is `TARGET_TGID`.
 #[map]
@@ -74,6 +84,14 @@ pub(crate) static JAVA_WINDOW: PerCpuArray<[u8; JAVA_WINDOW_BYTES]> =
 pub(crate) static STACK_SCRATCH: PerCpuArray<StackCopy> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 pub(crate) static STACK_CHUNK_SCRATCH: PerCpuArray<StackChunkCopy> =
+    PerCpuArray::with_max_entries(1, 0);
+/// The same two for `sched_switch` and `sched_waking` (a pinned carrier's stack as it blocks,
+/// a waker's as it wakes): both run with interrupts off, so neither interrupts the other,
+/// but either may find a system call program preempted halfway through its copy.
+#[map]
+pub(crate) static SCHED_STACK_SCRATCH: PerCpuArray<StackCopy> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+pub(crate) static SCHED_STACK_CHUNK_SCRATCH: PerCpuArray<StackChunkCopy> =
     PerCpuArray::with_max_entries(1, 0);
 /// The same three for the on-CPU sampler: it can interrupt the system call programs (raw
 /// tracepoints, which do not keep other programs out) while they fill theirs.

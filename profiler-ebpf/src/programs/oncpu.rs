@@ -1,8 +1,8 @@
 //! On-CPU samples: a perf clock event on every CPU, kept when it interrupts the target.
 
 use aya_ebpf::{
-    bindings::{BPF_F_USER_STACK, BPF_RB_AVAIL_DATA, BPF_RB_NO_WAKEUP, BPF_RB_RING_SIZE, pt_regs},
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    bindings::{BPF_F_USER_STACK, BPF_RB_AVAIL_DATA, BPF_RB_NO_WAKEUP, BPF_RB_RING_SIZE},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::perf_event,
     programs::PerfEventContext,
 };
@@ -13,6 +13,7 @@ use super::{
     java_stacks::{Scratch, copy_sampled_java_stack},
     java_state::java_state_with,
     maps::{EVENTS, SAMPLE_JAVA_WINDOW, SAMPLE_STACK_CHUNK_SCRATCH, SAMPLE_STACK_SCRATCH, count},
+    memory::{current_user_regs, user_reg},
     settings::{MIN_JAVA_STACK_NS, setting},
     stacks::{NOT_CAPTURED, stack_id},
 };
@@ -75,17 +76,14 @@ pub fn on_cpu(ctx: PerfEventContext) -> u32 {
 /// sample's interrupt, or a system call it is in); zeros when unreadable.
 #[inline(always)]
 fn user_registers() -> [u64; 3] {
-    use aya_ebpf::helpers::generated::{bpf_get_current_task_btf, bpf_task_pt_regs};
-    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
-    if regs.is_null() {
+    let Some(regs) = current_user_regs() else {
         return [0; 3];
-    }
-    let reg = |field: *const u64| unsafe { bpf_probe_read_kernel(field) }.unwrap_or(0);
+    };
     unsafe {
         [
-            reg(core::ptr::addr_of!((*regs).rsp)),
-            reg(core::ptr::addr_of!((*regs).rip)),
-            reg(core::ptr::addr_of!((*regs).rbp)),
+            user_reg(core::ptr::addr_of!((*regs).rsp)),
+            user_reg(core::ptr::addr_of!((*regs).rip)),
+            user_reg(core::ptr::addr_of!((*regs).rbp)),
         ]
     }
 }

@@ -10,24 +10,28 @@ use aya_ebpf::{
 use profiler_ebpf::{
     HISTOGRAM_BUCKETS, Histogram, LateWakeup, OffCpuEvent, OffCpuStart, SchedStats, ShortOffCpu,
     WAIT_ENDED, Waker, counter, histogram_bucket, java_flags, kind, syscall_flags, sysno,
-    task_state,
+    task_state, wait_flags,
 };
 
 use super::{
     ids::{
         current_ids, current_surely_foreign, forget_ns_tid, own_id, seen_running, surely_foreign,
     },
-    java_stacks::{request_java_stack, request_waker_java_stack},
+    java_stacks::{Scratch, copy_blocked_java_stack, copy_waker_java_stack, request_java_stack},
     java_state::java_state,
     maps::{
-        AMENDMENTS, EVENTS, IN_SYSCALL, JAVA_THREADS, KSTACKS, LAST_WAKER_CAPTURE, SCHED_STATS,
-        SCHED_STATS_ZERO, SHORT_OFF_CPU, STARTS, count,
+        AMENDMENTS, EVENTS, IN_SYSCALL, JAVA_THREADS, KSTACKS, LAST_WAKER_CAPTURE, MISSED_WAIT,
+        SCHED_STACK_CHUNK_SCRATCH, SCHED_STACK_SCRATCH, SCHED_STATS, SCHED_STATS_ZERO,
+        SHORT_OFF_CPU, STARTS, SWITCH_TAIL, count,
     },
+    memory::{current_user_regs, user_reg},
     settings::{
         LATE_WAKEUP_NS, MIN_JAVA_STACK_NS, MIN_OFF_CPU_NS, MIN_PREEMPTED_NS, MIN_SYSCALL_NS,
-        TARGET_TGID, TASK_PID_OFFSET, TASK_STATE_OFFSET, setting,
+        SYSCALLS_AT_SWITCHES, TARGET_TGID, TASK_LAYOUT, TASK_PID_OFFSET, TASK_STATE_OFFSET,
+        setting,
     },
     stacks::{NOT_CAPTURED, copy_native_stack, kernel_stack, stack_id},
+    syscalls::{syscall_at_switch_in, syscall_at_switch_out},
     threads::thread_life,
 };
 
@@ -44,6 +48,8 @@ pub fn sched_switch(ctx: RawTracePointContext) -> i32 {
     let target = setting(&TARGET_TGID);
     let (tgid, tid) = current_ids();
 
+    // `next` first: `prev`'s switch-out may end in a tail call, which does not come back.
+    switch_in(&ctx, now);
     // The current task is still `prev`: its stacks are the ones that go off CPU.
     if tgid == target && tid != 0 {
         seen_running(tid, now);
@@ -56,11 +62,45 @@ pub fn sched_switch(ctx: RawTracePointContext) -> i32 {
             let _ = SCHED_STATS.remove(tid);
             forget_ns_tid();
             thread_life(kind::THREAD_EXIT, tid, now, true);
-        } else {
-            switch_out(&ctx, tid, now, prev_state);
+        } else if switch_out(&ctx, tid, now, prev_state) {
+            // What is left to do as it blocks: a pinned carrier's Java stack, the system
+            // call it blocks in.
+            unsafe { SWITCH_TAIL.tail_call(&ctx, 0) };
         }
     }
-    switch_in(&ctx, now)
+    0
+}
+
+/// The rest of a switch-out of the target's thread that blocks (not preempted), run by
+/// `sched_switch` as a tail call (never attached itself): the Java stack of a carrier
+/// blocking with a virtual thread mounted (pinned), and the system call it blocks in, when
+/// system calls are read as threads block. Reads the wait `sched_switch` just began.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn sched_switch_blocked(_ctx: RawTracePointContext) -> i32 {
+    let (_, tid) = current_ids();
+    if let Some(missed) = MISSED_WAIT.get_ptr_mut(0) {
+        let missed = unsafe { &mut *missed };
+        if missed.tid == tid && tid != 0 {
+            missed.tid = 0;
+            end_missed_switch_in(tid, &mut missed.wait, missed.now_ns, missed.run_ns);
+        }
+    }
+    let Some(start) = STARTS.get_ptr(tid) else {
+        return 0;
+    };
+    let start = unsafe { &*start };
+    let (start_ns, flags) = (start.start_ns, start.java.flags);
+    if start_ns == WAIT_ENDED || start_ns == 0 {
+        return 0;
+    }
+    if start.flags & wait_flags::STACK_COPIED != 0 {
+        copy_blocked_java_stack(tid, start_ns, &start.java, &sched_scratch());
+    }
+    if setting(&SYSCALLS_AT_SWITCHES) != 0 {
+        let idle = flags & (java_flags::CARRIER | java_flags::MOUNTED) == java_flags::CARRIER;
+        syscall_at_switch_out(tid, start_ns, idle);
+    }
+    0
 }
 
 /// Why `prev` leaves the CPU, as the `sched_switch` tracepoint reports it in `prev_state`:
@@ -94,22 +134,26 @@ fn task_pid(task: u64) -> Option<u32> {
 }
 
 /// A thread of the target goes off CPU: where, and what its Java thread was doing, kept until
-/// it runs again.
+/// it runs again. True when it blocks (not preempted) and `sched_switch_blocked` has more to
+/// do for it.
 #[inline(always)]
-fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) {
+fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -> bool {
     let java = java_state(tid);
     // A carrier with nothing mounted is going idle: its stack is always the scheduler's
     // own wait, and on JDK 24+ these are most switches, so skip the two stack walks.
     let idle_carrier = java.flags & java_flags::CARRIER != 0
         && java.flags & java_flags::MOUNTED == 0
         && prev_state != task_state::RUNNING;
-    if idle_carrier && let Some(call) = IN_SYSCALL.get_ptr_mut(tid) {
-        // Its futex wait is the scheduler's idling, not a lock.
-        unsafe { (*call).flags |= syscall_flags::IDLE };
-    }
     // A preempted thread waits for a CPU, not on anything: its stacks would say where it
     // happened to be, and nothing reads them (about half of all switches of a busy target).
     let preempted = prev_state == task_state::RUNNING;
+    if setting(&SYSCALLS_AT_SWITCHES) == 0
+        && idle_carrier
+        && let Some(call) = IN_SYSCALL.get_ptr_mut(tid)
+    {
+        // Its futex wait is the scheduler's idling, not a lock.
+        unsafe { (*call).flags |= syscall_flags::IDLE };
+    }
     if preempted && let Some(stats) = sched_stats(tid) {
         unsafe { (*stats).involuntary_switches += 1 };
     }
@@ -124,13 +168,37 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) {
             stack_id(ctx, BPF_F_USER_STACK as u64),
         )
     };
+    // Unless system calls are traced (then `sys_exit` copies them), Java stacks are copied as
+    // threads block (each is the current task then, so its memory can be read, and it has
+    // not run on since), in the tail call: a pinned carrier's every time; another Java thread's when its last wait was long (the next one likely is too;
+    // each long wait then costs one copy, as copying at the call's exit did), while user
+    // space reads those of long waits not copied.
+    let last_long = STARTS
+        .get_ptr(tid)
+        .is_some_and(|s| unsafe { (*s).flags } & wait_flags::LAST_LONG != 0);
+    let stack_wanted = !preempted
+        && java.flags & java_flags::KNOWN != 0
+        && java.anchor_sp != 0
+        && setting(&MIN_JAVA_STACK_NS) != 0
+        && !syscalls_traced()
+        && if java.flags & java_flags::CARRIER != 0 {
+            java.flags & java_flags::MOUNTED != 0
+        } else {
+            !service && last_long
+        };
+    let mut more = stack_wanted || (!preempted && setting(&SYSCALLS_AT_SWITCHES) != 0);
     let start = OffCpuStart {
+        run_ns: current_run_ns(),
         start_ns: now,
         prev_state,
         kernel_stack_id,
         user_stack_id,
         waker_tid: 0,
-        _pad: 0,
+        flags: if stack_wanted {
+            wait_flags::STACK_COPIED
+        } else {
+            0
+        },
         wake_ns: 0,
         java,
     };
@@ -139,45 +207,98 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) {
     // and said so. (A seed, which starts at 0, may be one its thread ended before attach.)
     match STARTS.get_ptr_mut(tid) {
         Some(open) => unsafe {
-            if (*open).start_ns == WAIT_ENDED {
+            let open = &mut *open;
+            if open.start_ns == WAIT_ENDED {
                 // Its last wait ended: the entry is reused.
-            } else if (*open).prev_state == task_state::RUNNING {
+            } else if open.prev_state == task_state::RUNNING {
                 // A wait for a CPU: its time is in the thread's scheduler account all the same.
                 count(counter::MISSED_PREEMPTIONS);
-            } else if (*open).start_ns != 0 {
-                count(counter::MISSED_SWITCH_INS);
+            } else if open.start_ns != 0 {
+                // Ended in the tail call (here it would not fit).
+                if let Some(missed) = MISSED_WAIT.get_ptr_mut(0) {
+                    (*missed).tid = tid;
+                    (*missed).now_ns = now;
+                    (*missed).run_ns = start.run_ns;
+                    (*missed).wait = *open;
+                    more = true;
+                } else {
+                    count(counter::MISSED_SWITCH_INS);
+                }
             }
             *open = start;
         },
         None => {
             if STARTS.insert(tid, start, 0).is_err() {
                 count(counter::START_MAP_FULL);
+                return false;
             }
         }
     }
+    more
+}
+
+/// The current thread `tid`, switching out at `now` with `run_ns` of CPU time, still has a
+/// wait open (`open`): the kernel skipped reporting its switch back in (it does, now and then,
+/// without saying so). It ran `run_ns` less its CPU time then since, so its wait ended that
+/// long before now (or later, if the wake-up seen says so: it waited for a CPU in between).
+#[inline(always)]
+fn end_missed_switch_in(tid: u32, open: &mut OffCpuStart, now: u64, run_ns: u64) {
+    if run_ns == u64::MAX || open.run_ns == u64::MAX || run_ns < open.run_ns {
+        count(counter::MISSED_SWITCH_INS);
+        return;
+    }
+    let ran = run_ns - open.run_ns;
+    let mut end = now.saturating_sub(ran).max(open.start_ns);
+    if open.wake_ns >= open.start_ns && open.wake_ns > end && open.wake_ns <= now {
+        end = open.wake_ns;
+    }
+    count(counter::RECOVERED_SWITCH_INS);
+    end_wait_of(tid, open, end);
+}
+
+/// Whether `sys_enter`/`sys_exit` trace system calls (and copy other threads' Java stacks as
+/// they leave the call they blocked in).
+#[inline(always)]
+fn syscalls_traced() -> bool {
+    setting(&MIN_SYSCALL_NS) != u64::MAX && setting(&SYSCALLS_AT_SWITCHES) == 0
+}
+
+/// The current task's CPU time (`sum_exec_runtime`, brought up to date as it switches out);
+/// `u64::MAX` when not known.
+#[inline(always)]
+fn current_run_ns() -> u64 {
+    let offset = setting(&TASK_LAYOUT).run_ns;
+    if offset == 0 {
+        return u64::MAX;
+    }
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+    unsafe { bpf_probe_read_kernel((task + offset as u64) as *const u64) }.unwrap_or(u64::MAX)
 }
 
 /// A thread goes on CPU: if it is the target's, its off-CPU interval ends.
 #[inline(always)]
-fn switch_in(ctx: &RawTracePointContext, now: u64) -> i32 {
+fn switch_in(ctx: &RawTracePointContext, now: u64) {
     let Some(next) = task_pid(ctx.arg(2)) else {
-        return 0;
+        return;
     };
     let Some(next) = own_id(next) else {
-        return 0;
+        return;
     };
     if next == 0 {
-        return 0;
+        return;
     }
     // Only the target's threads are ever stamped, so a hit means `next` is ours; looked up
     // once for both uses (this runs at every switch of the machine).
     let Some(start) = STARTS.get_ptr_mut(next) else {
-        return 0;
+        return;
     };
     let start = unsafe { &mut *start };
     account_run(next, start, now);
+    let user_stack_id = start.user_stack_id;
     end_wait_of(next, start, now);
-    0
+    if setting(&SYSCALLS_AT_SWITCHES) != 0 {
+        syscall_at_switch_in(next, ctx.arg(2), now, user_stack_id);
+    }
 }
 
 /// The thread's scheduler histograms, created the first time.
@@ -320,6 +441,12 @@ fn end_wait_of(next: u32, start: &mut OffCpuStart, now: u64) {
             None => count(counter::LOST_EVENTS),
         }
     }
+    start.flags =
+        if start.prev_state != task_state::RUNNING && duration >= setting(&MIN_JAVA_STACK_NS) {
+            wait_flags::LAST_LONG
+        } else {
+            0
+        };
     start.start_ns = WAIT_ENDED;
 }
 
@@ -437,11 +564,8 @@ pub fn sched_waking(ctx: RawTracePointContext) -> i32 {
     // interrupt (the wait timed out: the current task is whatever it interrupted) or a signal.
     let ours = waker_tgid == setting(&TARGET_TGID)
         && waker_tgid != 0
-        && IN_SYSCALL.get_ptr(waker_tid).is_some_and(|c| {
-            matches!(
-                unsafe { (*c).nr },
-                sysno::FUTEX | sysno::FUTEX_WAKE | sysno::FUTEX_REQUEUE
-            )
+        && current_syscall().is_some_and(|nr| {
+            matches!(nr, sysno::FUTEX | sysno::FUTEX_WAKE | sysno::FUTEX_REQUEUE)
         });
     if !ours {
         return 0;
@@ -473,12 +597,30 @@ pub fn sched_waking(ctx: RawTracePointContext) -> i32 {
     // unwound (the kernel's frame-pointer walk stops in libc).
     if unsafe { JAVA_THREADS.get(&waker_tid) }.is_some() {
         if setting(&MIN_JAVA_STACK_NS) != 0 {
-            request_waker_java_stack(waker_tid, now);
+            copy_waker_java_stack(waker_tid, now, &sched_scratch());
         }
     } else {
         copy_native_stack(waker_tid, now);
     }
     0
+}
+
+/// The system call the current thread is in, from its saved user registers (None: none).
+#[inline(always)]
+fn current_syscall() -> Option<u32> {
+    let regs = current_user_regs()?;
+    let nr = user_reg(unsafe { core::ptr::addr_of!((*regs).orig_rax) }) as i64;
+    (nr >= 0).then_some(nr as u32)
+}
+
+/// Where `sched_switch` and `sched_waking` make their Java stack copies.
+#[inline(always)]
+fn sched_scratch() -> Scratch {
+    Scratch {
+        stack: &SCHED_STACK_SCRATCH,
+        chunked: &SCHED_STACK_CHUNK_SCRATCH,
+        kinds: [kind::STACK_COPY, kind::STACK_CHUNK_COPY],
+    }
 }
 
 /// Waker stacks are captured at most once per this many ns on each CPU.

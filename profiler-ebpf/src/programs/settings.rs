@@ -48,6 +48,10 @@ pub(crate) static MIN_JAVA_STACK_NS: u64 = 0;
 /// stacks; shorter ones are summed per (thread, call). `u64::MAX`: system calls not tracked.
 #[unsafe(no_mangle)]
 pub(crate) static MIN_SYSCALL_NS: u64 = u64::MAX;
+/// 1: system calls are read as threads block and timed to their switch-in (no program on the
+/// system-call tracepoints); 0: traced from `sys_enter` to `sys_exit`, or not at all.
+#[unsafe(no_mangle)]
+pub(crate) static SYSCALLS_AT_SWITCHES: u32 = 0;
 /// Where a file descriptor's inode is, for this kernel (see `FdLayout`).
 #[unsafe(no_mangle)]
 pub(crate) static FD_LAYOUT: FdLayout = FdLayout {

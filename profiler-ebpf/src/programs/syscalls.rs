@@ -1,4 +1,8 @@
-//! System calls (`sys_enter`/`sys_exit`): what a thread blocked in; where Java stacks are copied.
+//! System calls: what a thread blocked in, with its arguments, file and waker. Traced from
+//! `sys_enter` to `sys_exit` when asked (every call, with its result; other threads' Java
+//! stacks are then copied as they leave their call), else read from a thread's saved user
+//! registers as it blocks and ended as it runs again: no program on the system-call
+//! tracepoints, which would put every task of the host on the system calls' slow path.
 
 use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP, pt_regs},
@@ -7,7 +11,7 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use profiler_ebpf::{
-    FdLayout, SyscallEvent, SyscallKey, SyscallStart, Waker, counter, futex_op, kind,
+    FdLayout, RET_UNSEEN, SyscallEvent, SyscallKey, SyscallStart, Waker, counter, futex_op, kind,
     syscall_flags, sysno,
 };
 
@@ -15,10 +19,10 @@ use super::{
     ids::target_tid,
     java_stacks::copy_java_stack,
     maps::{EVENTS, IN_SYSCALL, JAVA_THREADS, SYSCALL_SUMS, add_wait, count},
-    memory::read_user,
+    memory::{current_user_regs, read_user, user_reg},
     scheduler::end_missed_wait,
     settings::{FD_LAYOUT, MIN_SYSCALL_NS, setting},
-    stacks::{copy_native_stack, stack_id},
+    stacks::{NOT_CAPTURED, copy_native_stack, stack_id},
 };
 
 /// Runs as a thread of the target leaves any system call. If its Java stack is wanted, copies
@@ -50,74 +54,109 @@ fn syscall_reg(ctx: &RawTracePointContext, field: fn(*const pt_regs) -> *const u
     unsafe { bpf_probe_read_kernel(field(regs)) }.unwrap_or(0)
 }
 
-/// Times the system call `tid` leaves: long ones (and long futex waits, with their waker)
-/// become events with the caller's stack; short ones only add to a per-(thread, call) sum.
+/// Times the system call `tid` leaves (see `finish_syscall`).
 #[inline(always)]
 fn end_syscall(ctx: &RawTracePointContext, tid: u32) {
     let Some(call) = IN_SYSCALL.get_ptr(tid) else {
         return;
     };
-    let call = unsafe { *call };
-    let _ = IN_SYSCALL.remove(tid);
+    let call = unsafe { &*call };
     // A call seeded from /proc as the capture started (start 0, see `Capture::start`) that
     // ended before the programs were attached is not the one ending now. Only seeds are
     // checked: `rt_sigreturn` leaves with number -1.
     if call.start_ns == 0 {
         let nr = syscall_reg(ctx, |r| unsafe { core::ptr::addr_of!((*r).orig_rax) });
         if nr as u32 != call.nr {
+            let _ = IN_SYSCALL.remove(tid);
             return;
         }
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    let duration = now.saturating_sub(call.start_ns);
-    let futex_wait = call.flags & syscall_flags::FUTEX_WAIT != 0;
-    if call.flags & syscall_flags::IDLE != 0 {
-        // An idle carrier's park is the scheduler waiting for work, not a blocking call.
-        return;
-    }
-    if duration >= setting(&MIN_SYSCALL_NS) {
+    let ret: i64 = ctx.arg(1);
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+    finish_syscall(tid, call, now, ret, task, || {
         // Java threads get their Java stacks; the native part of a JVM wait is the same few
         // VM frames every time, so only other threads need their native stacks unwound.
         if unsafe { JAVA_THREADS.get(&tid) }.is_none() {
             copy_native_stack(tid, call.start_ns);
         }
-        let (fd_inode, fd_mode) = fd_inode(call.nr, call.args[0]);
-        let ret: i64 = ctx.arg(1);
-        match EVENTS.reserve::<SyscallEvent>(0) {
-            Some(mut slot) => {
-                slot.write(SyscallEvent {
-                    kind: if futex_wait {
-                        kind::FUTEX_WAIT
-                    } else {
-                        kind::SYSCALL
-                    },
-                    tid,
-                    nr: call.nr,
-                    user_stack_id: stack_id(ctx, BPF_F_USER_STACK as u64),
-                    start_ns: call.start_ns,
-                    end_ns: now,
-                    ret,
-                    args: call.args,
-                    timeout_ns: call.timeout_ns,
-                    waker: call.waker,
-                    fd_inode,
-                    fd_mode,
-                    _pad: 0,
-                });
-                slot.submit(BPF_RB_NO_WAKEUP as u64);
-            }
-            None => count(counter::LOST_EVENTS),
-        }
-        return;
-    }
-    let key = SyscallKey { tid, nr: call.nr };
-    add_wait!(SYSCALL_SUMS, &key, duration);
+        stack_id(ctx, BPF_F_USER_STACK as u64)
+    });
+    let _ = IN_SYSCALL.remove(tid);
 }
 
-/// The inode number and mode of the current thread's file descriptor `fd`, if system call
-/// `nr` takes one first: task->files->fdt->fd[fd]->f_inode.
+/// The thread `tid` (its `task_struct` at `task`) blocked in a system call read at its
+/// switch-out runs again: the call ends for pinprof now, its result not seen. Its user
+/// stack is the one taken as it blocked.
 #[inline(always)]
-fn fd_inode(nr: u32, fd: u64) -> (u64, u32) {
+pub(crate) fn syscall_at_switch_in(tid: u32, task: u64, now: u64, user_stack_id: i32) {
+    let Some(call) = IN_SYSCALL.get_ptr(tid) else {
+        return;
+    };
+    finish_syscall(tid, unsafe { &*call }, now, RET_UNSEEN, task, || {
+        user_stack_id
+    });
+    let _ = IN_SYSCALL.remove(tid);
+}
+
+/// Times the system call `call` of `tid` (`task`) that ends now: long ones (and long futex
+/// waits, with their waker) become events with the caller's stack (`user_stack`, asked only
+/// then); short ones only add to a per-(thread, call) sum.
+#[inline(always)]
+fn finish_syscall(
+    tid: u32,
+    call: &SyscallStart,
+    now: u64,
+    ret: i64,
+    task: u64,
+    user_stack: impl FnOnce() -> i32,
+) {
+    if call.flags & syscall_flags::IDLE != 0 {
+        // An idle carrier's park is the scheduler waiting for work, not a blocking call.
+        return;
+    }
+    let duration = now.saturating_sub(call.start_ns);
+    if duration < setting(&MIN_SYSCALL_NS) {
+        let key = SyscallKey { tid, nr: call.nr };
+        add_wait!(SYSCALL_SUMS, &key, duration);
+        return;
+    }
+    let user_stack_id = user_stack();
+    let (fd_inode, fd_mode) = fd_inode(task, call.nr, call.args[0]);
+    match EVENTS.reserve::<SyscallEvent>(0) {
+        Some(mut slot) => {
+            // Filled in place: a record built on the stack first would not fit beside the
+            // scheduler's (this runs inside `sched_switch` too).
+            let event = slot.as_mut_ptr();
+            unsafe {
+                (*event).kind = if call.flags & syscall_flags::FUTEX_WAIT != 0 {
+                    kind::FUTEX_WAIT
+                } else {
+                    kind::SYSCALL
+                };
+                (*event).tid = tid;
+                (*event).nr = call.nr;
+                (*event).user_stack_id = user_stack_id;
+                (*event).start_ns = call.start_ns;
+                (*event).end_ns = now;
+                (*event).ret = ret;
+                (*event).args = call.args;
+                (*event).timeout_ns = call.timeout_ns;
+                (*event).waker = call.waker;
+                (*event).fd_inode = fd_inode;
+                (*event).fd_mode = fd_mode;
+                (*event)._pad = 0;
+            }
+            slot.submit(BPF_RB_NO_WAKEUP as u64);
+        }
+        None => count(counter::LOST_EVENTS),
+    }
+}
+
+/// The inode number and mode of file descriptor `fd` of the thread whose `task_struct` is at
+/// `task`, if system call `nr` takes one first: task->files->fdt->fd[fd]->f_inode.
+#[inline(always)]
+fn fd_inode(task: u64, nr: u32, fd: u64) -> (u64, u32) {
     let layout: FdLayout = setting(&FD_LAYOUT);
     let word = (nr / 64) as usize;
     if layout.task_files == 0 || word >= 8 || layout.fd_syscalls[word] & (1 << (nr % 64)) == 0 {
@@ -129,7 +168,6 @@ fn fd_inode(nr: u32, fd: u64) -> (u64, u32) {
         }
         unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
     };
-    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
     let inode = (|| {
         let files = kernel(task + layout.task_files as u64)?;
         let fdt = kernel(files + layout.files_fdt as u64)?;
@@ -165,7 +203,47 @@ pub fn sys_enter(ctx: RawTracePointContext) -> i32 {
         syscall_reg(&ctx, |r| unsafe { core::ptr::addr_of!((*r).rdx) }),
         syscall_reg(&ctx, |r| unsafe { core::ptr::addr_of!((*r).r10) }),
     ];
-    let nr = nr as u32;
+    begin_syscall(tid, nr as u32, args, unsafe { bpf_ktime_get_ns() }, 0);
+    0
+}
+
+/// The current thread `tid` of the target blocks now (`now`, its switch-out): if in a system
+/// call, that call and its arguments, from the user registers it saved on entering it (as
+/// `/proc/TID/syscall` reads them), timed from here to its switch-in. `idle`: a carrier
+/// with nothing mounted, whose waits are idleness.
+#[inline(always)]
+pub(crate) fn syscall_at_switch_out(tid: u32, now: u64, idle: bool) {
+    let Some(regs) = current_user_regs() else {
+        return;
+    };
+    let nr = user_reg(unsafe { core::ptr::addr_of!((*regs).orig_rax) }) as i64;
+    // Blocked outside a system call (a page fault): nothing to time.
+    if nr < 0 {
+        return;
+    }
+    let args = unsafe {
+        [
+            user_reg(core::ptr::addr_of!((*regs).rdi)),
+            user_reg(core::ptr::addr_of!((*regs).rsi)),
+            user_reg(core::ptr::addr_of!((*regs).rdx)),
+            user_reg(core::ptr::addr_of!((*regs).r10)),
+        ]
+    };
+    // A call still open is one whose switch back in the kernel did not report: it ended
+    // before this block, after its thread ran again (its stack went with the wait).
+    if let Some(open) = IN_SYSCALL.get_ptr(tid) {
+        let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+        finish_syscall(tid, unsafe { &*open }, now, RET_UNSEEN, task, || {
+            NOT_CAPTURED
+        });
+    }
+    let flags = if idle { syscall_flags::IDLE } else { 0 };
+    begin_syscall(tid, nr as u32, args, now, flags);
+}
+
+/// The system call of `tid` whose timing begins at `start_ns` (its entry, or its switch-out).
+#[inline(always)]
+fn begin_syscall(tid: u32, nr: u32, args: [u64; 4], start_ns: u64, flags: u32) {
     let futex_wait = match nr {
         sysno::FUTEX => futex_op::waits(args[1]),
         sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
@@ -180,13 +258,14 @@ pub fn sys_enter(ctx: RawTracePointContext) -> i32 {
         }
     }
     let start = SyscallStart {
-        start_ns: unsafe { bpf_ktime_get_ns() },
+        start_ns,
         nr,
-        flags: if futex_wait {
-            syscall_flags::FUTEX_WAIT
-        } else {
-            0
-        },
+        flags: flags
+            | if futex_wait {
+                syscall_flags::FUTEX_WAIT
+            } else {
+                0
+            },
         args,
         timeout_ns,
         waker: Waker::default(),
@@ -194,5 +273,4 @@ pub fn sys_enter(ctx: RawTracePointContext) -> i32 {
     if IN_SYSCALL.insert(tid, start, 0).is_err() {
         count(counter::SYSCALL_MAP_FULL);
     }
-    0
 }

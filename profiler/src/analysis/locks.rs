@@ -169,8 +169,8 @@ fn futex_op_name(nr: u32, op: u64) -> &'static str {
 
 /// Every long futex wait, summed.
 pub fn futex_summary(model: &Model) -> FutexSummary {
-    const ETIMEDOUT: i64 = 110;
     const EINTR: i64 = 4;
+    let clocks = unix_minus_mono(model);
     let mut out = FutexSummary::default();
     let mut ops: BTreeMap<&'static str, u64> = BTreeMap::new();
     for s in &model.syscalls {
@@ -179,11 +179,12 @@ pub fn futex_summary(model: &Model) -> FutexSummary {
         };
         out.waits += 1;
         add(&mut out.total_ns, s.duration_ns());
-        match s.ret {
-            _ if s.unfinished => out.unfinished += 1,
-            r if r == -ETIMEDOUT => out.timed_out += 1,
-            r if r == -EINTR => out.interrupted += 1,
-            _ => {}
+        if s.unfinished {
+            out.unfinished += 1;
+        } else if s.timed_out(clocks) {
+            out.timed_out += 1;
+        } else if s.result() == Some(-EINTR) {
+            out.interrupted += 1;
         }
         *ops.entry(futex_op_name(s.nr, f.op)).or_default() += 1;
     }
@@ -193,13 +194,21 @@ pub fn futex_summary(model: &Model) -> FutexSummary {
     out
 }
 
+/// The recording's wall clock less its monotonic one.
+fn unix_minus_mono(model: &Model) -> i64 {
+    (i128::from(model.start_unix_ns) - i128::from(model.start_mono_ns)) as i64
+}
+
 /// Long futex waits that another thread of the target ended: lock waits. (Waits that
 /// timed out, or that a signal or another process ended, are not waits for a holder.
 /// A timeout's wake-up runs in whatever thread its timer interrupted, which may be a
-/// thread of the target inside a futex call of its own: the result tells them apart.)
+/// thread of the target inside a futex call of its own: the result tells them apart, or
+/// where it was not seen, the wait's timeout.)
 pub fn lock_waits(model: &Model) -> impl Iterator<Item = &Syscall> {
-    model.syscalls.iter().filter(|s| {
-        s.ret >= 0
+    let clocks = unix_minus_mono(model);
+    model.syscalls.iter().filter(move |s| {
+        s.result().is_none_or(|r| r >= 0)
+            && !s.timed_out(clocks)
             && s.futex
                 .as_ref()
                 .and_then(|f| f.waker.as_ref())

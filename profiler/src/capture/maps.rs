@@ -197,7 +197,7 @@ impl Capture {
                 + self.seeds_lost[0]
                 + self.registry.lost(),
             short_intervals: read(counter::SHORT_INTERVALS),
-            java_stack_misses: read(counter::STACK_COPY_MISSES),
+            java_stack_misses: read(counter::STACK_COPY_MISSES) + self.java_stacks_missed,
             syscall_map_full: read(counter::SYSCALL_MAP_FULL) + self.seeds_lost[1],
             waker_stacks_skipped: read(counter::WAKER_STACKS_SKIPPED),
         }

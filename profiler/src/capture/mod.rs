@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf, StackTraceMap},
     programs::Program,
 };
 use profiler_ebpf::{SyscallKey, WaitSum, counter};
@@ -126,8 +126,12 @@ pub struct Options {
     /// Java stacks are copied for blocks at least this long (0: never).
     pub min_java_stack_ns: u64,
     /// System calls and futex waits at least this long are events; shorter ones are summed.
-    /// None: system calls are not traced.
+    /// None: system calls are not seen.
     pub min_syscall_ns: Option<u64>,
+    /// Trace every system call from entry to exit, with its result (`sys_enter`/`sys_exit`,
+    /// which put every task of the host on the system calls' slow path). Otherwise the call
+    /// a thread blocks in is read from its registers as it blocks, and timed to its switch-in.
+    pub trace_syscalls: bool,
     /// The Java threads known at start: registered before any program attaches, so the first events already see them as Java threads.
     pub java_threads: Vec<KnownThread>,
     /// On-CPU samples a second, per CPU (None: not sampled).
@@ -164,6 +168,10 @@ pub struct Capture {
     stack_map_entries: u32,
     /// Stacks user space could not name (taken while the map was being emptied).
     stacks_lost_to_emptying: u64,
+    /// Waits whose Java stack user space was to read and did not (they ended first).
+    java_stacks_missed: u64,
+    /// `sched_switch`'s tail call slot, held open (see `load_switch_tail`).
+    switch_tail: Option<ProgramArray<MapData>>,
     counters: PerCpuArray<MapData, u64>,
     short: HashMap<MapData, u32, profiler_ebpf::ShortOffCpu>,
     starts: HashMap<MapData, u32, profiler_ebpf::OffCpuStart>,
@@ -259,6 +267,8 @@ impl Capture {
             Default::default()
         });
         let min_syscall_ns = options.min_syscall_ns.unwrap_or(u64::MAX);
+        let syscalls_at_switches =
+            u32::from(options.min_syscall_ns.is_some() && !options.trace_syscalls);
         let min_java_stack_ns = if options.jvm.is_some() {
             options.min_java_stack_ns
         } else {
@@ -273,6 +283,7 @@ impl Capture {
             )
             .override_global("MIN_JAVA_STACK_NS", &min_java_stack_ns, true)
             .override_global("MIN_SYSCALL_NS", &min_syscall_ns, true)
+            .override_global("SYSCALLS_AT_SWITCHES", &syscalls_at_switches, true)
             .override_global("FD_LAYOUT", &fd_layout, true)
             .override_global("RENAME_PID_OFFSET", &rename_pid, true)
             .override_global("RENAME_NEWCOMM_OFFSET", &rename_comm, true)
@@ -323,14 +334,15 @@ impl Capture {
                 "names of threads that end before pinprof reads them are not known ({e:#})"
             )),
         }
-        // System calls are timed from enter to exit, and Java stacks are copied as threads
-        // leave the call they blocked in. These run on every system call of the machine (and
-        // return at once for other processes): raw tracepoints, the cheapest hook there.
+        // System calls are timed from enter to exit, and then other threads' Java stacks are
+        // copied as they leave the call they blocked in. These run on every system call of the
+        // machine (raw tracepoints, the cheapest hook there, return at once for other
+        // processes), and one attached puts every task of the host on the system calls' slow
+        // path: only when system calls are asked for. Without them, pinned carriers' stacks
+        // are copied as they block and other threads' read while they still are.
         let syscalls = options.min_syscall_ns.is_some();
-        if syscalls {
+        if syscalls && options.trace_syscalls {
             programs.push(("sys_enter", Hook::Raw("sys_enter")));
-        }
-        if syscalls || min_java_stack_ns > 0 {
             programs.push(("sys_exit", Hook::Raw("sys_exit")));
         }
         if let Some(hz) = options.on_cpu_hz {
@@ -397,6 +409,8 @@ impl Capture {
             kernel_stack_reuse,
             stack_map_entries,
             stacks_lost_to_emptying: 0,
+            java_stacks_missed: 0,
+            switch_tail: None,
             counters,
             short,
             starts,
@@ -425,6 +439,7 @@ impl Capture {
             hook.load(prog)
                 .map_err(|e| explain_bpf_error(e, &format!("load {program}")))?;
         }
+        capture.switch_tail = Some(capture.load_switch_tail()?);
         let waits = waits_at_start();
         capture.seed_waits(&waits);
         // The capture's start: every time the programs take is later, so only the seeded
@@ -517,6 +532,35 @@ impl Capture {
     /// Records drained and not handled: the recording had to end first. Counted as lost.
     pub fn count_unhandled(&mut self, n: u64) {
         self.unhandled += n;
+    }
+
+    /// Loads `sched_switch`'s second half, which it reaches by a tail call, into its slot.
+    /// The slot's map is kept open for the capture's life: the kernel empties a program
+    /// array once user space holds no descriptor of it.
+    fn load_switch_tail(&mut self) -> Result<ProgramArray<MapData>> {
+        const NAME: &str = "sched_switch_blocked";
+        let map = self
+            .ebpf
+            .take_map("SWITCH_TAIL")
+            .context("kernel object has no map SWITCH_TAIL")?;
+        let mut slots = ProgramArray::try_from(map)?;
+        let prog = self
+            .ebpf
+            .program_mut(NAME)
+            .with_context(|| format!("kernel object has no program {NAME}"))?;
+        Hook::Raw("sched_switch")
+            .load(prog)
+            .map_err(|e| explain_bpf_error(e, &format!("load {NAME}")))?;
+        let Program::RawTracePoint(prog) = prog else {
+            bail!("the kernel object's program {NAME} is of another kind");
+        };
+        slots.set(0, prog.fd()?, 0)?;
+        Ok(slots)
+    }
+
+    /// A wait whose Java stack user space was to read ended before it was read.
+    pub fn count_java_stack_missed(&mut self) {
+        self.java_stacks_missed += 1;
     }
 
     /// When the programs began to attach: the start of what this capture sees. Waits under

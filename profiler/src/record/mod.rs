@@ -58,8 +58,11 @@ pub struct Options {
     pub ring_buffer_bytes: u32,
     /// Ask the JVM for its settings through the attach protocol (no agent is loaded).
     pub attach: bool,
-    /// System calls and futex waits at least this long are events (None: not traced).
+    /// System calls and futex waits at least this long are events (None: not seen).
     pub min_syscall: Option<Duration>,
+    /// Trace every system call from entry to exit, with its result, at a cost to every
+    /// process of the host (see `capture::Options::trace_syscalls`).
+    pub trace_syscalls: bool,
     /// Also walk each copied Java stack by frame pointers, name it from the perf map, and
     /// count agreement (a JVM with -XX:+PreserveFramePointer and a perf map; for testing).
     pub fp_cross_check: bool,
@@ -132,6 +135,9 @@ impl RecentlyExited {
 /// How often the ring buffer is drained when the target is not busy (the kernel programs do
 /// not wake user space per record).
 const DRAIN_PERIOD: Duration = Duration::from_millis(100);
+/// How often blocked Java threads' stacks are looked for (without the system-call programs):
+/// a wait longer than this gets its stack, a shorter one only if a pass falls within it.
+const STACK_READ_PERIOD: Duration = Duration::from_millis(20);
 
 /// How often counters are snapshot into the file and the file is flushed.
 const CHECKPOINT: Duration = Duration::from_secs(1);
@@ -287,6 +293,7 @@ pub fn run_with(
             java_state_in_java: jvm.as_ref().map(|j| j.hotspot.states.in_java),
             min_java_stack_ns: options.min_java_stack.as_nanos() as u64,
             min_syscall_ns: options.min_syscall.map(|d| (d.as_nanos() as u64).max(1)),
+            trace_syscalls: options.trace_syscalls,
             java_threads,
             on_cpu_hz: options.on_cpu_hz.map(u64::from),
             late_wakeup_ns: options.late_wakeup.as_nanos() as u64,
@@ -395,6 +402,15 @@ pub fn run_with(
         min_syscall_ns: options
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
+        blocked_stacks: stacks::BlockedStacks {
+            on: {
+                let traced = options.min_syscall.is_some() && options.trace_syscalls;
+                !traced && !options.min_java_stack.is_zero()
+            },
+            min_ns: options.min_java_stack.as_nanos() as u64,
+            read: HashMap::new(),
+            cursor: 0,
+        },
         stacks: Stacks::new(),
         mappings,
         fds: fdname::FdNamer::new(&process),
@@ -510,6 +526,8 @@ struct Session {
     blocker_classes: HashMap<u64, (Instant, Option<(String, bool)>)>,
     /// System calls shorter than this are not events (u64::MAX: not traced).
     min_syscall_ns: u64,
+    /// Other Java threads' long waits, their stacks read from user space.
+    blocked_stacks: stacks::BlockedStacks,
     /// The stacks written so far and the native ones waiting for their event.
     stacks: Stacks,
     /// The target's executable mappings and sealed copies of their files.
@@ -555,6 +573,7 @@ impl Session {
         let mut wait = DRAIN_PERIOD;
         let mut drained = 0;
         let mut last_chores = Instant::now();
+        let mut last_stack_read = Instant::now();
         let reason = loop {
             if stop.quit.load(Ordering::Relaxed) {
                 break StopReason::Quit;
@@ -572,7 +591,12 @@ impl Session {
             }
             // A batch at a time (see `capture::BATCH`); what one drain period brought decides
             // the next wait.
-            drained += self.capture.poll(wait, &mut raws, capture::BATCH)?;
+            let poll_wait = if self.blocked_stacks.on {
+                wait.min(STACK_READ_PERIOD)
+            } else {
+                wait
+            };
+            drained += self.capture.poll(poll_wait, &mut raws, capture::BATCH)?;
             let backlog = self.capture.backlog();
             if !backlog {
                 // A busy target fills the ring buffer faster: come back sooner, before it is full.
@@ -594,6 +618,10 @@ impl Session {
             };
             if self.handle(&mut raws, &end)? {
                 break StopReason::TargetExited;
+            }
+            if last_stack_read.elapsed() >= STACK_READ_PERIOD {
+                last_stack_read = Instant::now();
+                self.read_blocked_java_stacks()?;
             }
             self.keep_stack_map_roomy();
             // The rest waits for the end of a drain, or a drain period at most.

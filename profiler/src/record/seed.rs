@@ -57,9 +57,10 @@ pub(super) fn waits_at_start(
             kernel_stack_id: -1,
             user_stack_id: -1,
             waker_tid: 0,
-            _pad: 0,
+            flags: 0,
             wake_ns: 0,
             java,
+            run_ns: u64::MAX,
         });
         let syscall = syscalls
             .then(|| target.thread_syscall(tid))

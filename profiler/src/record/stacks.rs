@@ -142,6 +142,22 @@ fn cut_names(frames: &mut [Frame]) {
 }
 
 /// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
+/// Threads looked at per pass for a Java stack to read, at most (a map look-up each).
+const MAX_STACK_READS: usize = 256;
+
+/// Java stacks of other threads' long waits, read from user space (see
+/// `read_blocked_java_stacks`).
+pub(super) struct BlockedStacks {
+    /// Whether they are read here: a JVM, and no system-call programs to copy them.
+    pub(super) on: bool,
+    /// Waits at least this long get a stack.
+    pub(super) min_ns: u64,
+    /// Per thread, the start of the wait whose stack was read last.
+    pub(super) read: HashMap<u32, u64>,
+    /// Where in the thread list the next pass begins.
+    pub(super) cursor: usize,
+}
+
 fn read_stack(mem: &std::fs::File, sp: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt as _;
     let mut data = vec![0u8; profiler_ebpf::STACK_COPY_BYTES];
@@ -418,6 +434,115 @@ impl Session {
             }
         };
         self.writer.write_event(&event)
+    }
+
+    /// Without the system-call programs the kernel copies Java stacks as threads block: a
+    /// pinned carrier's, and another thread's when its last wait was long. The long waits it
+    /// did not copy have theirs read here, while they are still blocked: a blocked thread's stack does not move, and a copy is kept only if the
+    /// same wait is still open once it is read. At most `MAX_STACK_READS` threads a pass; a
+    /// wait that ends before a pass reads it is counted as a Java stack missed.
+    pub(super) fn read_blocked_java_stacks(&mut self) -> Result<()> {
+        use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
+        if !self.blocked_stacks.on {
+            return Ok(());
+        }
+        let Some(jvm) = &self.jvm else {
+            return Ok(());
+        };
+        let now_ns = crate::capture::monotonic_ns();
+        let min_ns = self.blocked_stacks.min_ns;
+        let n = jvm.threads.len();
+        let from = self.blocked_stacks.cursor % n.max(1);
+        self.blocked_stacks.cursor = from + MAX_STACK_READS;
+        if self.blocked_stacks.read.len() > 2 * n + 64 {
+            let listed: std::collections::HashSet<u32> =
+                jvm.threads.iter().map(|t| t.tid).collect();
+            self.blocked_stacks
+                .read
+                .retain(|tid, _| listed.contains(tid));
+        }
+        let mut copies = Vec::new();
+        for t in jvm
+            .threads
+            .iter()
+            .cycle()
+            .skip(from)
+            .take(n.min(MAX_STACK_READS))
+        {
+            let Some(start) = self.capture.open_interval(t.tid) else {
+                continue;
+            };
+            if start.prev_state == profiler_ebpf::task_state::RUNNING
+                || start.flags & profiler_ebpf::wait_flags::STACK_COPIED != 0
+                || now_ns.saturating_sub(start.start_ns) < min_ns
+                || self.blocked_stacks.read.get(&t.tid) == Some(&start.start_ns)
+            {
+                continue;
+            }
+            // A wait begun before the kernel knew the thread: its state is read now (it has
+            // not moved since).
+            let mut start = start;
+            if start.java.flags & KNOWN == 0 {
+                match jvm.hotspot.java_state(t) {
+                    Some(state) => start.java = state,
+                    None => continue,
+                }
+            }
+            // An idle carrier waits for work: its stack is the scheduler's. (A pinned one's is
+            // read here only if the kernel did not copy it: it blocked before the capture
+            // began, or before the kernel knew it as a carrier.)
+            if start.java.flags & (CARRIER | MOUNTED) == CARRIER {
+                continue;
+            }
+            self.blocked_stacks.read.insert(t.tid, start.start_ns);
+            if let Some(mut copy) = self.open_java_stack(&start) {
+                copy.head.tid = t.tid;
+                copies.push(copy);
+            }
+        }
+        for copy in copies {
+            let still = self.capture.open_interval(copy.head.tid);
+            if still.is_some_and(|s| s.start_ns == copy.head.start_ns) {
+                self.java_stack(&copy, None)?;
+            } else {
+                // It ran on before its copy was checked: as good as unread.
+                self.blocked_stacks.read.remove(&copy.head.tid);
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel sent a copy of a Java stack: if it is one of a wait (not a sample's), that
+    /// wait has its stack.
+    pub(super) fn blocked_stack_copied(&mut self, head: &profiler_ebpf::StackHead) {
+        use profiler_ebpf::kind::{STACK_CHUNK_COPY, STACK_COPY};
+        if self.blocked_stacks.on && matches!(head.kind, STACK_COPY | STACK_CHUNK_COPY) {
+            self.blocked_stacks.read.insert(head.tid, head.start_ns);
+        }
+    }
+
+    /// An off-CPU interval ended: if it was one whose Java stack is read from user space and
+    /// none was, though it lasted for a pass to read it, a Java stack missed. (A shorter wait
+    /// has its stack only when the kernel copied it: when its thread's wait before was long.)
+    pub(super) fn blocked_stack_done(&mut self, e: &profiler_ebpf::OffCpuEvent) {
+        use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
+        if !self.blocked_stacks.on || self.jvm.is_none() {
+            return;
+        }
+        let read = self.blocked_stacks.read.get(&e.tid) == Some(&e.start_ns);
+        if read {
+            self.blocked_stacks.read.remove(&e.tid);
+            return;
+        }
+        let wanted = e.java.flags & KNOWN != 0
+            && e.java.flags & (CARRIER | MOUNTED) != CARRIER
+            && e.java.anchor_sp != 0
+            && e.prev_state != profiler_ebpf::task_state::RUNNING
+            && e.end_ns.saturating_sub(e.start_ns)
+                >= self.blocked_stacks.min_ns + 2 * super::STACK_READ_PERIOD.as_nanos() as u64;
+        if wanted {
+            self.capture.count_java_stack_missed();
+        }
     }
 
     /// A copy of the stack of a Java thread still blocked as capture stops: it never left its

@@ -94,9 +94,14 @@ impl Session {
                     if e.java.park_blocker != 0 {
                         self.name_blocker(e.tid, e.start_ns, e.end_ns, e.java.park_blocker)?;
                     }
+                    self.blocked_stack_done(e);
                 }
-                Raw::StackCopy(copy) => self.java_stack(copy, None)?,
+                Raw::StackCopy(copy) => {
+                    self.blocked_stack_copied(&copy.head);
+                    self.java_stack(copy, None)?
+                }
                 Raw::StackChunkCopy(copy) => {
+                    self.blocked_stack_copied(&copy.stack.head);
                     self.java_stack(&copy.stack, Some((&copy.chunk_head, &copy.chunk)))?
                 }
                 Raw::Syscall(e) => self.syscall(e)?,
