@@ -19,6 +19,8 @@ pub enum Tracer {
     None,
     /// `pinprof record`, default settings.
     Record,
+    /// `pinprof record --syscalls blocking`: no program at the host's system calls.
+    RecordBlocking,
     /// `pinprof record --no-syscalls`.
     RecordNoSyscalls,
     /// `pinprof record --java-stack-min 0s`: no Java stack walk.
@@ -32,9 +34,10 @@ pub enum Tracer {
 }
 
 impl Tracer {
-    pub const ALL: [Tracer; 8] = [
+    pub const ALL: [Tracer; 9] = [
         Tracer::None,
         Tracer::Record,
+        Tracer::RecordBlocking,
         Tracer::RecordNoSyscalls,
         Tracer::RecordNoJavaStacks,
         Tracer::RecordNoOnCpu,
@@ -47,6 +50,7 @@ impl Tracer {
         match self {
             Tracer::None => "none",
             Tracer::Record => "pinprof-record",
+            Tracer::RecordBlocking => "pinprof-record-blocking",
             Tracer::RecordNoSyscalls => "pinprof-record-no-syscalls",
             Tracer::RecordNoJavaStacks => "pinprof-record-no-java-stacks",
             Tracer::RecordNoOnCpu => "pinprof-record-no-oncpu",
@@ -72,6 +76,7 @@ impl Tracer {
         matches!(
             self,
             Tracer::Record
+                | Tracer::RecordBlocking
                 | Tracer::RecordNoSyscalls
                 | Tracer::RecordNoJavaStacks
                 | Tracer::RecordNoOnCpu
@@ -93,6 +98,7 @@ impl Tracer {
         let running = match self {
             Tracer::None => return Ok(None),
             Tracer::Record
+            | Tracer::RecordBlocking
             | Tracer::RecordNoSyscalls
             | Tracer::RecordNoJavaStacks
             | Tracer::RecordNoOnCpu
@@ -105,6 +111,9 @@ impl Tracer {
                     .arg(&file)
                     .args(extra);
                 match self {
+                    Tracer::RecordBlocking => {
+                        command.args(["--syscalls", "blocking"]);
+                    }
                     Tracer::RecordNoSyscalls => {
                         command.arg("--no-syscalls");
                     }
