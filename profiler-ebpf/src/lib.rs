@@ -800,7 +800,9 @@ mod tests {
             size_of::<StackChunkCopy>(),
             stack_head + chunk_head + STACK_CHUNK_DATA_BYTES
         );
-        assert_eq!(size_of::<OffCpuStart>(), 8 + 8 + 4 + 4 + 4 + 4 + 8 + java);
+        let off_cpu_start = 8 + 8 + 4 + 4 + 4 + 4 + 8 + java + 8;
+        assert_eq!(size_of::<OffCpuStart>(), off_cpu_start);
+        assert_eq!(size_of::<MissedWait>(), 4 + 4 + 8 + 8 + off_cpu_start);
         assert_eq!(size_of::<OnCpuSample>(), 4 + 4 + 8 + 4 * 4 + java);
         assert_eq!(size_of::<LateWakeup>(), 4 + 4 + 8 + 8 + 4 + 4);
         let histogram = 8 * 3 + 4 * HISTOGRAM_BUCKETS;
