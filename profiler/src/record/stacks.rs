@@ -141,7 +141,6 @@ fn cut_names(frames: &mut [Frame]) {
     }
 }
 
-/// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
 /// Threads looked at per pass for a Java stack to read, at most (a map look-up each).
 const MAX_STACK_READS: usize = 256;
 
@@ -158,6 +157,7 @@ pub(super) struct BlockedStacks {
     pub(super) cursor: usize,
 }
 
+/// Up to `STACK_COPY_BYTES` of the target's stack from `sp` (less where the stack ends).
 fn read_stack(mem: &std::fs::File, sp: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt as _;
     let mut data = vec![0u8; profiler_ebpf::STACK_COPY_BYTES];
@@ -438,9 +438,10 @@ impl Session {
 
     /// Without the system-call programs the kernel copies Java stacks as threads block: a
     /// pinned carrier's, and another thread's when its last wait was long. The long waits it
-    /// did not copy have theirs read here, while they are still blocked: a blocked thread's stack does not move, and a copy is kept only if the
-    /// same wait is still open once it is read. At most `MAX_STACK_READS` threads a pass; a
-    /// wait that ends before a pass reads it is counted as a Java stack missed.
+    /// did not copy have theirs read here, while they are still blocked: a blocked thread's
+    /// stack does not move, and a copy is kept only if the same wait is still open once it is
+    /// read. At most `MAX_STACK_READS` threads a pass; a wait that lasted two passes and still
+    /// has no stack is counted as a Java stack missed (see `blocked_stack_done`).
     pub(super) fn read_blocked_java_stacks(&mut self) -> Result<()> {
         use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
         if !self.blocked_stacks.on {
