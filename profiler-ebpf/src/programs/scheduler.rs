@@ -71,10 +71,10 @@ pub fn sched_switch(ctx: RawTracePointContext) -> i32 {
     0
 }
 
-/// The rest of a switch-out of the target's thread that blocks (not preempted), run by
-/// `sched_switch` as a tail call (never attached itself): the Java stack of a carrier
-/// blocking with a virtual thread mounted (pinned), and the system call it blocks in, when
-/// system calls are read as threads block. Reads the wait `sched_switch` just began.
+/// The rest of a switch-out of the target's thread, run by `sched_switch` as a tail call
+/// (never attached itself): the end of a wait whose switch back in was not reported, and for
+/// the wait that begins, its Java stack (see `switch_out`) and the system call it blocks in,
+/// when system calls are read as threads block. Reads the wait `sched_switch` just began.
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn sched_switch_blocked(_ctx: RawTracePointContext) -> i32 {
     let (_, tid) = current_ids();
@@ -170,9 +170,10 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
     };
     // Unless system calls are traced (then `sys_exit` copies them), Java stacks are copied as
     // threads block (each is the current task then, so its memory can be read, and it has
-    // not run on since), in the tail call: a pinned carrier's every time; another Java thread's when its last wait was long (the next one likely is too;
-    // each long wait then costs one copy, as copying at the call's exit did), while user
-    // space reads those of long waits not copied.
+    // not run on since), in the tail call: a pinned carrier's every time; another Java
+    // thread's when its last wait was long (the next one likely is too; each long wait then
+    // costs one copy, as copying at the call's exit did), while user space reads those of
+    // long waits not copied.
     let last_long = STARTS
         .get_ptr(tid)
         .is_some_and(|s| unsafe { (*s).flags } & wait_flags::LAST_LONG != 0);
