@@ -158,7 +158,9 @@ pub struct JvmLayout {
     /// read in one go (0 length: read one by one).
     pub window_start: u32,
     pub window_len: u32,
-    pub _pad: u32,
+    /// Full-width oops (in `OopHandle` slots and object fields) are colored, as generational
+    /// ZGC stores them: [`ZGC_REMAP_SHIFT`]; 0: they are plain addresses.
+    pub colored_oops: u32,
     /// Address of `SafepointSynchronize::_state` (non-zero while a safepoint is under way).
     pub safepoint_state: u64,
     /// Where a mounted virtual thread's frozen frames are (0: not read): in a `VirtualThread`
@@ -198,7 +200,7 @@ impl JvmLayout {
         stack_base: 0,
         window_start: 0,
         window_len: 0,
-        _pad: 0,
+        colored_oops: 0,
         safepoint_state: 0,
         vthread_cont: 0,
         cont_tail: 0,
@@ -210,6 +212,30 @@ impl JvmLayout {
         chunk_stack: 0,
         park_blocker: 0,
     };
+}
+
+/// Where generational ZGC's colored pointers (`zpointer`, x86_64) keep their four remap bits,
+/// one of which is set: the address is the pointer shifted right past the set bit. (The
+/// bits below are mark and remembered-set metadata.)
+pub const ZGC_REMAP_SHIFT: u32 = 12;
+
+/// The address a full-width oop `raw` read from the target holds: itself, or with colored
+/// oops (`colored` = [`ZGC_REMAP_SHIFT`]) the address its color bits say; 0 for null or for
+/// bits that are no colored pointer. The remap bit set tells the shift whatever the GC's
+/// phase, so a pointer the GC has not yet recolored still gives its object's address.
+#[inline(always)]
+pub fn uncolor_oop(raw: u64, colored: u32) -> u64 {
+    if colored == 0 {
+        return raw;
+    }
+    let shift = match (raw >> (colored & 31)) & 0xf {
+        1 => 1,
+        2 => 2,
+        4 => 3,
+        8 => 4,
+        _ => return 0,
+    };
+    raw >> ((colored & 31) + shift)
 }
 
 /// Bytes of user stack copied for unwinding native code with its DWARF call frame information
@@ -853,5 +879,25 @@ mod tests {
         const PER_CPU_VALUE_MAX: usize = 32 * 1024;
         assert!(size_of::<StackCopy>() <= PER_CPU_VALUE_MAX);
         assert!(size_of::<StackChunkCopy>() <= PER_CPU_VALUE_MAX);
+    }
+
+    #[test]
+    fn colored_oops_give_their_address_whatever_remap_bit_is_set() {
+        let addr = 0x0000_0401_2345_6780_u64;
+        for bit in 0..4 {
+            // The address right past the remap bit; mark and remembered bits below it.
+            let colored =
+                (addr << (ZGC_REMAP_SHIFT + bit + 1)) | (1 << (ZGC_REMAP_SHIFT + bit)) | 0x5f0;
+            assert_eq!(
+                uncolor_oop(colored, ZGC_REMAP_SHIFT),
+                addr,
+                "remap bit {bit}"
+            );
+        }
+        assert_eq!(uncolor_oop(0, ZGC_REMAP_SHIFT), 0);
+        // Two remap bits, or none: no colored pointer.
+        assert_eq!(uncolor_oop(0x3 << ZGC_REMAP_SHIFT, ZGC_REMAP_SHIFT), 0);
+        assert_eq!(uncolor_oop(0x7f00_0000_0000, ZGC_REMAP_SHIFT), 0);
+        assert_eq!(uncolor_oop(addr, 0), addr);
     }
 }

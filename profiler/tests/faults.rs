@@ -568,10 +568,61 @@ fn jdk21_zgc_pins_as_jfr_counts() {
     );
 }
 
+/// Generational ZGC colors the oops in `OopHandle`s and fields: read uncolored, the carriers
+/// are known as the JVM's two (its parallelism), and the pinned virtual threads by their ids.
 #[test]
 fn jdk21_generational_zgc_pins_as_jfr_counts() {
     let jvm = pinning_jvm(&["-XX:+UseZGC", "-XX:+ZGenerational"], &["sleep"]);
-    pins_as_counted(jvm, "genzgc21", 3.0, true);
+    assert_eq!(carriers_seen(jvm.pid), 2, "genzgc21: carriers");
+    let (report, _) = pins_as_counted(jvm, "genzgc21", 3.0, true);
+    let carriers = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "carrier")
+        .count();
+    assert_eq!(carriers, 2, "genzgc21: carriers in the report");
+    for site in report["pinned"]["sites"].as_array().unwrap() {
+        let ids = &site["virtual_threads"];
+        assert!(
+            ids.as_array()
+                .unwrap()
+                .iter()
+                .all(|id| id.as_u64() > Some(0)),
+            "genzgc21: virtual thread ids {ids}"
+        );
+    }
+}
+
+/// On JDK 25 ZGC is always generational (the flag is gone): the carriers and the virtual
+/// threads mounted on them are read all the same.
+#[test]
+fn jdk25_zgc_carriers_and_their_virtual_threads_are_read() {
+    require_root();
+    let jvm = Jvm::start_with(
+        &java(25),
+        &["-Djdk.virtualThreadScheduler.parallelism=2", "-XX:+UseZGC"],
+        &workloads(),
+        "Pinning",
+        &["sleep"],
+    )
+    .expect("start the JVM");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(carriers_seen(jvm.pid), 2, "zgc25: carriers");
+}
+
+/// How many carriers `pinprof jvm` finds in the JVM `pid`.
+fn carriers_seen(pid: u32) -> usize {
+    let output = pinprof()
+        .args(["jvm", "--pid", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert_ok(&output, "pinprof jvm");
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("carriers: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no carrier count: {text}"))
 }
 
 /// `record --syscalls blocking`: no program at the host's system calls (so other processes

@@ -5,7 +5,7 @@ use aya_ebpf::{bindings::BPF_RB_NO_WAKEUP, maps::PerCpuArray};
 use profiler_ebpf::{
     CARRIER_BIT, CHUNK_COPY_BYTES, ChunkHead, CopiedChunk, JavaState, JvmLayout, MAX_COPIED_CHUNKS,
     OffCpuStart, STACK_COPY_BYTES, StackChunkCopy, StackCopy, StackHead, StackRequest, THREAD_BITS,
-    counter, java_flags, kind, task_state,
+    counter, java_flags, kind, task_state, uncolor_oop,
 };
 
 use super::{
@@ -377,7 +377,7 @@ struct Frozen {
 pub(crate) fn oop_field(layout: &JvmLayout, obj: u64, offset: u32) -> u64 {
     let at = obj + offset as u64;
     if layout.oop_shift == u32::MAX {
-        read_user::<u64>(at).unwrap_or(0)
+        read_user::<u64>(at).map_or(0, |raw| uncolor_oop(raw, layout.colored_oops))
     } else {
         match read_user::<u32>(at) {
             Some(0) | None => 0,
@@ -401,7 +401,11 @@ fn frozen_frames(layout: &JvmLayout, thread: u64, entry: u64) -> Frozen {
     if entry & CARRIER_BIT == 0 || layout.vthread_cont == 0 {
         return none;
     }
-    let handle = |offset: u32| read_user::<u64>(thread + offset as u64).and_then(read_user::<u64>);
+    let handle = |offset: u32| {
+        read_user::<u64>(thread + offset as u64)
+            .and_then(read_user::<u64>)
+            .map(|raw| uncolor_oop(raw, layout.colored_oops))
+    };
     let (Some(own), Some(vthread)) = (handle(layout.thread_obj), handle(layout.vthread)) else {
         return none;
     };

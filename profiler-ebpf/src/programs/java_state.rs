@@ -3,6 +3,7 @@
 use aya_ebpf::maps::PerCpuArray;
 use profiler_ebpf::{
     CARRIER_BIT, JAVA_WINDOW_BYTES, JavaState, JvmLayout, SERVICE_BIT, THREAD_BITS, java_flags,
+    uncolor_oop,
 };
 
 use super::{
@@ -81,9 +82,15 @@ pub(crate) fn java_state_with(
     }
 
     // Mounted: the thread it runs (`_vthread`) is not its own `Thread` object. Both are
-    // OopHandles, pointers to slots that hold the object's address.
-    let own = word(layout.thread_obj).and_then(read_user::<u64>);
-    let current = word(layout.vthread).and_then(read_user::<u64>);
+    // OopHandles, pointers to slots that hold the object's address (colored, with ZGC:
+    // compared once uncolored, as two slots may hold one object in two colors).
+    let handle = |offset: u32| {
+        word(offset)
+            .and_then(read_user::<u64>)
+            .map(|raw| uncolor_oop(raw, layout.colored_oops))
+    };
+    let own = handle(layout.thread_obj);
+    let current = handle(layout.vthread);
     // What the current thread parks on: `LockSupport.park(blocker)` sets it on the virtual
     // thread when one is mounted, and clears it once the park returns.
     if layout.park_blocker != 0

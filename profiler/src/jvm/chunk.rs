@@ -20,7 +20,7 @@
 
 use profiler_ebpf::ChunkHead;
 
-use super::{vmstructs::Target, walk::StackBytes};
+use super::{oops::OopEncoding, vmstructs::Target, walk::StackBytes};
 
 /// Where the fields involved live, from the JVM's own field offsets (`java_lang_VirtualThread::
 /// _continuation_offset`...) and `InstanceStackChunkKlass::_offset_of_stack`.
@@ -36,8 +36,8 @@ pub struct ChunkLayout {
     pub chunk_bottom: u64,
     /// Where a chunk's stack begins, from the chunk's start.
     pub stack_offset: u64,
-    /// Compressed oops (base, shift), or full pointers.
-    pub narrow: Option<(u64, u32)>,
+    /// How its oop fields are stored.
+    pub oops: OopEncoding,
 }
 
 /// What the kernel noted as the thread left its system call.
@@ -99,17 +99,7 @@ pub enum Unread {
 
 impl ChunkLayout {
     fn oop(&self, mem: &impl Target, at: u64) -> Option<u64> {
-        let oop = match self.narrow {
-            Some((base, shift)) => {
-                let narrow = u64::from(mem.u32(at).ok()?);
-                if narrow == 0 {
-                    return None;
-                }
-                base.wrapping_add(narrow << shift)
-            }
-            None => mem.u64(at).ok()?,
-        };
-        (oop != 0).then_some(oop)
+        self.oops.field(mem, at)
     }
 
     fn int(&self, mem: &impl Target, chunk: u64, offset: u64) -> Option<u64> {
@@ -261,7 +251,7 @@ mod tests {
             chunk_sp: 20,
             chunk_bottom: 24,
             stack_offset: 32,
-            narrow: None,
+            oops: OopEncoding::Full { colored: false },
         }
     }
 

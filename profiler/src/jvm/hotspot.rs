@@ -20,6 +20,7 @@ use super::{
     chunk::{ChunkLayout, Frozen},
     classinit::{self, ClassLayout},
     memory::{Libjvm, Memory},
+    oops::OopEncoding,
     vmstructs::{self, Target, VmStructs},
     walk::{FROZEN_CALLERS, JavaFrame, StackBytes, Tier, Walker},
 };
@@ -136,7 +137,7 @@ pub struct Hotspot {
     pub layout: JvmLayout,
     pub states: ThreadStates,
     thread_list: u64,
-    compressed_oops: Option<(u64, u32)>,
+    oops: OopEncoding,
     /// Where an object says its class (None: this JVM's layout is not understood).
     klass: Option<KlassPointer>,
     name_offset: u64,
@@ -324,6 +325,8 @@ impl Hotspot {
                 "UseCompressedClassPointers",
                 "UseCompactObjectHeaders",
                 "DisableAttachMechanism",
+                "UseZGC",
+                "ZGenerational",
             ],
         );
         // With compact object headers (JDK 24+, off by default) the class pointer lives in
@@ -350,6 +353,11 @@ impl Hotspot {
         } else {
             None
         };
+        // ZGC is generational when asked for on JDK 21-23 (`ZGenerational`, the default from
+        // 23), always from 24 (the flag is gone).
+        let generational_zgc =
+            flags.get("UseZGC") == Some(&true) && flags.get("ZGenerational") != Some(&false);
+        let oops = OopEncoding::of(compressed_oops, generational_zgc);
         let compressed_klass = if flags.get("UseCompressedClassPointers") != Some(&false) {
             Some(
                 static_pair(
@@ -376,7 +384,7 @@ impl Hotspot {
                 chunk_sp: o[4],
                 chunk_bottom: o[5],
                 stack_offset: o[6],
-                narrow: compressed_oops,
+                oops,
             });
         match &chunks {
             Ok(c) => {
@@ -445,6 +453,7 @@ impl Hotspot {
         }
         // How the kernel decodes an oop field (the frozen frames', a park blocker).
         (layout.oop_base, layout.oop_shift) = compressed_oops.unwrap_or((0, u32::MAX));
+        layout.colored_oops = oops.colored_for_kernel();
         let blockers = blockers::BlockerLayout::read(&lib, &mem, &vm);
         match &blockers {
             // (Checked small.)
@@ -484,7 +493,7 @@ impl Hotspot {
             string_coder_offset: java_offset(JAVA_FIELD_OFFSETS[3])?,
             array_length_offset,
             array_base_offset,
-            compressed_oops,
+            oops,
             klass,
             klass_names: Bounded::new(
                 shares.java_names / 4,
@@ -893,25 +902,14 @@ impl Hotspot {
             .collect()
     }
 
-    /// The oop an `OopHandle` at `addr` refers to (OopStorage slots hold full pointers).
+    /// The oop an `OopHandle` at `addr` refers to.
     fn deref_handle(&self, addr: u64) -> Option<u64> {
-        let slot = self.mem.u64(addr).ok().filter(|&p| p != 0)?;
-        self.mem.u64(slot).ok().filter(|&p| p != 0)
+        self.oops.handle(&self.mem, addr)
     }
 
     /// An oop-typed field of an object.
     fn oop_field(&self, obj: u64, offset: u64) -> Option<u64> {
-        let oop = match self.compressed_oops {
-            Some((base, shift)) => {
-                let narrow = self.mem.u32(obj.wrapping_add(offset)).ok()? as u64;
-                if narrow == 0 {
-                    return None;
-                }
-                base.wrapping_add(narrow << shift)
-            }
-            None => self.mem.u64(obj.wrapping_add(offset)).ok()?,
-        };
-        (oop != 0).then_some(oop)
+        self.oops.field(&self.mem, obj.wrapping_add(offset))
     }
 
     fn class_name(&mut self, obj: u64) -> Option<String> {

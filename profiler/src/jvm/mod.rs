@@ -8,6 +8,7 @@ pub mod hotspot;
 pub mod initwait;
 mod inlining;
 pub mod memory;
+pub mod oops;
 pub mod startup;
 pub mod vmstructs;
 pub mod walk;

@@ -1362,7 +1362,7 @@ mod tests {
             chunk_sp: 20,
             chunk_bottom: 24,
             stack_offset: STACK_OFFSET,
-            narrow: None,
+            oops: crate::jvm::oops::OopEncoding::Full { colored: false },
         };
         let frozen = Frozen {
             vthread: 0x1000,

@@ -37,30 +37,21 @@ impl Hotspot {
             .u32(queues.wrapping_add(self.array_length_offset))
             .ok()
             .filter(|&n| n <= MAX_QUEUES)?;
-        let (width, base) = match self.compressed_oops {
-            Some(_) => (4u64, self.array_base_offset),
-            None => (8, self.array_base_offset.next_multiple_of(8)),
+        let width = self.oops.width();
+        let base = match width {
+            4 => self.array_base_offset,
+            _ => self.array_base_offset.next_multiple_of(8),
         };
-        let mut slots = vec![0u8; (length as u64 * width) as usize];
+        let mut slots = vec![0u8; length as usize * width];
         self.mem.read(queues.wrapping_add(base), &mut slots).ok()?;
         let mut queued = Queued {
             tasks: 0,
             queues: 0,
         };
         let mut fields = None;
-        for slot in slots.chunks_exact(width as usize) {
-            let queue = match self.compressed_oops {
-                Some((heap, shift)) => {
-                    let narrow = u32::from_ne_bytes(slot.try_into().ok()?);
-                    if narrow == 0 {
-                        continue;
-                    }
-                    heap.wrapping_add(u64::from(narrow) << shift)
-                }
-                None => match u64::from_ne_bytes(slot.try_into().ok()?) {
-                    0 => continue,
-                    q => q,
-                },
+        for slot in slots.chunks_exact(width) {
+            let Some(queue) = self.oops.from_bytes(slot) else {
+                continue;
             };
             // Every queue is a `WorkQueue`: its fields are looked up once.
             let (base_at, top_at) = match fields {
