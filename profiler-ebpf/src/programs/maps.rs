@@ -107,6 +107,10 @@ pub(crate) static SAMPLE_STACK_CHUNK_SCRATCH: PerCpuArray<StackChunkCopy> =
 /// Per CPU: when a waker's stacks were last captured (see `capture_budget`).
 #[map]
 pub(crate) static LAST_WAKER_CAPTURE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: when a Java stack was last copied at a block not known to be long (see
+/// `switch_out`).
+#[map]
+pub(crate) static LAST_SPARE_COPY: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Per thread: its wakeup latency and run-queue delay histograms, migrations and involuntary
 /// switches (see `SchedStats`). Allocated as threads run (`BPF_F_NO_PREALLOC`: 3.6 KiB
 /// each), removed as they end.

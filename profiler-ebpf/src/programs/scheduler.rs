@@ -5,6 +5,7 @@ use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::raw_tracepoint,
+    maps::PerCpuArray,
     programs::RawTracePointContext,
 };
 use profiler_ebpf::{
@@ -20,8 +21,8 @@ use super::{
     java_stacks::{Scratch, copy_blocked_java_stack, copy_waker_java_stack, request_java_stack},
     java_state::java_state,
     maps::{
-        AMENDMENTS, EVENTS, IN_SYSCALL, JAVA_THREADS, KSTACKS, LAST_WAKER_CAPTURE, MISSED_WAIT,
-        SCHED_STACK_CHUNK_SCRATCH, SCHED_STACK_SCRATCH, SCHED_STATS, SCHED_STATS_ZERO,
+        AMENDMENTS, EVENTS, IN_SYSCALL, JAVA_THREADS, KSTACKS, LAST_SPARE_COPY, LAST_WAKER_CAPTURE,
+        MISSED_WAIT, SCHED_STACK_CHUNK_SCRATCH, SCHED_STACK_SCRATCH, SCHED_STATS, SCHED_STATS_ZERO,
         SHORT_OFF_CPU, STARTS, SWITCH_TAIL, count,
     },
     memory::{current_user_regs, user_reg},
@@ -172,8 +173,10 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
     // threads block (each is the current task then, so its memory can be read, and it has
     // not run on since), in the tail call: a pinned carrier's every time; another Java
     // thread's when its last wait was long (the next one likely is too; each long wait then
-    // costs one copy, as copying at the call's exit did), while user space reads those of
-    // long waits not copied.
+    // costs one copy, as copying at the call's exit did), or else at most once a millisecond
+    // on each CPU (so threads whose waits are mostly short still have their long ones named
+    // now and then, at a bounded cost), while user space reads those of long waits not
+    // copied.
     let last_long = STARTS
         .get_ptr(tid)
         .is_some_and(|s| unsafe { (*s).flags } & wait_flags::LAST_LONG != 0);
@@ -185,7 +188,7 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
         && if java.flags & java_flags::CARRIER != 0 {
             java.flags & java_flags::MOUNTED != 0
         } else {
-            !service && last_long
+            !service && (last_long || take_turn(&LAST_SPARE_COPY, now, SPARE_COPY_GAP_NS))
         };
     let mut more = stack_wanted || (!preempted && setting(&SYSCALLS_AT_SWITCHES) != 0);
     let start = OffCpuStart {
@@ -626,15 +629,25 @@ fn sched_scratch() -> Scratch {
 
 /// Waker stacks are captured at most once per this many ns on each CPU.
 const CAPTURE_GAP_NS: u64 = 1_000_000;
+/// Java stacks of blocks not known to be long are copied at most once per this many ns on
+/// each CPU.
+const SPARE_COPY_GAP_NS: u64 = 1_000_000;
 
 /// Whether this CPU may capture a waker's stacks now (and if so, takes the turn).
 #[inline(always)]
 fn capture_budget(now: u64) -> bool {
-    let Some(last) = LAST_WAKER_CAPTURE.get_ptr_mut(0) else {
+    take_turn(&LAST_WAKER_CAPTURE, now, CAPTURE_GAP_NS)
+}
+
+/// Whether `gap` ns have passed on this CPU since `last` said a turn was taken (and if so,
+/// takes this one).
+#[inline(always)]
+fn take_turn(last: &PerCpuArray<u64>, now: u64, gap: u64) -> bool {
+    let Some(last) = last.get_ptr_mut(0) else {
         return false;
     };
     unsafe {
-        if now.saturating_sub(*last) < CAPTURE_GAP_NS {
+        if now.saturating_sub(*last) < gap {
             return false;
         }
         *last = now;

@@ -437,7 +437,8 @@ impl Session {
     }
 
     /// Without the system-call programs the kernel copies Java stacks as threads block: a
-    /// pinned carrier's, and another thread's when its last wait was long. The long waits it
+    /// pinned carrier's, and another thread's when its last wait was long (or once a
+    /// millisecond per CPU, whatever its last wait). The long waits it
     /// did not copy have theirs read here, while they are still blocked: a blocked thread's
     /// stack does not move, and a copy is kept only if the same wait is still open once it is
     /// read. At most `MAX_STACK_READS` threads a pass; a wait that lasted two passes and still
@@ -524,7 +525,8 @@ impl Session {
 
     /// An off-CPU interval ended: if it was one whose Java stack is read from user space and
     /// none was, though it lasted for a pass to read it, a Java stack missed. (A shorter wait
-    /// has its stack only when the kernel copied it: when its thread's wait before was long.)
+    /// has its stack only when the kernel copied it: when its thread's wait before was long,
+    /// or on the CPU's spare turn.)
     pub(super) fn blocked_stack_done(&mut self, e: &profiler_ebpf::OffCpuEvent) {
         use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
         if !self.blocked_stacks.on || self.jvm.is_none() {
