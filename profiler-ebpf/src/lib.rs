@@ -553,8 +553,10 @@ pub struct MissedWait {
 
 /// `OffCpuStart::flags`.
 pub mod wait_flags {
-    /// The wait that ended last (this entry's, once ended) lasted at least the threshold for
-    /// Java stacks: the thread's next wait has its Java stack copied as it blocks.
+    /// The thread's last wait that was not a blip lasted at least the threshold for Java
+    /// stacks: its next wait has its Java stack copied as it blocks. Kept through a wait while
+    /// it lasts, and through a blip (a wait under a quarter of the threshold: a mutex handed
+    /// over on the way into a long park) as it ends.
     pub const LAST_LONG: u32 = 1;
     /// This wait's Java stack was copied as it blocked (user space need not read it).
     pub const STACK_COPIED: u32 = 2;

@@ -202,7 +202,7 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
             wait_flags::STACK_COPIED
         } else {
             0
-        },
+        } | if last_long { wait_flags::LAST_LONG } else { 0 },
         wake_ns: 0,
         java,
     };
@@ -445,12 +445,12 @@ fn end_wait_of(next: u32, start: &mut OffCpuStart, now: u64) {
             None => count(counter::LOST_EVENTS),
         }
     }
-    start.flags =
-        if start.prev_state != task_state::RUNNING && duration >= setting(&MIN_JAVA_STACK_NS) {
-            wait_flags::LAST_LONG
-        } else {
-            0
-        };
+    // (A wait for a CPU says nothing of the thread's waits: it keeps the flag, as a blip does.)
+    let java_min = setting(&MIN_JAVA_STACK_NS);
+    let kept = start.flags & wait_flags::LAST_LONG != 0
+        && (start.prev_state == task_state::RUNNING || duration < java_min / 4);
+    let long = kept || (start.prev_state != task_state::RUNNING && duration >= java_min);
+    start.flags = if long { wait_flags::LAST_LONG } else { 0 };
     start.start_ns = WAIT_ENDED;
 }
 
