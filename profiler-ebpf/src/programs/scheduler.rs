@@ -177,9 +177,11 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
     // on each CPU (so threads whose waits are mostly short still have their long ones named
     // now and then, at a bounded cost), while user space reads those of long waits not
     // copied.
+    // (A thread not seen blocking yet counts as after a long wait: its waits before attach
+    // are not known, and its first one then has its stack.)
     let last_long = STARTS
         .get_ptr(tid)
-        .is_some_and(|s| unsafe { (*s).flags } & wait_flags::LAST_LONG != 0);
+        .is_none_or(|s| unsafe { (*s).flags } & wait_flags::LAST_LONG != 0);
     let stack_wanted = !preempted
         && java.flags & java_flags::KNOWN != 0
         && java.anchor_sp != 0

@@ -57,7 +57,9 @@ pub(super) fn waits_at_start(
             kernel_stack_id: -1,
             user_stack_id: -1,
             waker_tid: 0,
-            flags: 0,
+            // Its waits before attach are not known: its next one has its Java stack copied
+            // as it blocks, as after a long one.
+            flags: profiler_ebpf::wait_flags::LAST_LONG,
             wake_ns: 0,
             java,
             run_ns: u64::MAX,
