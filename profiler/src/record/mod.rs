@@ -573,6 +573,8 @@ impl Session {
         let mut wait = DRAIN_PERIOD;
         let mut drained = 0;
         let mut last_chores = Instant::now();
+        // The first pass at once: the waits open as capture began end unread otherwise.
+        self.read_blocked_java_stacks()?;
         let mut last_stack_read = Instant::now();
         let reason = loop {
             if stop.quit.load(Ordering::Relaxed) {

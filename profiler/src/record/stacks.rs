@@ -441,7 +441,8 @@ impl Session {
     /// millisecond per CPU, whatever its last wait). The long waits it
     /// did not copy have theirs read here, while they are still blocked: a blocked thread's
     /// stack does not move, and a copy is kept only if the same wait is still open once it is
-    /// read. At most `MAX_STACK_READS` threads a pass; a wait that lasted two passes and still
+    /// read (the waits already open as capture began at the first pass, right away). At most
+    /// `MAX_STACK_READS` threads a pass; a wait that lasted two passes and still
     /// has no stack is counted as a Java stack missed (see `blocked_stack_done`).
     pub(super) fn read_blocked_java_stacks(&mut self) -> Result<()> {
         use profiler_ebpf::java_flags::{CARRIER, KNOWN, MOUNTED};
@@ -474,9 +475,12 @@ impl Session {
             let Some(start) = self.capture.open_interval(t.tid) else {
                 continue;
             };
+            // A wait begun before the capture (its start is the capture's) may be long
+            // already: read at once, since the kernel copies none as it ends.
+            let before_capture = start.start_ns <= self.capture.started_ns();
             if start.prev_state == profiler_ebpf::task_state::RUNNING
                 || start.flags & profiler_ebpf::wait_flags::STACK_COPIED != 0
-                || now_ns.saturating_sub(start.start_ns) < min_ns
+                || (now_ns.saturating_sub(start.start_ns) < min_ns && !before_capture)
                 || self.blocked_stacks.read.get(&t.tid) == Some(&start.start_ns)
             {
                 continue;
