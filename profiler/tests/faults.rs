@@ -575,13 +575,11 @@ fn jdk21_generational_zgc_pins_as_jfr_counts() {
     let jvm = pinning_jvm(&["-XX:+UseZGC", "-XX:+ZGenerational"], &["sleep"]);
     assert_eq!(carriers_seen(jvm.pid), 2, "genzgc21: carriers");
     let (report, _) = pins_as_counted(jvm, "genzgc21", 3.0, true);
-    let carriers = report["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["role"] == "carrier")
-        .count();
-    assert_eq!(carriers, 2, "genzgc21: carriers in the report");
+    assert_eq!(
+        carrier_threads(&report).len(),
+        2,
+        "genzgc21: carriers in the report"
+    );
     for site in report["pinned"]["sites"].as_array().unwrap() {
         let ids = &site["virtual_threads"];
         assert!(
