@@ -196,6 +196,8 @@ pub struct Capture {
     /// Threads whose seeded wait may have ended before the programs attached: what the
     /// kernel makes of their seeds is dropped.
     stale_seeds: HashSet<u32>,
+    /// Threads whose off-CPU seed went into the map and was not stale.
+    seeded_off_cpu: HashSet<u32>,
     /// Buffers of stack copies already handled, for the next ones (see `recycle`).
     spare: Vec<Vec<u8>>,
     /// The last drain stopped at its batch's size with records left.
@@ -418,6 +420,7 @@ impl Capture {
             unhandled: 0,
             seeds_lost: [0; 2],
             stale_seeds: HashSet::new(),
+            seeded_off_cpu: HashSet::new(),
             spare: Vec::new(),
             backlog: false,
             started_ns: 0,
@@ -477,6 +480,7 @@ impl Capture {
                 continue;
             }
             self.stale_seeds.insert(wait.tid);
+            self.seeded_off_cpu.remove(&wait.tid);
             if self.starts.get(&wait.tid, 0).is_ok_and(|s| s.start_ns == 0) {
                 let _ = self.starts.remove(&wait.tid);
             }
@@ -574,12 +578,21 @@ impl Capture {
     fn seed_waits(&mut self, waits: &[WaitAtStart]) {
         for wait in waits {
             if let Some(start) = wait.off_cpu {
-                self.seeds_lost[0] += u64::from(self.starts.insert(wait.tid, start, 0).is_err());
+                match self.starts.insert(wait.tid, start, 0) {
+                    Ok(()) => _ = self.seeded_off_cpu.insert(wait.tid),
+                    Err(_) => self.seeds_lost[0] += 1,
+                }
             }
             if let (Some(call), Some(calls)) = (wait.syscall, self.in_syscall.as_mut()) {
                 self.seeds_lost[1] += u64::from(calls.insert(wait.tid, call, 0).is_err());
             }
         }
+    }
+
+    /// Whether `tid`'s off-CPU interval at the capture's start was seeded (and kept): a wait
+    /// under way as the programs attached, that they did not see begin.
+    pub fn seeded_off_cpu(&self, tid: u32) -> bool {
+        self.seeded_off_cpu.contains(&tid)
     }
 
     /// Tells the kernel programs which threads are Java threads (see

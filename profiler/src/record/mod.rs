@@ -276,6 +276,10 @@ pub fn run_with(
         .map(known_thread)
         .collect();
     let syscalls = options.min_syscall.is_some();
+    // Java stacks of waits read from user space: not when the system-call programs copy them.
+    let blocked_stacks_on =
+        !(syscalls && options.trace_syscalls || options.min_java_stack.is_zero());
+    let mut seed_stacks = Vec::new();
     let mut first_accounts = Vec::new();
     let (mut cgroup, cgroup_warning) = cgroup_watch::CgroupWatch::find(&process);
     warnings.extend(cgroup_warning);
@@ -299,13 +303,14 @@ pub fn run_with(
             late_wakeup_ns: options.late_wakeup.as_nanos() as u64,
         },
         || {
-            let waits = waits_at_start(&target, jvm.as_ref(), syscalls);
+            let seeds = waits_at_start(&target, jvm.as_ref(), syscalls, blocked_stacks_on);
+            seed_stacks = seeds.java_stacks;
             // Threads' times are counted from their first account: read just before the
             // window opens, so that a thread born after it is not in it.
             first_accounts = target.cpu_accounts();
             // And the throttling counters (stamped with the window's start below).
             first_cgroup = cgroup.read(0);
-            waits
+            seeds.waits
         },
     )?;
     // pinprof is now about as large as it is before the target grows anything (the programs
@@ -403,10 +408,7 @@ pub fn run_with(
             .min_syscall
             .map_or(u64::MAX, |d| d.as_nanos() as u64),
         blocked_stacks: stacks::BlockedStacks {
-            on: {
-                let traced = options.min_syscall.is_some() && options.trace_syscalls;
-                !traced && !options.min_java_stack.is_zero()
-            },
+            on: blocked_stacks_on,
             min_ns: options.min_java_stack.as_nanos() as u64,
             read: HashMap::new(),
             cursor: 0,
@@ -438,7 +440,9 @@ pub fn run_with(
         first.time_ns = started_ns;
     }
     session.write_cgroup(first_cgroup)?;
-    let result = session.run(options, stop);
+    let result = session
+        .seeded_java_stacks(seed_stacks)
+        .and_then(|()| session.run(options, stop));
     // What the parsers of the target's ELF files failed on (their panics, caught) is said,
     // and kept with the recording.
     if let Some(warning) = crate::parser_guard::warning() {

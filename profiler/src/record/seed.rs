@@ -15,24 +15,34 @@ use crate::{
 /// kernel program reads as a thread blocks; they cannot change while it sleeps). An interval
 /// is given only where it has something to show (see `WaitAtStart`); an idle carrier's park
 /// is the scheduler waiting for work, as in the kernel program.
+///
+/// With `java_stacks`, the Java stacks of these waits are read too: the kernel programs copy
+/// a stack as a thread blocks, which these did before they were attached, and user space
+/// reads the stacks of the waits open only every few milliseconds, which a wait that ends
+/// soon after attach outruns.
 pub(super) fn waits_at_start(
     target: &Target,
     jvm: Option<&JvmWatch>,
     syscalls: bool,
-) -> Vec<WaitAtStart> {
+    java_stacks: bool,
+) -> Seeds {
     use profiler_ebpf::{
         OffCpuStart, SyscallStart,
         java_flags::{CARRIER, KNOWN, MOUNTED},
         syscall_flags, sysno, task_state,
     };
+    let mut seeds = Seeds::default();
     if jvm.is_none() && !syscalls {
-        return Vec::new(); // nothing to seed: no JVM state to show, no calls traced
+        return seeds; // nothing to seed: no JVM state to show, no calls traced
     }
     // For futex timeouts: the caller's `struct timespec` (a null pointer reads as none).
     let mem = syscalls
         .then(|| Memory::open(target.process()).ok())
         .flatten();
-    let mut waits = Vec::new();
+    let stack_mem = (java_stacks && jvm.is_some())
+        .then(|| target.process().open("mem", libc::O_RDONLY).ok())
+        .flatten()
+        .map(std::fs::File::from);
     for tid in target.tids() {
         // Read first: a change by the time the programs are attached means it ran.
         let Some(runs) = target.runs(tid) else {
@@ -102,8 +112,18 @@ pub(super) fn waits_at_start(
                     waker: Default::default(),
                 }
             });
+        // Kept only if the thread did not run while it was read: the same wait throughout.
+        let stack = off_cpu
+            .as_ref()
+            .zip(stack_mem.as_ref())
+            .and_then(|(start, mem)| super::stacks::blocked_java_stack(mem, start))
+            .filter(|_| target.runs(tid) == Some(runs));
+        if let Some(mut stack) = stack {
+            stack.head.tid = tid;
+            seeds.java_stacks.push(stack);
+        }
         if off_cpu.is_some() || syscall.is_some() {
-            waits.push(WaitAtStart {
+            seeds.waits.push(WaitAtStart {
                 tid,
                 runs,
                 off_cpu,
@@ -111,7 +131,15 @@ pub(super) fn waits_at_start(
             });
         }
     }
-    waits
+    seeds
+}
+
+/// What `waits_at_start` read.
+#[derive(Default)]
+pub(super) struct Seeds {
+    pub(super) waits: Vec<WaitAtStart>,
+    /// Copies of their Java stacks, keyed by thread (their start is the capture's).
+    pub(super) java_stacks: Vec<crate::capture::JavaStack>,
 }
 
 /// Reads the JVM's internals and, through the attach protocol, its scheduler settings. A JVM

@@ -559,31 +559,61 @@ impl Session {
         &self,
         start: &profiler_ebpf::OffCpuStart,
     ) -> Option<crate::capture::JavaStack> {
-        let java = &start.java;
-        let carrier_idle = java.flags & profiler_ebpf::java_flags::CARRIER != 0
-            && java.flags & profiler_ebpf::java_flags::MOUNTED == 0;
-        if java.anchor_sp == 0 || carrier_idle || self.jvm.is_none() {
-            return None;
-        }
-        let data = read_stack(self.target_mem.as_ref()?, java.anchor_sp)?;
-        Some(crate::capture::JavaStack {
-            head: profiler_ebpf::StackHead {
-                kind: profiler_ebpf::kind::STACK_COPY,
-                tid: 0,
-                start_ns: start.start_ns,
-                anchor_sp: java.anchor_sp,
-                anchor_pc: java.anchor_pc,
-                anchor_fp: java.anchor_fp,
-                // Read now, like the stack: the frozen frames of a thread still blocked.
-                vthread: 0,
-                vthread_id: 0,
-                chunk: 0,
-                chunk_sp: 0,
-                len: data.len() as u32,
-            },
-            data,
-        })
+        self.jvm.as_ref()?;
+        blocked_java_stack(self.target_mem.as_ref()?, start)
     }
+
+    /// The Java stacks of waits under way as capture began, read just before it did (see
+    /// `seed::waits_at_start`): those whose seed the capture kept are its waits' stacks,
+    /// keyed by its start (a seed's).
+    pub(super) fn seeded_java_stacks(
+        &mut self,
+        copies: Vec<crate::capture::JavaStack>,
+    ) -> Result<()> {
+        let started_ns = self.capture.started_ns();
+        for mut copy in copies {
+            if !self.capture.seeded_off_cpu(copy.head.tid) {
+                continue;
+            }
+            copy.head.start_ns = started_ns;
+            self.blocked_stacks.read.insert(copy.head.tid, started_ns);
+            self.java_stack(&copy, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// A copy of the Java stack of a thread blocked in the wait `start` (its anchor, as it
+/// blocked), read from the target's memory; None for an idle carrier (the scheduler's
+/// stack) or a thread not in a Java call. `tid` is left 0, for the caller.
+pub(super) fn blocked_java_stack(
+    mem: &std::fs::File,
+    start: &profiler_ebpf::OffCpuStart,
+) -> Option<crate::capture::JavaStack> {
+    let java = &start.java;
+    let carrier_idle = java.flags & profiler_ebpf::java_flags::CARRIER != 0
+        && java.flags & profiler_ebpf::java_flags::MOUNTED == 0;
+    if java.anchor_sp == 0 || carrier_idle {
+        return None;
+    }
+    let data = read_stack(mem, java.anchor_sp)?;
+    Some(crate::capture::JavaStack {
+        head: profiler_ebpf::StackHead {
+            kind: profiler_ebpf::kind::STACK_COPY,
+            tid: 0,
+            start_ns: start.start_ns,
+            anchor_sp: java.anchor_sp,
+            anchor_pc: java.anchor_pc,
+            anchor_fp: java.anchor_fp,
+            // Read now, like the stack: the frozen frames of a thread still blocked.
+            vthread: 0,
+            vthread_id: 0,
+            chunk: 0,
+            chunk_sp: 0,
+            len: data.len() as u32,
+        },
+        data,
+    })
 }
 
 #[cfg(test)]
