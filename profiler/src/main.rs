@@ -311,11 +311,11 @@ struct CaptureArgs {
     /// Do not record system calls, futex waits and kernel lock contention.
     #[arg(long)]
     no_syscalls: bool,
-    /// How system calls are seen: `traced` from entry to exit, every call with its result
-    /// (each system call of every process of the host takes the kernel's slow path while
-    /// pinprof records); `blocking`, the call a thread blocks in, read as it blocks (no
-    /// program at the host's system calls: other processes pay nothing).
-    #[arg(long, value_enum, default_value_t = SyscallView::Traced, conflicts_with = "no_syscalls")]
+    /// How system calls are seen: `blocking`, the call a thread blocks in, read as it blocks
+    /// (no program at the host's system calls: other processes pay nothing); `traced` from
+    /// entry to exit, every call with its result (each system call of every process of the
+    /// host takes the kernel's slow path while pinprof records).
+    #[arg(long, value_enum, default_value_t = SyscallView::Blocking, conflicts_with = "no_syscalls")]
     syscalls: SyscallView,
     /// Do not use the JVM's attach protocol (pinprof uses it once, to read the
     /// scheduler's settings; it starts the JVM's "Attach Listener" thread).
@@ -763,7 +763,7 @@ fn check(
                     ring_buffer_bytes: 16 << 20,
                     attach: true,
                     min_syscall: Some(Duration::from_millis(1)),
-                    trace_syscalls: true,
+                    trace_syscalls: false,
                     fp_cross_check: false,
                     min_java_stack: Duration::from_millis(1),
                     progress: false,

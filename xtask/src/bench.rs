@@ -82,7 +82,7 @@ struct Config {
 const USAGE: &str =
     "usage: cargo xtask bench [--rounds N (5)] [--phase SECONDS (5)] [--jdk 21|25]... \
 [--workload mixed|pinning|pinning-2k|service]... [--tracers a,b,...] [--no-event-rate] [--no-offline] [--offline-only] [--judge-disturbed] [-- pinprof options]
-  tracers: pinprof-record, pinprof-top, bpftrace, perf (the default four), pinprof-record-blocking, pinprof-record-no-syscalls,
+  tracers: pinprof-record, pinprof-top, bpftrace, perf (the default four), pinprof-record-traced, pinprof-record-no-syscalls,
     pinprof-record-no-java-stacks, pinprof-record-no-oncpu
   workloads (all four by default): mixed (64 virtual threads, one sleep in 10 inside synchronized),
     pinning (every sleep inside synchronized: on JDK 21 every operation is a pinned sleep, about 820 a

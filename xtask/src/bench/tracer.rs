@@ -19,8 +19,8 @@ pub enum Tracer {
     None,
     /// `pinprof record`, default settings.
     Record,
-    /// `pinprof record --syscalls blocking`: no program at the host's system calls.
-    RecordBlocking,
+    /// `pinprof record --syscalls traced`: every system call of the host traced.
+    RecordTraced,
     /// `pinprof record --no-syscalls`.
     RecordNoSyscalls,
     /// `pinprof record --java-stack-min 0s`: no Java stack walk.
@@ -37,7 +37,7 @@ impl Tracer {
     pub const ALL: [Tracer; 9] = [
         Tracer::None,
         Tracer::Record,
-        Tracer::RecordBlocking,
+        Tracer::RecordTraced,
         Tracer::RecordNoSyscalls,
         Tracer::RecordNoJavaStacks,
         Tracer::RecordNoOnCpu,
@@ -50,7 +50,7 @@ impl Tracer {
         match self {
             Tracer::None => "none",
             Tracer::Record => "pinprof-record",
-            Tracer::RecordBlocking => "pinprof-record-blocking",
+            Tracer::RecordTraced => "pinprof-record-traced",
             Tracer::RecordNoSyscalls => "pinprof-record-no-syscalls",
             Tracer::RecordNoJavaStacks => "pinprof-record-no-java-stacks",
             Tracer::RecordNoOnCpu => "pinprof-record-no-oncpu",
@@ -76,7 +76,7 @@ impl Tracer {
         matches!(
             self,
             Tracer::Record
-                | Tracer::RecordBlocking
+                | Tracer::RecordTraced
                 | Tracer::RecordNoSyscalls
                 | Tracer::RecordNoJavaStacks
                 | Tracer::RecordNoOnCpu
@@ -98,7 +98,7 @@ impl Tracer {
         let running = match self {
             Tracer::None => return Ok(None),
             Tracer::Record
-            | Tracer::RecordBlocking
+            | Tracer::RecordTraced
             | Tracer::RecordNoSyscalls
             | Tracer::RecordNoJavaStacks
             | Tracer::RecordNoOnCpu
@@ -111,8 +111,8 @@ impl Tracer {
                     .arg(&file)
                     .args(extra);
                 match self {
-                    Tracer::RecordBlocking => {
-                        command.args(["--syscalls", "blocking"]);
+                    Tracer::RecordTraced => {
+                        command.args(["--syscalls", "traced"]);
                     }
                     Tracer::RecordNoSyscalls => {
                         command.arg("--no-syscalls");
