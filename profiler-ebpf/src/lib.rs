@@ -562,17 +562,24 @@ pub mod wait_flags {
     pub const STACK_COPIED: u32 = 2;
 }
 
-/// A thread's last walked kernel stack in a system call, reused for its next waits in the same
-/// call on the same object.
+/// A thread's last walked native stacks in a system call, reused for its next waits in the
+/// same call on the same object: the kernel stack, and the user stack when the call came from
+/// the same Java frame (the same anchor: the native frames between it and the call are those
+/// of the same native method).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct KernelStackReuse {
-    pub id: i32,
-    pub uses: u32,
+pub struct StackReuse {
+    pub kernel_id: i32,
+    pub kernel_uses: u32,
     pub nr: u32,
-    pub _pad: u32,
+    pub user_id: i32,
     /// The call's first argument (a descriptor), 0 for a futex wait.
     pub object: u64,
+    /// The Java anchor the user stack was walked under (0: none; never reused).
+    pub anchor_sp: u64,
+    pub anchor_pc: u64,
+    pub user_uses: u32,
+    pub _pad: u32,
 }
 
 /// What a thread's Java thread was doing in a wait that began before the kernel knew it as a

@@ -5,9 +5,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf, StackTrace},
 };
 use profiler_ebpf::{
-    JAVA_WINDOW_BYTES, KernelStackReuse, MissedWait, OffCpuStart, SchedStats, ShortOffCpu,
-    StackChunkCopy, StackCopy, StackRequest, SyscallKey, SyscallStart, WaitAmendment, WaitSum,
-    counter,
+    JAVA_WINDOW_BYTES, MissedWait, OffCpuStart, SchedStats, ShortOffCpu, StackChunkCopy, StackCopy,
+    StackRequest, StackReuse, SyscallKey, SyscallStart, WaitAmendment, WaitSum, counter,
 };
 
 /// `sched_switch`'s second half (`sched_switch_blocked`), reached by a tail call: a program of
@@ -47,7 +46,7 @@ pub(crate) static NS_BIRTHS: HashMap<u32, u64> = HashMap::with_max_entries(8 * 1
 /// Per thread: the kernel stack of its last wait in a system call, the call, and how many
 /// waits since reused it (see `kernel_stack`).
 #[map]
-pub(crate) static KSTACKS: HashMap<u32, KernelStackReuse> = HashMap::with_max_entries(64 * 1024, 0);
+pub(crate) static KSTACKS: HashMap<u32, StackReuse> = HashMap::with_max_entries(64 * 1024, 0);
 /// The Java state of waits that began before their thread was known as a Java thread, per
 /// thread, written by user space and applied here when the wait ends (see `amend`).
 #[map]

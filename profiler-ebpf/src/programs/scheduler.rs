@@ -31,7 +31,7 @@ use super::{
         SYSCALLS_AT_SWITCHES, TARGET_TGID, TASK_LAYOUT, TASK_PID_OFFSET, TASK_STATE_OFFSET,
         setting,
     },
-    stacks::{NOT_CAPTURED, copy_native_stack, kernel_stack, stack_id},
+    stacks::{NOT_CAPTURED, copy_native_stack, native_stacks, stack_id},
     syscalls::{syscall_at_switch_in, syscall_at_switch_out},
     threads::thread_life,
 };
@@ -164,10 +164,7 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
     let (kernel_stack_id, user_stack_id) = if idle_carrier || preempted || service {
         (NOT_CAPTURED, NOT_CAPTURED)
     } else {
-        (
-            kernel_stack(ctx, tid),
-            stack_id(ctx, BPF_F_USER_STACK as u64),
-        )
+        native_stacks(ctx, tid, [java.anchor_sp, java.anchor_pc])
     };
     // Unless system calls are traced (then `sys_exit` copies them), Java stacks are copied as
     // threads block (each is the current task then, so its memory can be read, and it has

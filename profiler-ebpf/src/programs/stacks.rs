@@ -1,15 +1,18 @@
 //! Native stacks: the kernel's walks, by stack id, and user stack copies for DWARF unwinding.
 
 use aya_ebpf::{
-    bindings::{BPF_RB_NO_WAKEUP, pt_regs},
+    bindings::{BPF_F_USER_STACK, BPF_RB_NO_WAKEUP, pt_regs},
     helpers::bpf_probe_read_kernel,
     programs::tracing::StackIdContext,
 };
 use profiler_ebpf::{
-    KernelStackReuse, NATIVE_COPY_BYTES, NativeStackCopy, counter, kind, syscall_flags,
+    NATIVE_COPY_BYTES, NativeStackCopy, StackReuse, counter, futex_op, kind, syscall_flags, sysno,
 };
 
-use super::maps::{EVENTS, IN_SYSCALL, KSTACKS, STACKS, count};
+use super::{
+    maps::{EVENTS, IN_SYSCALL, KSTACKS, STACKS, count},
+    memory::{current_user_regs, user_reg},
+};
 
 /// A stack id that says "not captured on purpose" (the kernel's own failures are -errno).
 pub(crate) const NOT_CAPTURED: i32 = i32::MIN;
@@ -25,47 +28,97 @@ pub(crate) fn stack_id(ctx: &impl StackIdContext, flags: u64) -> i32 {
     }
 }
 
-/// How many futex waits of a thread reuse its last walked kernel stack before it is walked
-/// again (so a stack that did change is seen soon).
-const KSTACK_REUSES: u32 = 64;
+/// How many waits of a thread reuse its last walked stacks before they are walked again (so a
+/// stack that did change is seen soon).
+const STACK_REUSES: u32 = 64;
 
-/// The kernel stack of `tid`, going off CPU now. Walking it is most of a switch's cost, and a
-/// thread that blocks again in the same system call on the same object (a futex wait: any
-/// futex; a read: the same descriptor) blocks down the same kernel path: there it is walked
-/// once in a while and reused in between.
+/// The kernel and user stacks of `tid`, going off CPU now, blocked in a call from the Java
+/// frame `anchor` (sp, pc; 0: none). Walking them is most of a switch's cost, and a thread
+/// that blocks again in the same system call on the same object (a futex wait: any futex; a
+/// read: the same descriptor) blocks down the same kernel path, and from the same Java frame
+/// through the same native frames: there they are walked once in a while and reused in
+/// between.
 #[inline(always)]
-pub(crate) fn kernel_stack(ctx: &impl StackIdContext, tid: u32) -> i32 {
-    let Some(call) = IN_SYSCALL.get_ptr(tid) else {
-        return stack_id(ctx, 0);
+pub(crate) fn native_stacks(ctx: &impl StackIdContext, tid: u32, anchor: [u64; 2]) -> (i32, i32) {
+    let user_flags = BPF_F_USER_STACK as u64;
+    let Some((nr, object)) = blocking_call(tid) else {
+        return (stack_id(ctx, 0), stack_id(ctx, user_flags));
     };
-    let (nr, object) = unsafe {
-        let call = &*call;
-        let object = if call.flags & syscall_flags::FUTEX_WAIT != 0 {
-            0 // every futex wait blocks down the same path, whichever the futex
-        } else {
-            call.args[0]
-        };
-        (call.nr, object)
-    };
-    if let Some(last) = KSTACKS.get_ptr_mut(tid) {
+    let last = KSTACKS.get_ptr_mut(tid);
+    if let Some(last) = last {
         let last = unsafe { &mut *last };
-        if last.nr == nr && last.object == object && last.uses < KSTACK_REUSES {
-            last.uses += 1;
-            return last.id;
+        if last.nr == nr && last.object == object && last.kernel_uses < STACK_REUSES {
+            last.kernel_uses += 1;
+            let user_reused = anchor[0] != 0
+                && last.anchor_sp == anchor[0]
+                && last.anchor_pc == anchor[1]
+                && last.user_uses < STACK_REUSES;
+            if user_reused {
+                last.user_uses += 1;
+                return (last.kernel_id, last.user_id);
+            }
+            let user_id = stack_id(ctx, user_flags);
+            if user_id >= 0 {
+                last.user_id = user_id;
+                last.user_uses = 0;
+                last.anchor_sp = anchor[0];
+                last.anchor_pc = anchor[1];
+            }
+            return (last.kernel_id, user_id);
         }
     }
-    let id = stack_id(ctx, 0);
-    if id >= 0 {
-        let reuse = KernelStackReuse {
-            id,
-            uses: 0,
+    let kernel_id = stack_id(ctx, 0);
+    let user_id = stack_id(ctx, user_flags);
+    if kernel_id >= 0 {
+        let reuse = StackReuse {
+            kernel_id,
+            kernel_uses: 0,
             nr,
-            _pad: 0,
+            user_id,
             object,
+            // A user stack not walked is never reused.
+            anchor_sp: if user_id >= 0 { anchor[0] } else { 0 },
+            anchor_pc: anchor[1],
+            user_uses: 0,
+            _pad: 0,
         };
         let _ = KSTACKS.insert(tid, reuse, 0);
     }
-    id
+    (kernel_id, user_id)
+}
+
+/// The system call the current thread `tid` blocks in, and the object it waits on (0 for any
+/// futex wait): the call traced at its entry, or else the one its saved registers say (when
+/// calls are read only as threads block, the entry is made after the stack is taken).
+#[inline(always)]
+fn blocking_call(tid: u32) -> Option<(u32, u64)> {
+    let (nr, arg0, arg1) = match IN_SYSCALL.get_ptr(tid) {
+        Some(call) => unsafe {
+            let call = &*call;
+            if call.flags & syscall_flags::FUTEX_WAIT != 0 {
+                return Some((call.nr, 0));
+            }
+            (call.nr as i64, call.args[0], call.args[1])
+        },
+        None => {
+            let regs = current_user_regs()?;
+            unsafe {
+                (
+                    user_reg(core::ptr::addr_of!((*regs).orig_rax)) as i64,
+                    user_reg(core::ptr::addr_of!((*regs).rdi)),
+                    user_reg(core::ptr::addr_of!((*regs).rsi)),
+                )
+            }
+        }
+    };
+    // Blocked outside a system call (a page fault): walked every time.
+    let nr = u32::try_from(nr).ok()?;
+    let futex_wait = match nr {
+        sysno::FUTEX => futex_op::waits(arg1),
+        sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
+        _ => false,
+    };
+    Some((nr, if futex_wait { 0 } else { arg0 }))
 }
 
 /// Copies the current thread's user registers and the top of its user stack, so that user

@@ -161,9 +161,9 @@ pub struct WaitAtStart {
 pub struct Capture {
     events: RingBuf<MapData>,
     stacks: StackTraceMap<MapData>,
-    /// Each thread's last kernel stack id, reused by its next waits (`KSTACKS`; the value,
-    /// a `KernelStackReuse`, is never read here): forgotten when the stack map is emptied.
-    kernel_stack_reuse: HashMap<MapData, u32, [u64; 3]>,
+    /// Each thread's last native stack ids, reused by its next waits (`KSTACKS`; the value,
+    /// a `StackReuse`, is never read here): forgotten when the stack map is emptied.
+    kernel_stack_reuse: HashMap<MapData, u32, [u64; 6]>,
     /// How many entries the stack map has room for.
     stack_map_entries: u32,
     /// Stacks user space could not name (taken while the map was being emptied).
