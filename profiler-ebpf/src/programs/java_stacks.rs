@@ -9,7 +9,9 @@ use profiler_ebpf::{
 };
 
 use super::{
-    maps::{EVENTS, JAVA_THREADS, STACK_CHUNK_SCRATCH, STACK_REQUESTS, STACK_SCRATCH, count},
+    maps::{
+        COPY_ENDS, EVENTS, JAVA_THREADS, STACK_CHUNK_SCRATCH, STACK_REQUESTS, STACK_SCRATCH, count,
+    },
     memory::read_user,
     settings::{
         JAVA_STATE_IN_JAVA, JVM_LAYOUT, MIN_JAVA_STACK_NS, MIN_SYSCALL_NS, SYSCALLS_AT_SWITCHES,
@@ -164,12 +166,20 @@ fn copy_stack_from(
     let thread = entry & !THREAD_BITS;
     let sp = start[0];
     let base = read_user::<u64>(thread + layout.stack_base as u64).unwrap_or(0);
-    let len = if base > sp {
+    let mut len = if base > sp {
         (base - sp).min(STACK_COPY_BYTES as u64)
     } else {
         STACK_COPY_BYTES as u64
     };
     let frozen = frozen_frames(layout, thread, entry);
+    // A mounted virtual thread's frames end at its continuation's entry frame: the carrier's
+    // own frames below it (thousands of bytes, to the stack's base) are never walked.
+    if frozen.vthread != 0
+        && let Some(&end) = unsafe { COPY_ENDS.get(&tid) }
+        && end > sp
+    {
+        len = len.min(end - sp);
+    }
     // A virtual thread with frames frozen in a chunk: those frames are copied too, now, while
     // they are where the chunk says (later, the GC may move the chunk, or the thread thaw them).
     // Either copy is made in its scratch map and only its used part sent.

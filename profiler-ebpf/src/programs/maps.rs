@@ -51,6 +51,11 @@ pub(crate) static KSTACKS: HashMap<u32, StackReuse> = HashMap::with_max_entries(
 /// thread, written by user space and applied here when the wait ends (see `amend`).
 #[map]
 pub(crate) static AMENDMENTS: HashMap<u32, WaitAmendment> = HashMap::with_max_entries(8 * 1024, 0);
+/// Per carrier: where copies of a mounted virtual thread's stack end (the address past its
+/// continuation's entry frame, learned by user space from its walks; the carrier's own frames
+/// below it are never walked). A carrier not in it has its stack copied to the base.
+#[map]
+pub(crate) static COPY_ENDS: HashMap<u32, u64> = HashMap::with_max_entries(4 * 1024, 0);
 /// Java threads whose stack is wanted when they leave the system call they blocked in.
 #[map]
 pub(crate) static STACK_REQUESTS: HashMap<u32, StackRequest> =

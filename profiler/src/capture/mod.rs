@@ -164,6 +164,8 @@ pub struct Capture {
     /// Each thread's last native stack ids, reused by its next waits (`KSTACKS`; the value,
     /// a `StackReuse`, is never read here): forgotten when the stack map is emptied.
     kernel_stack_reuse: HashMap<MapData, u32, [u64; 6]>,
+    /// Where copies of each carrier's mounted virtual thread's stack end (`COPY_ENDS`).
+    copy_ends: HashMap<MapData, u32, u64>,
     /// How many entries the stack map has room for.
     stack_map_entries: u32,
     /// Stacks user space could not name (taken while the map was being emptied).
@@ -369,6 +371,7 @@ impl Capture {
         };
         let stacks = StackTraceMap::try_from(stacks)?;
         let kernel_stack_reuse = HashMap::try_from(take(&mut ebpf, "KSTACKS")?)?;
+        let copy_ends = HashMap::try_from(take(&mut ebpf, "COPY_ENDS")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
         let sched_stats = HashMap::try_from(take(&mut ebpf, "SCHED_STATS")?)?;
@@ -409,6 +412,7 @@ impl Capture {
             events,
             stacks,
             kernel_stack_reuse,
+            copy_ends,
             stack_map_entries,
             stacks_lost_to_emptying: 0,
             java_stacks_missed: 0,
@@ -587,6 +591,15 @@ impl Capture {
                 self.seeds_lost[1] += u64::from(calls.insert(wait.tid, call, 0).is_err());
             }
         }
+    }
+
+    /// Copies of carrier `tid`'s mounted virtual thread's stack end at `end` (None: at the
+    /// stack's base). A full map leaves the carrier copied to its base.
+    pub fn set_copy_end(&mut self, tid: u32, end: Option<u64>) {
+        let _ = match end {
+            Some(end) => self.copy_ends.insert(tid, end, 0),
+            None => self.copy_ends.remove(&tid),
+        };
     }
 
     /// Whether `tid`'s off-CPU interval at the capture's start was seeded (and kept): a wait

@@ -67,10 +67,7 @@ pub struct ChunkFrames {
 
 impl ChunkFrames {
     pub fn stack(&self) -> StackBytes<'_> {
-        StackBytes {
-            base: self.base,
-            data: &self.data,
-        }
+        StackBytes::new(self.base, &self.data)
     }
 }
 

@@ -521,6 +521,8 @@ impl Hotspot {
     /// this JVM's stacks cannot be walked. A virtual thread's stack goes on with the frames
     /// still frozen in its stack chunks (`frozen`, noted by the kernel): from the kernel's copy
     /// of them (`copy`) when it holds them all, else read from the heap now, when they can be.
+    /// With them, how far up the copy the walk read (the end of the highest word), and whether
+    /// it wanted more than the copy holds.
     pub fn walk(
         &mut self,
         base: u64,
@@ -528,11 +530,13 @@ impl Hotspot {
         anchor: [u64; 3],
         frozen: Option<Frozen>,
         copy: Option<(&ChunkHead, &[u8])>,
-    ) -> Vec<JavaFrame> {
+    ) -> (Vec<JavaFrame>, (u64, bool)) {
         let Some(w) = &mut self.walker else {
-            return Vec::new();
+            return (Vec::new(), (base, false));
         };
-        let mut frames = w.walk(&self.mem, &StackBytes { base, data }, anchor);
+        let stack = StackBytes::new(base, data);
+        let mut frames = w.walk(&self.mem, &stack, anchor);
+        let reach = stack.reach();
         if frames.last().is_some_and(|f| f.name == FROZEN_CALLERS)
             && let (Some(layout), Some(frozen)) = (&self.chunks, frozen)
         {
@@ -567,13 +571,13 @@ impl Hotspot {
                 frames.extend(callers);
             }
         }
-        frames
+        (frames, reach)
     }
 
     /// The frame-pointer view of the same copied stack (see `walk::frame_pointer_chain`).
     pub fn frame_pointer_chain(&mut self, base: u64, data: &[u8], anchor: [u64; 3]) -> Vec<u64> {
         match &mut self.walker {
-            Some(w) => w.frame_pointer_chain(&self.mem, &StackBytes { base, data }, anchor),
+            Some(w) => w.frame_pointer_chain(&self.mem, &StackBytes::new(base, data), anchor),
             None => Vec::new(),
         }
     }

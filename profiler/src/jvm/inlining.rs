@@ -508,10 +508,7 @@ mod tests {
         // Every field of the nmethod all ones, near the top of the address space.
         let nm = u64::MAX - 63;
         mem.put(nm, &[0xff; 64]);
-        let stack = StackBytes {
-            base: 0x7000,
-            data: &[0xff; 64],
-        };
+        let stack = StackBytes::new(0x7000, &[0xff; 64]);
         let mut inlining = inlining(u64::MAX);
         for pc in [0, u64::MAX, nm] {
             assert_eq!(inlining.scopes(&mem, &stack, nm, 0x7000, pc, 1), None);

@@ -6,6 +6,8 @@
 //! The stack bytes come from a copy made in the kernel as the thread blocked (`StackCopy`);
 //! the code cache and metadata are read live, since they outlive the frames that use them.
 
+use std::cell::Cell;
+
 use anyhow::{Context, Result};
 
 use super::{
@@ -101,22 +103,46 @@ impl JavaFrame {
 /// chunk on the heap (read by `walk_chunks` when they can be).
 pub const FROZEN_CALLERS: &str = "[callers frozen in the virtual thread's stack chunk]";
 
+/// The frame a virtual thread's frames end with: its continuation's entry.
+pub const CONTINUATION_ENTRY: &str = "jdk.internal.vm.Continuation.enterSpecial";
+
 /// A copy of stack memory starting at `base`, made as the thread blocked. Nothing outside it is
-/// read: the live stack has moved on since.
+/// read: the live stack has moved on since. It notes how far up a walk read it, and whether
+/// the walk wanted more than it holds.
 pub struct StackBytes<'a> {
     pub base: u64,
     pub data: &'a [u8],
+    reach: Cell<u64>,
+    overran: Cell<bool>,
 }
 
-impl StackBytes<'_> {
+impl<'a> StackBytes<'a> {
+    pub fn new(base: u64, data: &'a [u8]) -> Self {
+        Self {
+            base,
+            data,
+            reach: Cell::new(base),
+            overran: Cell::new(false),
+        }
+    }
+
     pub(super) fn word(&self, addr: u64) -> Option<u64> {
         let at = usize::try_from(addr.checked_sub(self.base)?).ok()?;
-        let bytes = self.data.get(at..at.checked_add(8)?)?;
+        let Some(bytes) = self.data.get(at..at.checked_add(8)?) else {
+            self.overran.set(true);
+            return None;
+        };
+        self.reach.set(self.reach.get().max(addr.saturating_add(8)));
         Some(u64::from_ne_bytes(bytes.try_into().ok()?))
     }
 
     fn end(&self) -> u64 {
         self.base.saturating_add(self.data.len() as u64)
+    }
+
+    /// The end of the highest word read so far, and whether a read fell past the copy.
+    pub fn reach(&self) -> (u64, bool) {
+        (self.reach.get(), self.overran.get())
     }
 }
 
@@ -493,6 +519,7 @@ impl Walker {
                     if next_sp > sp && next_sp.is_multiple_of(8) =>
                 {
                     if next_sp >= stack.end() {
+                        stack.overran.set(true);
                         // Deeper than the copy the kernel made: say so rather than guess.
                         frames.push(JavaFrame::other(
                             next_pc,
@@ -583,7 +610,7 @@ impl Walker {
             && let Some(blob) = self.blob(mem, pc)
             && blob.method.is_some()
         {
-            let empty = StackBytes { base: 0, data: &[] };
+            let empty = StackBytes::new(0, &[]);
             self.code_frames(mem, &empty, &blob, 0, pc, &mut frames);
         }
         frames
@@ -697,7 +724,7 @@ impl Walker {
             None => format!("[{}]", blob.name),
         };
         // The virtual thread's frames end at its continuation's entry.
-        let bottom = frozen || name == "jdk.internal.vm.Continuation.enterSpecial";
+        let bottom = frozen || name == CONTINUATION_ENTRY;
         // Methods the JIT inlined here come first, innermost first; the chain must end with
         // the frame's own method to be trusted.
         let mut own_bci = None;
@@ -1150,10 +1177,7 @@ mod tests {
         // Every word is a return address into a one-word stub: each frame's caller is the next
         // word up, forever.
         let data = words(&[STUB_PC; 4 * MAX_FRAMES]);
-        let stack = StackBytes {
-            base: STACK,
-            data: &data,
-        };
+        let stack = StackBytes::new(STACK, &data);
         let frames = walker(layout()).walk(&code(1), &stack, [STACK, STUB_PC, 0]);
         assert_eq!(frames.len(), MAX_FRAMES + 1);
         assert_eq!(frames[0].name, "[StubRoutines]");
@@ -1169,10 +1193,7 @@ mod tests {
         values[(fp - STACK) as usize / 8] = fp; // saved fp
         values[(fp - STACK) as usize / 8 + 1] = INTERPRETER; // return address
         let data = words(&values);
-        let stack = StackBytes {
-            base: STACK,
-            data: &data,
-        };
+        let stack = StackBytes::new(STACK, &data);
         let mem = FakeMemory::default();
         let frames = walker(layout()).walk(&mem, &stack, [STACK, INTERPRETER, fp]);
         assert_eq!(frames.len(), 1);
@@ -1186,20 +1207,14 @@ mod tests {
     #[test]
     fn hostile_frame_sizes_and_addresses_end_the_walk() {
         let data = words(&[STUB_PC; 8]);
-        let stack = StackBytes {
-            base: STACK,
-            data: &data,
-        };
+        let stack = StackBytes::new(STACK, &data);
         // Huge, negative and zero frame sizes.
         for frame_words in [i32::MAX as u32, u32::MAX, 0x8000_0000, 0] {
             let frames = walker(layout()).walk(&code(frame_words), &stack, [STACK, STUB_PC, 0]);
             assert!(frames.len() <= 2, "{frame_words:#x}: {frames:?}");
         }
         // A stack pointer at the top of the address space.
-        let top = StackBytes {
-            base: u64::MAX - 15,
-            data: &data[..16],
-        };
+        let top = StackBytes::new(u64::MAX - 15, &data[..16]);
         let frames = walker(layout()).walk(&code(1), &top, [u64::MAX - 7, STUB_PC, 0]);
         assert_eq!(frames.len(), 1);
         let pcs = walker(layout()).frame_pointer_chain(&code(4), &top, [u64::MAX - 7, STUB_PC, 0]);
@@ -1212,10 +1227,7 @@ mod tests {
         let mut values = [u64::MAX; 16];
         values[(fp - STACK) as usize / 8 - 6] = u64::MAX - 3;
         let data = words(&values);
-        let stack = StackBytes {
-            base: STACK,
-            data: &data,
-        };
+        let stack = StackBytes::new(STACK, &data);
         let layout = Layout {
             wrapper_anchor: u64::MAX,
             anchor_sp: u64::MAX,
@@ -1289,10 +1301,7 @@ mod tests {
             let mut values = [1u64; 32];
             values[(fp - STACK) as usize / 8 - 9] = top;
             let data = words(&values);
-            let stack = StackBytes {
-                base: STACK,
-                data: &data,
-            };
+            let stack = StackBytes::new(STACK, &data);
             assert!(!interpreted_frame_locks(&stack, fp), "{top:#x}");
         }
     }

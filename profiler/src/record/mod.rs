@@ -414,6 +414,7 @@ pub fn run_with(
             cursor: 0,
         },
         stacks: Stacks::new(),
+        copy_ends: Default::default(),
         mappings,
         fds: fdname::FdNamer::new(&process),
         lock_symbols: HashMap::new(),
@@ -557,6 +558,8 @@ struct Session {
     threads_not_listed: u64,
     /// Whether the thread watch has said a change yet.
     list_watched: bool,
+    /// Where the kernel's copies of carriers' virtual thread stacks end.
+    copy_ends: stacks::CopyEnds,
 }
 
 impl Session {

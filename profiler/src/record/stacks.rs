@@ -12,7 +12,10 @@ use super::{
 use crate::{
     budget::{self, Bounded, Cut},
     events::{Event, Frame, FrameKind, Stack},
-    jvm::{chunk::Frozen, walk::Tier},
+    jvm::{
+        chunk::Frozen,
+        walk::{CONTINUATION_ENTRY, Tier},
+    },
     mappings::MapsWatch,
     symbolize::Symbolizer,
     unwind::NativeUnwinder,
@@ -143,6 +146,51 @@ fn cut_names(frames: &mut [Frame]) {
 
 /// Threads looked at per pass for a Java stack to read, at most (a map look-up each).
 const MAX_STACK_READS: usize = 256;
+
+/// Where the kernel's copies of each carrier's mounted virtual thread's stack end, learned
+/// from the walks: the walk of such a stack ends at its continuation's entry frame
+/// (`enterSpecial`), whose place on a carrier's stack is the same from one virtual thread to
+/// the next (the carrier's own frames below it do not change), so the carrier's frames below
+/// it (most of the copy) are left out of the next copies. A walk that wants more than the copy
+/// holds (the carrier's frames did change) unlearns it.
+#[derive(Default)]
+pub(super) struct CopyEnds {
+    ends: HashMap<u32, u64>,
+}
+
+/// Kept past the highest word the walk read: room for the entry frame to move a little.
+const COPY_END_SLACK: u64 = 1024;
+
+impl CopyEnds {
+    /// A walk of carrier `tid`'s mounted virtual thread's stack read up to `reach`, wanted
+    /// more (`overran`) or not, and ended at the continuation's entry or not: the new end of
+    /// its copies, if it changes (`Some(None)`: to the stack's base).
+    pub(super) fn walked(
+        &mut self,
+        tid: u32,
+        reach: u64,
+        overran: bool,
+        at_entry: bool,
+    ) -> Option<Option<u64>> {
+        match self.ends.get(&tid) {
+            Some(_) if overran => {
+                self.ends.remove(&tid);
+                Some(None)
+            }
+            None if at_entry && !overran => {
+                let end = reach.saturating_add(COPY_END_SLACK) & !15;
+                self.ends.insert(tid, end);
+                Some(Some(end))
+            }
+            _ => None,
+        }
+    }
+
+    /// The thread ended: whether it had an end to forget.
+    pub(super) fn forget(&mut self, tid: u32) -> bool {
+        self.ends.remove(&tid).is_some()
+    }
+}
 
 /// Java stacks of other threads' long waits, read from user space (see
 /// `read_blocked_java_stacks`).
@@ -363,9 +411,15 @@ impl Session {
             chunk: head.chunk,
             sp: head.chunk_sp,
         });
-        let walked = jvm
-            .hotspot
-            .walk(head.anchor_sp, &copy.data[..len], anchor, frozen, chunk);
+        let (walked, (reach, overran)) =
+            jvm.hotspot
+                .walk(head.anchor_sp, &copy.data[..len], anchor, frozen, chunk);
+        if head.vthread != 0 {
+            let at_entry = walked.last().is_some_and(|f| f.name == CONTINUATION_ENTRY);
+            if let Some(end) = self.copy_ends.walked(head.tid, reach, overran, at_entry) {
+                self.capture.set_copy_end(head.tid, end);
+            }
+        }
         if let Some(check) = &mut self.fp_check {
             // Unwinding: both walks must find the same compiled frames (by return address).
             // Naming: where the perf map knows a frame, it must give the same method.
@@ -619,6 +673,27 @@ pub(super) fn blocked_java_stack(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_end_past_the_entry_frame_until_a_walk_wants_more() {
+        let mut ends = CopyEnds::default();
+        // Walks that did not reach the entry teach nothing.
+        assert_eq!(ends.walked(7, 0x1000, false, false), None);
+        assert_eq!(ends.walked(7, 0x1000, true, true), None);
+        let end = 0x1008 + COPY_END_SLACK;
+        assert_eq!(ends.walked(7, 0x1008, false, true), Some(Some(end & !15)));
+        // Learned once; later walks within the copy change nothing.
+        assert_eq!(ends.walked(7, 0x1100, false, true), None);
+        // One that wanted more than the copy held unlearns it, and the next complete walk
+        // learns it again.
+        assert_eq!(ends.walked(7, 0x1800, true, false), Some(None));
+        assert_eq!(
+            ends.walked(7, 0x1800, false, true),
+            Some(Some(0x1800 + COPY_END_SLACK))
+        );
+        assert!(ends.forget(7));
+        assert!(!ends.forget(7));
+    }
 
     #[test]
     fn a_raw_tracepoints_own_frames_are_left_out_of_kernel_stacks() {

@@ -129,6 +129,9 @@ impl Session {
                     if self.known_threads.remove(&life.tid) {
                         self.recently_exited.insert(life.tid);
                     }
+                    if self.copy_ends.forget(life.tid) {
+                        self.capture.set_copy_end(life.tid, None);
+                    }
                     let known = life.run_ns != u64::MAX && life.wait_ns != u64::MAX;
                     self.writer.write_event(&Event::ThreadExit {
                         tid: life.tid,
