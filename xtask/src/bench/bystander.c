@@ -5,9 +5,14 @@
  * bursts of a phase, the ones other processes on the machine disturbed least.
  * With the argument "pipe", the bursts are one-byte round trips through a pair of pipes to a
  * second thread that echoes them: each is two wake-ups and context switches, so what a tracer
- * adds to every switch of the host shows ("burst <round trips> <the process's CPU ns>"). */
+ * adds to every switch of the host shows ("burst <round trips> <the process's CPU ns>"). Both
+ * threads are held to one CPU (the last): a trip is then always two switches on that CPU,
+ * not a mix of those and of wake-ups of idle CPUs, whose costs differ by far more than a
+ * tracer's. */
+#define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +36,14 @@ static void *echo(void *unused) {
 
 static int pipe_bursts(void) {
     pthread_t thread;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sysconf(_SC_NPROCESSORS_ONLN) - 1, &one);
+    /* Before the echo thread exists, which inherits it. */
+    if (sched_setaffinity(0, sizeof one, &one) != 0) {
+        perror("sched_setaffinity");
+        return 1;
+    }
     if (pipe(to_echo) != 0 || pipe(from_echo) != 0 ||
         pthread_create(&thread, NULL, echo, NULL) != 0) {
         perror("pipe");
