@@ -555,11 +555,15 @@ pub struct MissedWait {
 pub mod wait_flags {
     /// The thread's last wait that was not a blip lasted at least the threshold for Java
     /// stacks: its next wait has its Java stack copied as it blocks. Kept through a wait while
-    /// it lasts, and through a blip (a wait under a quarter of the threshold: a mutex handed
-    /// over on the way into a long park) as it ends.
+    /// it lasts, through a wait for a CPU, and through one blip (a wait under a quarter of the
+    /// threshold: a mutex handed over on the way into a long park) as it ends.
     pub const LAST_LONG: u32 = 1;
     /// This wait's Java stack was copied as it blocked (user space need not read it).
     pub const STACK_COPIED: u32 = 2;
+    /// `LAST_LONG` was kept through a blip since the last long wait: the next blip ends it (a
+    /// thread whose waits are all short, handing work back and forth, is not copied at every
+    /// one of them).
+    pub const BLIP_KEPT: u32 = 4;
 }
 
 /// A thread's last walked native stacks in a system call, reused for its next waits in the

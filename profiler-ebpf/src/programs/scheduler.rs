@@ -176,9 +176,12 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
     // copied.
     // (A thread not seen blocking yet counts as after a long wait: its waits before attach
     // are not known, and its first one then has its stack.)
-    let last_long = STARTS
+    let run = STARTS
         .get_ptr(tid)
-        .is_none_or(|s| unsafe { (*s).flags } & wait_flags::LAST_LONG != 0);
+        .map_or(wait_flags::LAST_LONG, |s| unsafe {
+            (*s).flags & (wait_flags::LAST_LONG | wait_flags::BLIP_KEPT)
+        });
+    let last_long = run & wait_flags::LAST_LONG != 0;
     let stack_wanted = !preempted
         && java.flags & java_flags::KNOWN != 0
         && java.anchor_sp != 0
@@ -201,7 +204,7 @@ fn switch_out(ctx: &RawTracePointContext, tid: u32, now: u64, prev_state: u64) -
             wait_flags::STACK_COPIED
         } else {
             0
-        } | if last_long { wait_flags::LAST_LONG } else { 0 },
+        } | run,
         wake_ns: 0,
         java,
     };
@@ -444,12 +447,19 @@ fn end_wait_of(next: u32, start: &mut OffCpuStart, now: u64) {
             None => count(counter::LOST_EVENTS),
         }
     }
-    // (A wait for a CPU says nothing of the thread's waits: it keeps the flag, as a blip does.)
+    // (A wait for a CPU says nothing of the thread's waits: it keeps the flags; so does the
+    // first blip after a long wait.)
     let java_min = setting(&MIN_JAVA_STACK_NS);
-    let kept = start.flags & wait_flags::LAST_LONG != 0
-        && (start.prev_state == task_state::RUNNING || duration < java_min / 4);
-    let long = kept || (start.prev_state != task_state::RUNNING && duration >= java_min);
-    start.flags = if long { wait_flags::LAST_LONG } else { 0 };
+    let run = wait_flags::LAST_LONG | wait_flags::BLIP_KEPT;
+    start.flags = if start.prev_state == task_state::RUNNING {
+        start.flags & run
+    } else if duration >= java_min {
+        wait_flags::LAST_LONG
+    } else if start.flags & run == wait_flags::LAST_LONG && duration < java_min / 4 {
+        run
+    } else {
+        0
+    };
     start.start_ns = WAIT_ENDED;
 }
 
