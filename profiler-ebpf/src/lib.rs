@@ -64,6 +64,17 @@ pub mod futex_op {
             WAIT | LOCK_PI | WAIT_BITSET | WAIT_REQUEUE_PI | LOCK_PI2
         )
     }
+
+    /// Whether system call `nr`, with `arg1` its second argument, is a futex wait: `futex(2)`
+    /// with an `op` that waits, `futex_waitv(2)` or `futex_wait(2)`.
+    pub fn call_waits(nr: u32, arg1: u64) -> bool {
+        use super::sysno::{FUTEX, FUTEX_WAIT, FUTEX_WAITV};
+        match nr {
+            FUTEX => waits(arg1),
+            FUTEX_WAITV | FUTEX_WAIT => true,
+            _ => false,
+        }
+    }
 }
 
 /// Indexes into the per-CPU `COUNTERS` array.

@@ -43,8 +43,8 @@ pub(crate) static NS_TIDS: HashMap<u32, u32> = HashMap::with_max_entries(64 * 10
 /// with their birth (sent once they run, when their namespace id is known).
 #[map]
 pub(crate) static NS_BIRTHS: HashMap<u32, u64> = HashMap::with_max_entries(8 * 1024, 0);
-/// Per thread: the kernel stack of its last wait in a system call, the call, and how many
-/// waits since reused it (see `kernel_stack`).
+/// Per thread: the native stacks of its last wait in a system call, the call, and how many
+/// waits since reused them (see `native_stacks`).
 #[map]
 pub(crate) static KSTACKS: HashMap<u32, StackReuse> = HashMap::with_max_entries(64 * 1024, 0);
 /// The Java state of waits that began before their thread was known as a Java thread, per

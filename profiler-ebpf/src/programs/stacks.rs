@@ -6,7 +6,7 @@ use aya_ebpf::{
     programs::tracing::StackIdContext,
 };
 use profiler_ebpf::{
-    NATIVE_COPY_BYTES, NativeStackCopy, StackReuse, counter, futex_op, kind, syscall_flags, sysno,
+    NATIVE_COPY_BYTES, NativeStackCopy, StackReuse, counter, futex_op, kind, syscall_flags,
 };
 
 use super::{
@@ -44,8 +44,7 @@ pub(crate) fn native_stacks(ctx: &impl StackIdContext, tid: u32, anchor: [u64; 2
     let Some((nr, object)) = blocking_call(tid) else {
         return (stack_id(ctx, 0), stack_id(ctx, user_flags));
     };
-    let last = KSTACKS.get_ptr_mut(tid);
-    if let Some(last) = last {
+    if let Some(last) = KSTACKS.get_ptr_mut(tid) {
         let last = unsafe { &mut *last };
         if last.nr == nr && last.object == object && last.kernel_uses < STACK_REUSES {
             last.kernel_uses += 1;
@@ -113,12 +112,14 @@ fn blocking_call(tid: u32) -> Option<(u32, u64)> {
     };
     // Blocked outside a system call (a page fault): walked every time.
     let nr = u32::try_from(nr).ok()?;
-    let futex_wait = match nr {
-        sysno::FUTEX => futex_op::waits(arg1),
-        sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
-        _ => false,
-    };
-    Some((nr, if futex_wait { 0 } else { arg0 }))
+    Some((
+        nr,
+        if futex_op::call_waits(nr, arg1) {
+            0
+        } else {
+            arg0
+        },
+    ))
 }
 
 /// Copies the current thread's user registers and the top of its user stack, so that user

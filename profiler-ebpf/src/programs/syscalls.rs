@@ -244,11 +244,7 @@ pub(crate) fn syscall_at_switch_out(tid: u32, now: u64, idle: bool) {
 /// The system call of `tid` whose timing begins at `start_ns` (its entry, or its switch-out).
 #[inline(always)]
 fn begin_syscall(tid: u32, nr: u32, args: [u64; 4], start_ns: u64, flags: u32) {
-    let futex_wait = match nr {
-        sysno::FUTEX => futex_op::waits(args[1]),
-        sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
-        _ => false,
-    };
+    let futex_wait = futex_op::call_waits(nr, args[1]);
     let mut timeout_ns = u64::MAX;
     if nr == sysno::FUTEX && futex_wait && args[3] != 0 {
         // struct timespec { tv_sec, tv_nsec }

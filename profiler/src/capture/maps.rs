@@ -99,9 +99,9 @@ impl Capture {
     /// each read before it is deleted unless `known` says user space has it already.
     /// Returns when it began and ended, and what was deleted (`None`: known, not read).
     pub fn empty_stack_map(&mut self, known: impl Fn(u32) -> bool) -> EmptiedStacks {
-        let reused: Vec<u32> = self.kernel_stack_reuse.keys().flatten().collect();
+        let reused: Vec<u32> = self.stack_reuse.keys().flatten().collect();
         for tid in reused {
-            let _ = self.kernel_stack_reuse.remove(&tid);
+            let _ = self.stack_reuse.remove(&tid);
         }
         let ids: Vec<u32> = self.stacks.stack_ids().flatten().collect();
         let mut deleted = Vec::with_capacity(ids.len());

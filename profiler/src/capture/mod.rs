@@ -163,7 +163,7 @@ pub struct Capture {
     stacks: StackTraceMap<MapData>,
     /// Each thread's last native stack ids, reused by its next waits (`KSTACKS`; the value,
     /// a `StackReuse`, is never read here): forgotten when the stack map is emptied.
-    kernel_stack_reuse: HashMap<MapData, u32, [u64; 6]>,
+    stack_reuse: HashMap<MapData, u32, [u64; 6]>,
     /// Where copies of each carrier's mounted virtual thread's stack end (`COPY_ENDS`).
     copy_ends: HashMap<MapData, u32, u64>,
     /// How many entries the stack map has room for.
@@ -370,7 +370,7 @@ impl Capture {
             _ => 0,
         };
         let stacks = StackTraceMap::try_from(stacks)?;
-        let kernel_stack_reuse = HashMap::try_from(take(&mut ebpf, "KSTACKS")?)?;
+        let stack_reuse = HashMap::try_from(take(&mut ebpf, "KSTACKS")?)?;
         let copy_ends = HashMap::try_from(take(&mut ebpf, "COPY_ENDS")?)?;
         let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
         let short = HashMap::try_from(take(&mut ebpf, "SHORT_OFF_CPU")?)?;
@@ -411,7 +411,7 @@ impl Capture {
             in_syscall,
             events,
             stacks,
-            kernel_stack_reuse,
+            stack_reuse,
             copy_ends,
             stack_map_entries,
             stacks_lost_to_emptying: 0,

@@ -78,11 +78,7 @@ pub(super) fn waits_at_start(
             .then(|| target.thread_syscall(tid))
             .flatten()
             .map(|(nr, args)| {
-                let futex_wait = match nr {
-                    sysno::FUTEX => profiler_ebpf::futex_op::waits(args[1]),
-                    sysno::FUTEX_WAITV | sysno::FUTEX_WAIT => true,
-                    _ => false,
-                };
+                let futex_wait = profiler_ebpf::futex_op::call_waits(nr, args[1]);
                 // As the kernel program reads it at entry: the caller's timespec, which stays
                 // as it was while the caller waits.
                 let timeout_ns = (nr == sysno::FUTEX && futex_wait)
