@@ -43,6 +43,7 @@ pub(super) fn waits_at_start(
         .then(|| target.process().open("mem", libc::O_RDONLY).ok())
         .flatten()
         .map(std::fs::File::from);
+    let mut stack_bytes = 0;
     for tid in target.tids() {
         // Read first: a change by the time the programs are attached means it ran.
         let Some(runs) = target.runs(tid) else {
@@ -109,13 +110,17 @@ pub(super) fn waits_at_start(
                 }
             });
         // Kept only if the thread did not run while it was read: the same wait throughout.
+        // (At most `SEED_STACK_BYTES` in all, however many threads the target has: the waits
+        // past them have their stacks read by the passes over blocked threads.)
         let stack = off_cpu
             .as_ref()
             .zip(stack_mem.as_ref())
+            .filter(|_| stack_bytes < SEED_STACK_BYTES)
             .and_then(|(start, mem)| super::stacks::blocked_java_stack(mem, start))
             .filter(|_| target.runs(tid) == Some(runs));
         if let Some(mut stack) = stack {
             stack.head.tid = tid;
+            stack_bytes += stack.data.len();
             seeds.java_stacks.push(stack);
         }
         if off_cpu.is_some() || syscall.is_some() {
@@ -129,6 +134,10 @@ pub(super) fn waits_at_start(
     }
     seeds
 }
+
+/// The most the Java stacks read with the seeds hold, in all (they are held until the capture
+/// has started, before the memory budget's shares are known).
+const SEED_STACK_BYTES: usize = 16 << 20;
 
 /// What `waits_at_start` read.
 #[derive(Default)]
