@@ -139,6 +139,11 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(100);
 /// a wait longer than this gets its stack, a shorter one only if a pass falls within it.
 const STACK_READ_PERIOD: Duration = Duration::from_millis(20);
 
+/// The chores (naming waits, sampling queues) run at the end of a drain, but at most this
+/// often: a busy target ends a drain hundreds of times a second, and each chore looks up
+/// every thread's open wait in the kernel's maps, one system call each.
+const CHORE_PERIOD: Duration = STACK_READ_PERIOD;
+
 /// How often counters are snapshot into the file and the file is flushed.
 const CHECKPOINT: Duration = Duration::from_secs(1);
 
@@ -634,7 +639,11 @@ impl Session {
             }
             self.keep_stack_map_roomy();
             // The rest waits for the end of a drain, or a drain period at most.
-            if !raws.is_empty() || (backlog && last_chores.elapsed() < DRAIN_PERIOD) {
+            let since_chores = last_chores.elapsed();
+            if !raws.is_empty()
+                || since_chores < CHORE_PERIOD
+                || (backlog && since_chores < DRAIN_PERIOD)
+            {
                 continue;
             }
             last_chores = Instant::now();
