@@ -60,6 +60,15 @@ const MAX_VIEW_COST: f64 = 0.05;
 /// A process pinprof does not profile must run at this share of its speed at least (and within
 /// the noise), whether it makes system calls or context switches.
 const MIN_BYSTANDER: f64 = 0.97;
+/// What runs unless `--tracers` says otherwise: pinprof (recording and the live view), its peers,
+/// and the floor they are all read against.
+const DEFAULT_TRACERS: [Tracer; 5] = [
+    Tracer::Record,
+    Tracer::Top,
+    Tracer::Bpftrace,
+    Tracer::Perf,
+    Tracer::Floor,
+];
 /// The event-rate program must make this many context switches a second while pinprof records.
 const MIN_SWITCH_RATE: f64 = 200_000.0;
 
@@ -82,8 +91,10 @@ struct Config {
 const USAGE: &str =
     "usage: cargo xtask bench [--rounds N (5)] [--phase SECONDS (5)] [--jdk 21|25]... \
 [--workload mixed|pinning|pinning-2k|service]... [--tracers a,b,...] [--no-event-rate] [--no-offline] [--offline-only] [--judge-disturbed] [-- pinprof options]
-  tracers: pinprof-record, pinprof-top, bpftrace, perf (the default four), pinprof-record-traced, pinprof-record-no-syscalls,
-    pinprof-record-no-java-stacks, pinprof-record-no-oncpu
+  tracers: pinprof-record, pinprof-top, bpftrace, perf, floor (the default five), pinprof-record-traced,
+    pinprof-record-no-syscalls, pinprof-record-no-java-stacks, pinprof-record-no-oncpu
+  floor: a BPF program that does nothing at each switch of each of the target's threads: what any tracer
+    that sees the target's switches costs the host, shown beside pinprof's figures, not a peer to beat
   workloads (all four by default): mixed (64 virtual threads, one sleep in 10 inside synchronized),
     pinning (every sleep inside synchronized: on JDK 21 every operation is a pinned sleep, about 820 a
     second per CPU), pinning-2k (as pinning with 3 carriers whatever the CPUs: about 2,000-2,500 pins a
@@ -181,7 +192,7 @@ fn parse(args: &[String]) -> Result<Config> {
         phase: Duration::from_secs(5),
         jdks: Vec::new(),
         workloads: Vec::new(),
-        tracers: vec![Tracer::Record, Tracer::Top, Tracer::Bpftrace, Tracer::Perf],
+        tracers: DEFAULT_TRACERS.to_vec(),
         event_rate: true,
         offline: true,
         offline_only: false,
@@ -237,7 +248,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let config = parse(args)?;
     let started = Instant::now();
     let env = setup::run()?;
-    let peers = !config.offline_only && config.tracers.iter().any(|t| !t.is_pinprof());
+    let peers = !config.offline_only && config.tracers.iter().any(|t| t.is_peer());
     if peers {
         setup::apt_install(&PEER_PACKAGES)?;
     }
@@ -246,12 +257,13 @@ pub fn run(args: &[String]) -> Result<()> {
     let pinprof = setup::target_dir().join("release/pinprof");
     let out = setup::target_dir().join("bench");
     std::fs::create_dir_all(&out)?;
-    let (bystander_exe, pingpong_exe) = native::build(&out)?;
+    let programs = native::build(&out)?;
     let ready = started.elapsed();
 
     let bench = Bench {
         config: &config,
         pinprof: &pinprof,
+        floor: &programs.floor,
         out: &out,
     };
     let mut sections = Vec::new();
@@ -287,8 +299,8 @@ pub fn run(args: &[String]) -> Result<()> {
                 &workload.args,
             )?;
             let bystander = Bystanders {
-                reads: Program::start(&bystander_exe, &[])?,
-                pipe: Program::start(&bystander_exe, &["pipe"])?,
+                reads: Program::start(&programs.bystander, &[])?,
+                pipe: Program::start(&programs.bystander, &["pipe"])?,
             };
             println!(
                 "bench: JDK {major} {} {} {}{} (pid {}), bystander pids {} and {}, warming up {WARMUP:?}",
@@ -312,7 +324,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let per_pair = sections_started.elapsed().as_secs_f64() / pairs.max(1) as f64;
     let event_started = Instant::now();
     let event_rate = if config.event_rate && !config.offline_only {
-        Some(bench.event_rate(&pingpong_exe)?)
+        Some(bench.event_rate(&programs.pingpong)?)
     } else {
         None
     };
@@ -361,14 +373,13 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
-    // A full run: 5 rounds, both JDKs, every workload, the four default tracers, the event rate.
-    let default_tracers = [Tracer::Record, Tracer::Top, Tracer::Bpftrace, Tracer::Perf];
+    // A full run: 5 rounds, both JDKs, every workload, the default tracers, the event rate.
     let full_pairs: usize = setup::JDKS
         .iter()
         .flat_map(|j| {
             WORKLOADS
                 .iter()
-                .map(move |w| 5 * section_tracers(w, j.0, &default_tracers).len())
+                .map(move |w| 5 * section_tracers(w, j.0, &DEFAULT_TRACERS).len())
         })
         .sum();
     let full_estimate = ready.as_secs_f64()
@@ -389,7 +400,7 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     } else {
         println!(
-            "bench: machine: {} CPUs, kernel {}; this run took {:.0} s; a full run (5 rounds, JDK {}, every workload, the four tracers) takes about {:.0} min at this phase length",
+            "bench: machine: {} CPUs, kernel {}; this run took {:.0} s; a full run (5 rounds, JDK {}, every workload, the default tracers) takes about {:.0} min at this phase length",
             cpus(),
             kernel(),
             elapsed,
@@ -454,18 +465,21 @@ pub fn run(args: &[String]) -> Result<()> {
 struct Bench<'a> {
     config: &'a Config,
     pinprof: &'a Path,
+    /// The floor tracer's program.
+    floor: &'a Path,
     out: &'a Path,
 }
 
 impl Bench<'_> {
     /// Starts a tracer on `pid` and waits until it is attached; None for no tracer.
     fn start(&self, tracer: Tracer, pid: u32, name: &str) -> Result<Option<tracer::Running>> {
-        let Some(mut running) = tracer.start(
-            self.pinprof,
-            pid,
-            &self.out.join(name),
-            &self.config.pinprof_args,
-        )?
+        let exe = if tracer == Tracer::Floor {
+            self.floor
+        } else {
+            self.pinprof
+        };
+        let Some(mut running) =
+            tracer.start(exe, pid, &self.out.join(name), &self.config.pinprof_args)?
         else {
             return Ok(None);
         };

@@ -1,6 +1,7 @@
 //! The bench's native programs, compiled from C at bench time: a syscall-bound bystander that
-//! no tracer is pointed at, and a program making hundreds of thousands of context switches a
-//! second.
+//! no tracer is pointed at, a program making hundreds of thousands of context switches a
+//! second, and the floor tracer (a BPF program that does nothing, at each of the target's
+//! switches).
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -16,9 +17,17 @@ use crate::{procfs, run_cmd};
 
 const BYSTANDER: &str = include_str!("bystander.c");
 const PINGPONG: &str = include_str!("pingpong.c");
+const FLOOR: &str = include_str!("floor.c");
 
-/// Compiles both programs into `dir`; returns (bystander, pingpong).
-pub fn build(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+/// The compiled programs.
+pub struct Programs {
+    pub bystander: PathBuf,
+    pub pingpong: PathBuf,
+    pub floor: PathBuf,
+}
+
+/// Compiles the programs into `dir`.
+pub fn build(dir: &Path) -> Result<Programs> {
     let compile = |name: &str, source: &str| -> Result<PathBuf> {
         let c = dir.join(format!("{name}.c"));
         std::fs::write(&c, source)?;
@@ -32,10 +41,11 @@ pub fn build(dir: &Path) -> Result<(PathBuf, PathBuf)> {
         .with_context(|| format!("cannot compile {name}.c (cc comes with gcc)"))?;
         Ok(exe)
     };
-    Ok((
-        compile("bystander", BYSTANDER)?,
-        compile("pingpong", PINGPONG)?,
-    ))
+    Ok(Programs {
+        bystander: compile("bystander", BYSTANDER)?,
+        pingpong: compile("pingpong", PINGPONG)?,
+        floor: compile("floor", FLOOR)?,
+    })
 }
 
 /// A native program of the bench; killed when dropped.

@@ -339,13 +339,22 @@ impl Section {
                     "{at}: no two undisturbed untraced phases in a row: the {which}'s noise is unknown"
                 ));
             } else if mine[k] < (1.0 - noise[k].median_abs).min(MIN_BYSTANDER) {
+                // What the kernel alone takes from it when the target's switches are seen.
+                let floor = if self.tracers().contains(&Tracer::Floor) {
+                    format!(
+                        "; a program that does nothing at the target's switches leaves it at {:.3}",
+                        figures(&self.paired(Tracer::Floor))[k]
+                    )
+                } else {
+                    String::new()
+                };
                 failures.push(format!(
-                    "{at}: the {which}, not profiled, runs at {:.3} of its untraced speed under pinprof record, below {MIN_BYSTANDER} and beyond the noise ({:.3})",
+                    "{at}: the {which}, not profiled, runs at {:.3} of its untraced speed under pinprof record, below {MIN_BYSTANDER} and beyond the noise ({:.3}){floor}",
                     mine[k], noise[k].median_abs
                 ));
             }
         }
-        for peer in self.tracers().into_iter().filter(|t| !t.is_pinprof()) {
+        for peer in self.tracers().into_iter().filter(|t| t.is_peer()) {
             let name = peer.name();
             let theirs = self.paired(peer);
             if theirs.all_disturbed {

@@ -1,7 +1,8 @@
 //! The tracers the bench compares: pinprof (record, and the live view on a terminal of its
 //! own) and its peers, bpftrace with an off-CPU script equivalent to pinprof's core and `perf
-//! record` of the switch tracepoint with call graphs. Each is started on a target, stopped as
-//! a user would stop it, and its own CPU read from /proc.
+//! record` of the switch tracepoint with call graphs; and the floor, a BPF program that does
+//! nothing at each of the target's switches, for what any tracer that sees them costs. Each is
+//! started on a target, stopped as a user would stop it, and its own CPU read from /proc.
 
 use std::{
     path::{Path, PathBuf},
@@ -31,10 +32,14 @@ pub enum Tracer {
     Top,
     Bpftrace,
     Perf,
+    /// A BPF program that returns at once, at every switch of each of the target's threads
+    /// (a software context-switch perf event per thread): the least a tracer that sees the
+    /// target's switches costs. Not a peer: nothing to be ahead of.
+    Floor,
 }
 
 impl Tracer {
-    pub const ALL: [Tracer; 9] = [
+    pub const ALL: [Tracer; 10] = [
         Tracer::None,
         Tracer::Record,
         Tracer::RecordTraced,
@@ -44,6 +49,7 @@ impl Tracer {
         Tracer::Top,
         Tracer::Bpftrace,
         Tracer::Perf,
+        Tracer::Floor,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +63,7 @@ impl Tracer {
             Tracer::Top => "pinprof-top",
             Tracer::Bpftrace => "bpftrace",
             Tracer::Perf => "perf",
+            Tracer::Floor => "floor",
         }
     }
 
@@ -84,11 +91,17 @@ impl Tracer {
         )
     }
 
+    /// The other tools that do pinprof's job, which pinprof must not be behind.
+    pub fn is_peer(self) -> bool {
+        matches!(self, Tracer::Bpftrace | Tracer::Perf)
+    }
+
     /// Starts tracing `pid`, writing what it records to `output` (plus an extension).
-    /// `extra` are options for pinprof given on the bench's command line.
+    /// `exe` is pinprof for pinprof's modes, the floor's program for the floor (the peers are
+    /// on the PATH). `extra` are options for pinprof given on the bench's command line.
     pub fn start(
         self,
-        pinprof: &Path,
+        exe: &Path,
         pid: u32,
         output: &Path,
         extra: &[String],
@@ -104,7 +117,7 @@ impl Tracer {
             | Tracer::RecordNoOnCpu
             | Tracer::Top => {
                 let file = with_ext("pinrec");
-                let mut command = Command::new(pinprof);
+                let mut command = Command::new(exe);
                 let sub = if self == Tracer::Top { "top" } else { "record" };
                 command
                     .args([sub, "--pid", &pid_arg, "--force", "--output"])
@@ -154,6 +167,20 @@ impl Tracer {
                     .stderr(Stdio::piped())
                     .spawn()
                     .context("cannot start bpftrace")?;
+                Running {
+                    tracer: self,
+                    process: Process::Piped(child),
+                    file,
+                }
+            }
+            Tracer::Floor => {
+                let file = with_ext("floor.txt");
+                let child = Command::new(exe)
+                    .arg(&pid_arg)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .context("cannot start the floor tracer")?;
                 Running {
                     tracer: self,
                     process: Process::Piped(child),
