@@ -127,10 +127,14 @@ enum Command {
     /// Render a recording's blocked time as a flamegraph SVG (time-weighted, microseconds).
     Flamegraph {
         file: PathBuf,
-        /// The SVG to write (`-` for standard output). A new file, or a regular file to
-        /// replace, never a recording.
+        /// The SVG to write (`-` for standard output): a new file (--force replaces a
+        /// regular file), never a recording.
         #[arg(long, short)]
         output: PathBuf,
+        /// Replace the output file if it exists (without it, an existing file is an error),
+        /// as `record --force` does.
+        #[arg(long)]
+        force: bool,
         /// One tower per thread, named at the root.
         #[arg(long)]
         per_thread: bool,
@@ -153,9 +157,13 @@ enum Command {
     Export {
         file: PathBuf,
         /// The file to write (`-` for standard output); its name says the format unless
-        /// --format does. A new file, or a regular file to replace, never a recording.
+        /// --format does. A new file (--force replaces a regular file), never a recording.
         #[arg(long, short)]
         output: PathBuf,
+        /// Replace the output file if it exists (without it, an existing file is an error),
+        /// as `record --force` does.
+        #[arg(long)]
+        force: bool,
         #[arg(long, short, value_enum)]
         format: Option<export::Format>,
         /// What folded stacks and the SVG weigh (pprof has every kind at once).
@@ -201,6 +209,10 @@ enum Command {
         /// Also write the verdict as JUnit XML, a test case per limit.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Replace the files of --output and --junit if they exist (without it, an existing
+        /// file is an error).
+        #[arg(long)]
+        force: bool,
         /// Judge a damaged recording (cut short, or with damage read past) all the same. By
         /// default it cannot be measured (exit 2): its figures are only what survived.
         #[arg(long)]
@@ -431,6 +443,7 @@ fn main() -> ExitCode {
         max_starvation,
         fail_on,
         junit,
+        force,
         accept_damaged,
         limits: spend,
     } = cli.command
@@ -441,15 +454,12 @@ fn main() -> ExitCode {
             fail_on,
             accept_damaged,
         };
-        return check(
-            file,
-            pid,
-            duration,
-            output,
-            &limits,
-            &spend,
-            junit.as_deref(),
-        );
+        let outputs = CheckOutputs {
+            recording: output,
+            junit,
+            existing: existing(force),
+        };
+        return check(file, pid, duration, outputs, &limits, &spend);
     }
     let reader = cli.command.attaches_to_nothing();
     match run(cli.command) {
@@ -510,7 +520,9 @@ fn run(command: Command) -> Result<()> {
             push_tenant,
             push_ca,
         } => {
-            // Every export's format is known before anything is recorded.
+            // Every export's format is known before anything is recorded; --force replaces
+            // them as it does the recording.
+            let existing = existing(capture.force);
             let exports = export
                 .into_iter()
                 .map(|path| {
@@ -562,7 +574,7 @@ fn run(command: Command) -> Result<()> {
                     format,
                     flamegraph: flamegraph::Options::default(),
                 };
-                write_export(|| load_written(&summary), &path, &options)?;
+                write_export(|| load_written(&summary), &path, existing, &options)?;
                 if !quiet {
                     say!("pinprof: wrote {}", path.display());
                 }
@@ -627,6 +639,7 @@ fn run(command: Command) -> Result<()> {
         Command::Flamegraph {
             file,
             output,
+            force,
             per_thread,
             kind,
             reverse,
@@ -655,7 +668,7 @@ fn run(command: Command) -> Result<()> {
             let model = load_only(&file, &only)?;
             // A temporary file beside the output, renamed over it: never written through a
             // symlink, never half-written.
-            profiler::safe_fs::write_output(&output, |svg| {
+            profiler::safe_fs::write_output(&output, existing(force), |svg| {
                 flamegraph::write_svg(&Analysis::new(&model), &options, svg)
             })?;
             say!("pinprof: wrote {}", output.display());
@@ -665,6 +678,7 @@ fn run(command: Command) -> Result<()> {
         Command::Export {
             file,
             output,
+            force,
             format,
             kind,
             per_thread,
@@ -679,7 +693,12 @@ fn run(command: Command) -> Result<()> {
                 },
             };
             let only = only.filter()?;
-            write_export(|| load_only(&file, &only), &output, &options)
+            write_export(
+                || load_only(&file, &only),
+                &output,
+                existing(force),
+                &options,
+            )
         }
         Command::Check { .. } => unreachable!("handled in main"),
         Command::Completions { shell } => {
@@ -715,26 +734,40 @@ fn run(command: Command) -> Result<()> {
     }
 }
 
+/// What `pinprof check` writes besides its verdict.
+struct CheckOutputs {
+    /// The recording it makes, kept (--output).
+    recording: Option<PathBuf>,
+    /// The verdict as JUnit XML.
+    junit: Option<PathBuf>,
+    /// What an existing file at either name gets.
+    existing: profiler::safe_fs::Existing,
+}
+
 /// `pinprof check`: 0 within the limits, 1 a limit crossed, 2 not measured.
 fn check(
     file: Option<PathBuf>,
     pid: Option<u32>,
     duration: Duration,
-    output: Option<PathBuf>,
+    outputs: CheckOutputs,
     limits: &profiler::check::Options,
     spend: &LimitArgs,
-    junit: Option<&std::path::Path>,
 ) -> ExitCode {
+    let CheckOutputs {
+        recording: output,
+        junit,
+        existing,
+    } = outputs;
     let suite = match (&file, pid) {
         (Some(f), _) => format!("pinprof check {}", f.display()),
         (None, Some(pid)) => format!("pinprof check pid {pid}"),
         (None, None) => "pinprof check".into(),
     };
     let write_junit = |xml: String| -> Result<()> {
-        match junit {
-            Some(path) => {
-                profiler::safe_fs::write_output(path, |out| Ok(out.write_all(xml.as_bytes())?))
-            }
+        match &junit {
+            Some(path) => profiler::safe_fs::write_output(path, existing, |out| {
+                Ok(out.write_all(xml.as_bytes())?)
+            }),
             None => Ok(()),
         }
     };
@@ -758,7 +791,7 @@ fn check(
                     pid,
                     duration: Some(duration),
                     output: path.clone(),
-                    replace: false,
+                    replace: existing == profiler::safe_fs::Existing::Replace,
                     min_off_cpu: Duration::ZERO,
                     ring_buffer_bytes: 16 << 20,
                     attach: true,
@@ -830,10 +863,20 @@ fn check(
     }
 }
 
+/// What `--force` says of an output that exists.
+fn existing(force: bool) -> profiler::safe_fs::Existing {
+    if force {
+        profiler::safe_fs::Existing::Replace
+    } else {
+        profiler::safe_fs::Existing::Refuse
+    }
+}
+
 /// Writes an export of the recording `load` reads to `output` (`-`: standard output).
 fn write_export(
     load: impl FnOnce() -> Result<model::Model>,
     output: &std::path::Path,
+    existing: profiler::safe_fs::Existing,
     options: &export::Options,
 ) -> Result<()> {
     if output.as_os_str() == "-" {
@@ -850,7 +893,7 @@ fn write_export(
     let model = load()?;
     // A temporary file beside the output, renamed over it: never written through a symlink,
     // never half-written.
-    profiler::safe_fs::write_output(output, |out| {
+    profiler::safe_fs::write_output(output, existing, |out| {
         export::write(&Analysis::new(&model), options, out)
     })
 }

@@ -337,31 +337,27 @@ pub fn create_output(path: &Path, existing: Existing) -> Result<NewOutput> {
 }
 
 /// Writes an output made at once (an SVG, a JSON file): into a temporary 0600 file beside
-/// `path`, synced, then renamed over it, so a reader never sees half a file. Only a regular
-/// file there is replaced: a symlink, a device (`/dev/stdout` is a symlink), a FIFO or a
-/// directory at `path` is refused, never written through nor replaced.
+/// `path`, synced, then moved to its name (as `create_output` and `commit`), so a reader never
+/// sees half a file. An existing regular file there is refused or replaced as `existing` says,
+/// as a recording's is; a symlink, a device (`/dev/stdout` is a symlink), a FIFO or a
+/// directory at `path` is always refused, never written through nor replaced.
 pub fn write_output(
     path: &Path,
+    existing: Existing,
     write: impl FnOnce(&mut io::BufWriter<&File>) -> Result<()>,
 ) -> Result<()> {
-    let (dir, name) = split(path)?;
-    let dir = Dir::open(dir)?;
-    if let Some(kind) = existing_kind(&dir, name)
-        && kind != FileKind::Regular
+    let output = create_output(path, existing)?;
     {
-        return Err(already_exists(path, kind));
-    }
-    let temp = dir.create_temp(name)?;
-    {
-        let mut out = io::BufWriter::new(temp.file());
+        let mut out = io::BufWriter::new(output.file());
         write(&mut out)?;
         out.flush()
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    temp.file()
+    output
+        .file()
         .sync_all()
         .with_context(|| format!("cannot write {}", path.display()))?;
-    temp.rename_to(name)
+    output.commit()
 }
 
 /// What stands at an output's name, for the message that refuses it.

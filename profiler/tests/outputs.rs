@@ -930,3 +930,53 @@ fn jdk21_record_push_over_https_with_credentials() {
         assert_eq!(p.headers["x-scope-orgid"], "team-a");
     }
 }
+
+/// Every output a user names follows one rule: a new file, or `--force` to replace one that
+/// is there; the file refused is left as it was.
+#[test]
+fn every_output_refuses_an_existing_file_unless_forced() {
+    let recording = record(std::process::id(), 0.5, "refuse.pinrec");
+    let recording = recording.to_str().unwrap();
+    let svg = scratch("refuse.svg");
+    let folded = scratch("refuse.folded");
+    let junit = scratch("refuse.xml");
+    let kept = scratch("refuse-check.pinrec");
+    let pid = std::process::id().to_string();
+    let commands: [(&str, Vec<&str>, &Path); 4] = [
+        (
+            "flamegraph",
+            vec!["flamegraph", recording, "--output"],
+            &svg,
+        ),
+        ("export", vec!["export", recording, "--output"], &folded),
+        (
+            "check --junit",
+            vec!["check", recording, "--accept-damaged", "--junit"],
+            &junit,
+        ),
+        (
+            "check --output",
+            vec!["check", "--duration", "0.3", "--pid", &pid, "--output"],
+            &kept,
+        ),
+    ];
+    for (what, args, path) in commands {
+        std::fs::write(path, "precious").unwrap();
+        let refused = pinprof().args(&args).arg(path).output().unwrap();
+        assert!(!refused.status.success(), "{what} replaced a file");
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            said.contains("already exists") && said.contains("--force"),
+            "{what}: {said}"
+        );
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "precious", "{what}");
+        let forced = pinprof()
+            .args(&args)
+            .arg(path)
+            .arg("--force")
+            .output()
+            .unwrap();
+        assert_ok(&forced, &format!("{what} --force"));
+        assert_ne!(std::fs::read(path).unwrap(), b"precious", "{what} --force");
+    }
+}

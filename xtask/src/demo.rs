@@ -54,6 +54,7 @@ pub fn run() -> Result<()> {
         Command::new(&pinprof)
             .arg("flamegraph")
             .arg(&recording)
+            .arg("--force")
             .arg("--output")
             .arg(&svg),
     )?;

@@ -95,7 +95,7 @@ fn a_symlink_at_the_output_is_never_followed() {
             .err()
             .unwrap();
         assert!(err.to_string().contains(what), "{err:#}");
-        let err = write_output(Path::new(other), |_| Ok(())).unwrap_err();
+        let err = write_output(Path::new(other), Existing::Replace, |_| Ok(())).unwrap_err();
         assert!(err.to_string().contains(what), "{err:#}");
     }
     // A dangling link (to a file that does not exist yet) creates nothing there either.
@@ -116,18 +116,32 @@ fn outputs_written_at_once_go_through_a_temporary_file() {
     // name is passed by.
     symlink(&precious, &path).unwrap();
     symlink(&precious, s.0.join(".graph.svg.pinprof.tmp")).unwrap();
-    let err = write_output(&path, |out| Ok(out.write_all(b"<svg/>")?)).unwrap_err();
+    let err = write_output(
+        &path,
+        Existing::Replace,
+        |out| Ok(out.write_all(b"<svg/>")?),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("is a symbolic link"), "{err:#}");
     std::fs::remove_file(&path).unwrap();
-    write_output(&path, |out| Ok(out.write_all(b"<svg/>")?)).unwrap();
+    write_output(&path, Existing::Refuse, |out| Ok(out.write_all(b"<svg/>")?)).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
     assert_eq!(mode(&path), 0o600);
     assert_untouched(&precious);
-    // A regular file there is replaced.
-    write_output(&path, |out| Ok(out.write_all(b"<svg>2</svg>")?)).unwrap();
+    // A regular file there is refused unless replacing, as a recording is.
+    let err = write_output(&path, Existing::Refuse, |out| {
+        Ok(out.write_all(b"<svg>2</svg>")?)
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("--force"), "{err:#}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
+    write_output(&path, Existing::Replace, |out| {
+        Ok(out.write_all(b"<svg>2</svg>")?)
+    })
+    .unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"<svg>2</svg>");
     // A writer that fails leaves no temporary file and the old output as it was.
-    let err = write_output(&path, |_| bail!("disk on fire")).unwrap_err();
+    let err = write_output(&path, Existing::Replace, |_| bail!("disk on fire")).unwrap_err();
     assert!(err.to_string().contains("disk on fire"));
     assert_eq!(std::fs::read(&path).unwrap(), b"<svg>2</svg>");
     let names: Vec<_> = std::fs::read_dir(&s.0)

@@ -969,9 +969,11 @@ impl App {
         // Beside the user, as every other output: the view may run as root, and a shared
         // temporary directory is where others can plant a name.
         let path = self.out_dir.join(name);
-        let written = crate::safe_fs::write_output(&path, |out| {
-            crate::flamegraph::write_svg(&analysis, &options, out)
-        });
+        // Its name is pinprof's, by the span: the same span saved again is the same graph.
+        let written =
+            crate::safe_fs::write_output(&path, crate::safe_fs::Existing::Replace, |out| {
+                crate::flamegraph::write_svg(&analysis, &options, out)
+            });
         match written {
             Ok(()) => format!(
                 "flamegraph of {}-{} written to {}",
