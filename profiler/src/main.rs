@@ -527,6 +527,16 @@ fn run(command: Command) -> Result<()> {
                 .into_iter()
                 .map(|path| {
                     let format = export::Format::choose(None, &path)?;
+                    // Said now, not after minutes of recording (and again as it is written).
+                    if existing == profiler::safe_fs::Existing::Refuse
+                        && std::fs::symlink_metadata(&path).is_ok()
+                    {
+                        bail!(
+                            "{} already exists; pinprof does not overwrite it (choose another \
+                             name, or --force to replace it)",
+                            path.display()
+                        );
+                    }
                     Ok((path, format))
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -666,8 +676,8 @@ fn run(command: Command) -> Result<()> {
                 );
             }
             let model = load_only(&file, &only)?;
-            // A temporary file beside the output, renamed over it: never written through a
-            // symlink, never half-written.
+            // A temporary file beside the output, then moved to its name: never written
+            // through a symlink, never half-written.
             profiler::safe_fs::write_output(&output, existing(force), |svg| {
                 flamegraph::write_svg(&Analysis::new(&model), &options, svg)
             })?;
@@ -891,8 +901,8 @@ fn write_export(
         );
     }
     let model = load()?;
-    // A temporary file beside the output, renamed over it: never written through a symlink,
-    // never half-written.
+    // A temporary file beside the output, then moved to its name: never written through a
+    // symlink, never half-written.
     profiler::safe_fs::write_output(output, existing, |out| {
         export::write(&Analysis::new(&model), options, out)
     })

@@ -981,4 +981,18 @@ fn every_output_refuses_an_existing_file_unless_forced() {
         assert_ok(&forced, &format!("{what} --force"));
         assert_ne!(std::fs::read(path).unwrap(), b"precious", "{what} --force");
     }
+    // record's --export is refused before anything is recorded.
+    std::fs::write(&folded, "precious").unwrap();
+    let refused = pinprof()
+        .args(["record", "--duration", "5", "--pid", &pid, "--output"])
+        .arg(scratch("refuse-export.pinrec"))
+        .arg("--export")
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "record --export replaced a file");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("already exists"), "{said}");
+    assert!(!said.contains("recorded"), "it recorded first: {said}");
+    assert_eq!(std::fs::read_to_string(&folded).unwrap(), "precious");
 }
