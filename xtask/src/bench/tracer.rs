@@ -158,53 +158,47 @@ impl Tracer {
             }
             Tracer::Bpftrace => {
                 let file = with_ext("bpftrace.txt");
-                let child = Command::new("bpftrace")
+                let mut command = Command::new("bpftrace");
+                command
                     .arg("-o")
                     .arg(&file)
                     .arg("-e")
-                    .arg(bpftrace_script(pid))
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .context("cannot start bpftrace")?;
-                Running {
-                    tracer: self,
-                    process: Process::Piped(child),
-                    file,
-                }
+                    .arg(bpftrace_script(pid));
+                self.spawn_piped(&mut command, file)?
             }
             Tracer::Floor => {
-                let file = with_ext("floor.txt");
-                let child = Command::new(exe)
-                    .arg(&pid_arg)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .context("cannot start the floor tracer")?;
-                Running {
-                    tracer: self,
-                    process: Process::Piped(child),
-                    file,
-                }
+                // (It writes no file: the name is only the phase's.)
+                let mut command = Command::new(exe);
+                command.arg(&pid_arg);
+                self.spawn_piped(&mut command, with_ext("floor.txt"))?
             }
             Tracer::Perf => {
                 let file = with_ext("perf.data");
-                let child = Command::new("perf")
+                let mut command = Command::new("perf");
+                command
                     .args(["record", "-e", "sched:sched_switch", "-g", "-p", &pid_arg])
                     .arg("-o")
-                    .arg(&file)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .context("cannot start perf")?;
-                Running {
-                    tracer: self,
-                    process: Process::Piped(child),
-                    file,
-                }
+                    .arg(&file);
+                self.spawn_piped(&mut command, file)?
             }
         };
         Ok(Some(running))
+    }
+}
+
+impl Tracer {
+    /// Starts a tracer other than pinprof, what it says on stderr kept for `stop`.
+    fn spawn_piped(self, command: &mut Command, file: PathBuf) -> Result<Running> {
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.name()))?;
+        Ok(Running {
+            tracer: self,
+            process: Process::Piped(child),
+            file,
+        })
     }
 }
 
