@@ -3,8 +3,9 @@
 //!
 //! Seen from the carrier's on-CPU samples, each of which says which virtual thread was mounted,
 //! and from its waits: a run of samples of one virtual thread, with no wait of the carrier in
-//! between (a blocked wait ends it: that is pinning, not computing; a preemption or a stop
-//! for a safepoint, which the virtual thread did not ask for, does not), is a spell of that
+//! between (a blocked wait ends it: that is pinning, not computing; a preemption, a stop
+//! for a safepoint or a sampler's stop, which the virtual thread did not ask for, does
+//! not), is a spell of that
 //! virtual thread on the carrier. Its ends lie between the run's first and
 //! last samples and the observations around them: halfway to a sample of something else, or
 //! at the edge of a wait (a carrier mounts a virtual thread as it wakes, and parks as it is
@@ -12,6 +13,7 @@
 
 use super::oncpu::{SampleStacks, stacks_of};
 use super::stacks::{StackLabels, monitor_frames};
+use crate::events::JavaThreadState;
 use crate::model::{FastMap, Model, Sample, Wait};
 
 /// Spells shorter than this are not monopolization (a virtual thread's CPU burst between two
@@ -55,6 +57,12 @@ impl Monopolized {
 #[derive(Clone, Copy, Debug)]
 enum Seen<'m> {
     Sample(&'m Sample),
+    /// The carrier seen with a virtual thread mounted (None: none), without a stack: at
+    /// either end of a wait imposed on it whose Java state the kernel read.
+    Mounted {
+        time_ns: u64,
+        vthread: Option<u64>,
+    },
     /// A wait: one the virtual thread did not ask for (preempted, or stopped for a
     /// safepoint: it runs on after) or not.
     Wait {
@@ -68,7 +76,17 @@ impl Seen<'_> {
     fn time(&self) -> u64 {
         match self {
             Seen::Sample(s) => s.time_ns,
+            Seen::Mounted { time_ns, .. } => *time_ns,
             Seen::Wait { start_ns, .. } => *start_ns,
+        }
+    }
+
+    /// What a sample or a reading says was mounted (None: it says nothing).
+    fn mounted(&self) -> Option<Option<u64>> {
+        match self {
+            Seen::Sample(s) => Some(s.vthread),
+            Seen::Mounted { vthread, .. } => Some(*vthread),
+            Seen::Wait { .. } => None,
         }
     }
 }
@@ -86,7 +104,7 @@ pub fn monopolized(model: &Model, threshold_ns: u64) -> Vec<Monopolized> {
     }
     for o in &model.off_cpu {
         if let Some(seen) = by_carrier.get_mut(&o.tid) {
-            seen.push(wait(o));
+            wait(o, seen);
         }
     }
     let mut out = Vec::new();
@@ -98,11 +116,32 @@ pub fn monopolized(model: &Model, threshold_ns: u64) -> Vec<Monopolized> {
     out
 }
 
-fn wait(o: &Wait) -> Seen<'_> {
-    Seen::Wait {
+/// A wait of a carrier, as seen: the wait, and for one imposed on it whose Java state was
+/// read, what was mounted at both its ends (a preempted or stopped carrier switches
+/// nothing): a carrier preempted for long between two virtual threads is seen to switch
+/// before, not halfway through.
+fn wait<'m>(o: &Wait, seen: &mut Vec<Seen<'m>>) {
+    // Imposed: a preemption, a stop for a safepoint, a block while the thread's Java state
+    // was still "in Java" (a signal handler stopped it there, as JFR's sampler does, or a
+    // page fault did), or a wait inside the VM's own code (one of its locks, a handshake).
+    // A park, a monitor, a sleep or native code says "blocked" or "in native": pinning.
+    let java = o.java();
+    let imposed = !o.state.is_blocked()
+        || java.as_ref().is_some_and(|j| {
+            j.at_safepoint || matches!(j.state, JavaThreadState::InJava | JavaThreadState::InVm)
+        });
+    seen.push(Seen::Wait {
         start_ns: o.start_ns,
         end_ns: o.end_ns,
-        imposed: !o.state.is_blocked() || o.java().is_some_and(|j| j.at_safepoint),
+        imposed,
+    });
+    if let Some(j) = java.filter(|_| imposed) {
+        for time_ns in [o.start_ns, o.end_ns] {
+            seen.push(Seen::Mounted {
+                time_ns,
+                vthread: j.vthread,
+            });
+        }
     }
 }
 
@@ -116,48 +155,47 @@ fn spells(
 ) {
     let mut i = 0;
     while i < seen.len() {
-        let Seen::Sample(first) = seen[i] else {
+        let Some(Some(vthread)) = seen[i].mounted() else {
             i += 1;
             continue;
         };
-        let Some(vthread) = first.vthread else {
-            i += 1;
-            continue;
-        };
-        // The run: samples of the same virtual thread, and waits it did not ask for.
+        // The run: samples and readings of the same virtual thread, and waits it did not
+        // ask for.
         let mut j = i;
-        let mut last = first;
         let mut last_at = i;
         let mut samples: FastMap<SampleStacks, u64> = FastMap::default();
         let mut count = 0;
         while j < seen.len() {
             match seen[j] {
+                Seen::Wait { imposed: true, .. } => {}
+                Seen::Wait { .. } => break,
                 Seen::Sample(s) if s.vthread == Some(vthread) => {
-                    last = s;
                     last_at = j;
                     count += 1;
                     *samples.entry(stacks_of(model, s)).or_default() += 1;
                 }
-                Seen::Wait { imposed: true, .. } => {}
+                Seen::Mounted { vthread: v, .. } if v == Some(vthread) => last_at = j,
                 _ => break,
             }
             j += 1;
         }
+        let (first_ns, last_ns) = (seen[i].time(), seen[last_at].time());
         // Before the run: past the waits imposed on the carrier, what it was seen doing.
         let before = (0..i)
             .rev()
             .find(|&k| !matches!(seen[k], Seen::Wait { imposed: true, .. }));
-        let start_ns = match (i.checked_sub(1).map(|k| seen[k]), before) {
-            (_, Some(k)) if matches!(seen[k], Seen::Sample(_)) => switch_between(seen, k, i),
-            (Some(Seen::Wait { end_ns, .. }), _) => end_ns.min(first.time_ns),
-            _ => first.time_ns.max(model.start_mono_ns),
+        let start_ns = match before.map(|k| (k, seen[k])) {
+            Some((_, Seen::Wait { end_ns, .. })) => end_ns.min(first_ns),
+            Some((k, _)) => switch_between(seen, k, i),
+            None => first_ns.max(model.start_mono_ns),
         };
         let end_ns = match seen.get(j) {
-            Some(Seen::Sample(_)) => switch_between(seen, last_at, j),
-            Some(Seen::Wait { start_ns, .. }) => (*start_ns).max(last.time_ns),
-            None => last.time_ns.min(model.end_mono_ns),
+            Some(Seen::Wait { start_ns, .. }) => (*start_ns).max(last_ns),
+            Some(_) => switch_between(seen, last_at, j),
+            None => last_ns.min(model.end_mono_ns),
         };
-        if end_ns.saturating_sub(start_ns) >= threshold_ns {
+        // (A run of readings alone, with no sample, has no stack to show.)
+        if count > 0 && end_ns.saturating_sub(start_ns) >= threshold_ns {
             let stacks = samples
                 .into_iter()
                 .max_by_key(|(ids, n)| (*n, std::cmp::Reverse(*ids)))
@@ -190,7 +228,7 @@ fn switch_between(seen: &[Seen], a: usize, b: usize) -> u64 {
             Seen::Wait {
                 start_ns, end_ns, ..
             } => Some((start_ns.max(from), end_ns.min(to))),
-            Seen::Sample(_) => None,
+            Seen::Sample(_) | Seen::Mounted { .. } => None,
         })
         .filter(|(s, e)| s < e)
         .collect();
@@ -261,6 +299,74 @@ mod tests {
         // 7: halfway from 5's sample at 90 to its own at 100, to halfway to 8's at 310.
         // 8: from 305 to its wait at 352. 9: from the wait's end, 17 ms: not a spell.
         assert_eq!(seen, [(7, 95, 305, 21), (8, 305, 352, 5)]);
+    }
+
+    /// A sampler's stop (a signal handler blocks the thread while its Java state is still
+    /// "in Java", as JFR's does) does not split a spell; and a spell that a preemption
+    /// interrupts before its first sample began as the carrier woke, not after the preemption.
+    #[test]
+    fn a_spell_holds_through_a_samplers_stop_and_begins_at_the_wake_up() {
+        use crate::analysis::classify::tests::block;
+        use crate::events::JavaThreadState;
+        let mut model = Model {
+            end_mono_ns: 1_000 * MS,
+            ..Default::default()
+        };
+        make_carrier(&mut model, 1);
+        // Idle until 100; preempted 101 to 130; 7 sampled from 131 to 301, stopped by a
+        // sampler at 200 for a millisecond; blocked (a park) at 310.
+        let mut idle = interval(1, 0, 100, OffCpuState::Sleeping);
+        idle.java = Some(block(JavaThreadState::Blocked, None));
+        let mut stopped = interval(1, 200, 1, OffCpuState::Sleeping);
+        stopped.java = Some(block(JavaThreadState::InJava, Some(7)));
+        let mut park = interval(1, 310, 50, OffCpuState::Sleeping);
+        park.java = Some(block(JavaThreadState::Blocked, Some(7)));
+        for o in [
+            idle,
+            interval(1, 101, 29, OffCpuState::Preempted),
+            stopped,
+            park,
+        ] {
+            model.off_cpu.push(o.into());
+        }
+        model
+            .samples
+            .extend((0..=17).map(|i| sample(131 + 10 * i, Some(7))));
+        let spells = monopolized(&model, 20 * MS);
+        let seen: Vec<(u64, u64, u64)> = spells
+            .iter()
+            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS))
+            .collect();
+        assert_eq!(seen, [(7, 100, 310)]);
+    }
+
+    /// A preemption whose Java state names the virtual thread mounted says who held the
+    /// carrier through it: 7 sampled to 100, 8 mounted as the carrier was preempted at 110
+    /// for 200 ms, then sampled: the switch lies before the preemption, not in it.
+    #[test]
+    fn a_preemption_says_which_virtual_thread_it_held() {
+        use crate::analysis::classify::tests::block;
+        use crate::events::JavaThreadState;
+        let mut model = Model {
+            end_mono_ns: 1_000 * MS,
+            ..Default::default()
+        };
+        make_carrier(&mut model, 1);
+        let mut preempted = interval(1, 110, 200, OffCpuState::Preempted);
+        preempted.java = Some(block(JavaThreadState::InJava, Some(8)));
+        model.off_cpu.push(preempted.into());
+        model
+            .samples
+            .extend((0..=10).map(|i| sample(10 * i, Some(7))));
+        model
+            .samples
+            .extend((0..=5).map(|i| sample(320 + 10 * i, Some(8))));
+        let spells = monopolized(&model, 20 * MS);
+        let seen: Vec<(u64, u64, u64)> = spells
+            .iter()
+            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS))
+            .collect();
+        assert_eq!(seen, [(7, 0, 105), (8, 105, 370)]);
     }
 
     #[test]
