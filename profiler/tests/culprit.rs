@@ -148,6 +148,36 @@ fn service_threads_next_to_an_application_lock(major: u32) {
             "{lock}"
         );
     }
+    // pinprof's own attach (it asks the JVM for its scheduler's settings) starts the Attach
+    // Listener, whose `accept` on the attach socket then lasts the whole recording: the
+    // JVM's own wait for work, a row after the application's calls, never the headline.
+    let syscalls = report["syscalls"].as_array().unwrap();
+    let on_attach_socket = |s: &&Value| {
+        s["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["name"].as_str().unwrap().contains(".java_pid"))
+    };
+    let attach: Vec<&Value> = syscalls.iter().filter(on_attach_socket).collect();
+    assert!(
+        !attach.is_empty(),
+        "the Attach Listener's accept: {syscalls:?}"
+    );
+    for s in &attach {
+        assert_eq!(s["jvm_internal"], true, "{s}");
+    }
+    let first_own = syscalls
+        .iter()
+        .position(|s| s["jvm_internal"] == true)
+        .unwrap();
+    assert!(
+        first_own > 0
+            && syscalls[first_own..]
+                .iter()
+                .all(|s| s["jvm_internal"] == true),
+        "the application's calls first, the JVM's own after them: {syscalls:?}"
+    );
     let position = |l: &Value| locks.iter().position(|m| *m == l).unwrap();
     assert!(tellers.iter().all(|l| position(l) < first_internal));
     let waits: u64 = tellers.iter().map(|l| l["waits"].as_u64().unwrap()).sum();

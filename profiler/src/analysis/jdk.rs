@@ -96,6 +96,15 @@ pub fn jdk_own_threads(model: &Model) -> HashSet<u32> {
             a.1 += u64::from(!j.java_frames);
         }
     }
+    // The Attach Listener: the thread that accepts on the JVM's attach socket. pinprof's own
+    // attach starts it, and its one wait (it runs no Java code) may span the window, unseen
+    // by the kernel's reads of Java states.
+    let attach_listeners: FastSet<u32> = model
+        .syscalls
+        .iter()
+        .filter(|s| s.fd.as_deref().is_some_and(is_attach_socket))
+        .map(|s| s.tid)
+        .collect();
     let tids: FastSet<u32> = model
         .names
         .keys()
@@ -135,11 +144,20 @@ pub fn jdk_own_threads(model: &Model) -> HashSet<u32> {
                 !anchors.contains_key(&tid) && (there_at_start || born_unlisted)
             }
         };
-        if own {
+        if own || (attach_listeners.contains(&tid) && model.java_threads.contains_key(&tid)) {
             out.insert(tid);
         }
     }
     out
+}
+
+/// A file name (see `fdname`) that is a socket bound to HotSpot's attach path,
+/// `.java_pid<pid>` (or the `.tmp` name it binds before renaming).
+fn is_attach_socket(file: &str) -> bool {
+    file.split_once(" unix ")
+        .and_then(|(_, path)| path.rsplit('/').next()?.strip_prefix(".java_pid"))
+        .map(|rest| rest.strip_suffix(".tmp").unwrap_or(rest))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Whether every Java stack of a thread that reaches its first frame shows a JDK service
@@ -160,6 +178,17 @@ fn runs_service_loop(model: &Model, tid: u32) -> bool {
 mod tests {
     use super::*;
     use crate::model::tests::java_frame as java;
+
+    #[test]
+    fn the_attach_socket_is_told_by_its_path() {
+        assert!(is_attach_socket(
+            "socket:[37657] unix /tmp/.java_pid22150.tmp"
+        ));
+        assert!(is_attach_socket("socket:[1] unix /tmp/.java_pid7"));
+        assert!(!is_attach_socket("socket:[1] unix /tmp/.java_pidx"));
+        assert!(!is_attach_socket("socket:[1] unix /tmp/app.sock"));
+        assert!(!is_attach_socket("/tmp/.java_pid7"));
+    }
 
     #[test]
     fn service_threads_are_told_by_their_class() {

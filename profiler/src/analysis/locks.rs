@@ -130,6 +130,10 @@ pub struct SyscallRow {
     pub long_events: u64,
     /// Long calls by the file they used: (name, calls, time), most time first.
     pub files: Vec<(String, u64, u64)>,
+    /// Calls of the JVM's or the JDK's own threads (see `jdk::jdk_own_threads`): their
+    /// waits for work (the Attach Listener's `accept`, which pinprof's own attach starts)
+    /// are a row of their own, after the application's.
+    pub jvm_internal: bool,
 }
 
 /// Long futex waits in all, by how they ended and by operation.
@@ -500,32 +504,36 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
 }
 
 /// System call time by call, most first: long calls (events) and short ones (sums).
-pub fn syscall_rows(model: &Model) -> Vec<SyscallRow> {
-    let mut rows: BTreeMap<&str, SyscallRow> = BTreeMap::new();
-    let mut files: HashMap<(&str, &str), (u64, u64)> = HashMap::new();
+pub fn syscall_rows(model: &Model, own: &HashSet<u32>) -> Vec<SyscallRow> {
+    let mut rows: BTreeMap<(bool, &str), SyscallRow> = BTreeMap::new();
+    let mut files: HashMap<(bool, &str, &str), (u64, u64)> = HashMap::new();
     for s in &model.syscalls {
-        let r = rows.entry(&s.name).or_insert_with(|| empty_row(&s.name));
+        let internal = own.contains(&s.tid);
+        let r = rows
+            .entry((internal, &s.name))
+            .or_insert_with(|| empty_row(&s.name, internal));
         let d = s.duration_ns();
         r.events += 1;
         r.long_events += 1;
         add(&mut r.total_ns, d);
         r.max_ns = r.max_ns.max(d);
         if let Some(fd) = &s.fd {
-            let f = files.entry((&s.name, fd)).or_default();
+            let f = files.entry((internal, &s.name, fd)).or_default();
             f.0 += 1;
             add(&mut f.1, d);
         }
     }
-    for sum in model.syscall_sums.values() {
+    for ((tid, _), sum) in &model.syscall_sums {
+        let internal = own.contains(tid);
         let r = rows
-            .entry(&sum.name)
-            .or_insert_with(|| empty_row(&sum.name));
+            .entry((internal, &sum.name))
+            .or_insert_with(|| empty_row(&sum.name, internal));
         add(&mut r.events, sum.count);
         add(&mut r.total_ns, sum.total_ns);
         r.max_ns = r.max_ns.max(sum.max_ns);
     }
-    for ((name, file), (n, ns)) in files {
-        if let Some(r) = rows.get_mut(name) {
+    for ((internal, name, file), (n, ns)) in files {
+        if let Some(r) = rows.get_mut(&(internal, name)) {
             r.files.push((file.to_string(), n, ns));
         }
     }
@@ -533,11 +541,16 @@ pub fn syscall_rows(model: &Model) -> Vec<SyscallRow> {
     for r in &mut rows {
         r.files.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
     }
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    // The application's calls first, the JVM's own waits for work after them.
+    rows.sort_by(|a, b| {
+        (a.jvm_internal.cmp(&b.jvm_internal))
+            .then(b.total_ns.cmp(&a.total_ns))
+            .then(a.name.cmp(&b.name))
+    });
     rows
 }
 
-fn empty_row(name: &str) -> SyscallRow {
+fn empty_row(name: &str, jvm_internal: bool) -> SyscallRow {
     SyscallRow {
         name: name.to_string(),
         events: 0,
@@ -545,6 +558,7 @@ fn empty_row(name: &str) -> SyscallRow {
         max_ns: 0,
         long_events: 0,
         files: Vec::new(),
+        jvm_internal,
     }
 }
 

@@ -187,7 +187,7 @@ impl<'m> Analysis<'m> {
     /// System call time by call, most first.
     pub fn syscalls(&self) -> &[SyscallRow] {
         self.syscalls
-            .get_or_init(|| locks::syscall_rows(self.model))
+            .get_or_init(|| locks::syscall_rows(self.model, self.jdk_own_threads()))
     }
 
     /// Blocked time by stack, most first (the JVM's own waits for work last).

@@ -155,6 +155,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 "total_ns": s.total_ns,
                 "max_ns": s.max_ns,
                 "long_events": s.long_events,
+                "jvm_internal": s.jvm_internal,
                 "files": s.files.iter().take(options.top).map(|(name, n, ns)| {
                     json!({ "name": name, "events": n, "total_ns": ns })
                 }).collect::<Vec<_>>(),

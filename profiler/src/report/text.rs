@@ -688,7 +688,7 @@ fn write_syscalls(out: &mut String, analysis: &Analysis, options: &Options) -> s
     }
     writeln!(
         out,
-        "\nSystem calls (by time; long = {} or more):",
+        "\nSystem calls (by time; long = {} or more; the JVM's own last):",
         secs(model.min_syscall_ns)
     )?;
     writeln!(
@@ -699,12 +699,17 @@ fn write_syscalls(out: &mut String, analysis: &Analysis, options: &Options) -> s
     for r in rows.iter().take(options.top) {
         writeln!(
             out,
-            "  {:<18} {:>9} {:>10} {:>10} {:>6}",
+            "  {:<18} {:>9} {:>10} {:>10} {:>6}{}",
             truncate(&r.name, 18),
             r.events,
             secs(r.total_ns),
             secs(r.max_ns),
-            r.long_events
+            r.long_events,
+            if r.jvm_internal {
+                "  the JVM's own threads, waiting for work"
+            } else {
+                ""
+            }
         )?;
         for (file, n, ns) in r.files.iter().take(3) {
             writeln!(out, "      {n} x {} on {file}", secs(*ns))?;

@@ -1100,7 +1100,12 @@ fn draw_syscalls(frame: &mut Frame, area: Rect, app: &App) {
             .first()
             .map_or(String::new(), |(name, n, _)| format!("{name} ({n})"));
         vec![
-            Cell::from(s.name.clone()),
+            // The JVM's own threads waiting for work, marked as such (they are listed last).
+            Cell::from(if s.jvm_internal {
+                format!("(JVM) {}", s.name)
+            } else {
+                s.name.clone()
+            }),
             Cell::from(s.events.to_string()),
             Cell::from(secs(s.total_ns)),
             Cell::from(secs(s.max_ns)),
