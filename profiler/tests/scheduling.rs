@@ -121,6 +121,126 @@ fn jdk25_monopolization_matches_the_workloads_clock() {
     monopolization_matches_the_workloads_clock(25);
 }
 
+/// Requests that hash (SHA-256 on the CPU's SHA instructions: the JIT calls a compiler stub,
+/// where most samples land), on one carrier, with JFR's own profiling beside pinprof (its
+/// sampler stops the carrier many times a second, and safepoints with it): each burst is one
+/// episode (a stop imposed on the carrier does not split it), as long as the workload
+/// measured (within two sample periods), named by the Java method that called the stub, in the episode, in
+/// the finding and in the on-CPU sites (at most 5% of the samples end at a stub with no Java
+/// caller: a sample taken as the stub builds its frame).
+fn hashing_bursts_hold_through_jfr(major: u32) {
+    let mut jvm = start_vt(major, 1, "Monopolize", &["2", "150", "50", "sha256"]);
+    // Compiled by now: the digests run through the stub from the window's start.
+    std::thread::sleep(Duration::from_millis(2500));
+    let jcmd = |args: &[&str]| {
+        let out = Command::new(jdk_tool(major, "jcmd"))
+            .arg(jvm.pid.to_string())
+            .args(args)
+            .output()
+            .expect("run jcmd");
+        assert_ok(&out, "jcmd");
+    };
+    jcmd(&["JFR.start", "name=beside", "settings=profile"]);
+    let recording = record(jvm.pid, 4.0, &format!("hashing-{major}.pinrec"));
+    jcmd(&["JFR.stop", "name=beside"]);
+    let report = report_json(&recording);
+    let from = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let to = from + report["window"]["duration_ns"].as_u64().unwrap();
+    let bursts = bursts(&mut jvm, to);
+
+    let episodes = report["monopolized"].as_array().unwrap();
+    let mut matched = 0;
+    for &(id, start, end) in bursts
+        .iter()
+        .filter(|b| b.1 > from + 500_000_000 && b.2 + 20_000_000 < to)
+    {
+        let of_burst: Vec<&Value> = episodes
+            .iter()
+            .filter(|e| {
+                let s = from + e["start_ns"].as_u64().unwrap();
+                let e_end = s + e["duration_ns"].as_u64().unwrap();
+                e["vthread_id"] == id && s < end && start < e_end
+            })
+            .collect();
+        assert_eq!(
+            of_burst.len(),
+            1,
+            "JDK {major}: virtual thread {id}'s burst at {start} is one episode: {of_burst:#?}"
+        );
+        let episode = of_burst[0];
+        // Each end lies between two samples, one on either side of the switch: within a
+        // sample period of the truth, two for the length.
+        let period_ns = 1e9 / report["oncpu"]["hz"].as_f64().unwrap();
+        assert_within(
+            &format!("JDK {major}: virtual thread {id}'s burst"),
+            ns(&episode["duration_ns"]),
+            (end - start) as f64,
+            2.0 * period_ns / (end - start) as f64,
+        );
+        let frames = strings(&episode["frames"]);
+        assert!(
+            frames.contains(&"Monopolize.hash"),
+            "JDK {major}: the episode names the Java caller: {frames:?}"
+        );
+        matched += 1;
+    }
+    assert!(
+        matched >= 10,
+        "JDK {major}: only {matched} bursts in the window ({} printed)",
+        bursts.len()
+    );
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "monopolized")
+        .expect("a monopolization finding");
+    let summary = finding["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("in `Monopolize.hash"),
+        "JDK {major}: {summary}"
+    );
+
+    let sites = report["oncpu"]["sites"].as_array().unwrap();
+    let samples = |keep: &dyn Fn(&[&str]) -> bool| -> u64 {
+        sites
+            .iter()
+            .filter(|s| keep(&strings(&s["frames"])))
+            .map(|s| s["samples"].as_u64().unwrap())
+            .sum()
+    };
+    let in_hash = samples(&|f| f.contains(&"Monopolize.hash"));
+    let stub_alone = samples(&|f| {
+        f.last().is_some_and(|root| root.starts_with('['))
+            && f.iter()
+                .any(|n| n.contains("stubs") || n.contains("StubRoutines"))
+    });
+    let with_stub = samples(&|f| {
+        f.contains(&"Monopolize.hash")
+            && f.iter()
+                .any(|n| n.contains("stubs") || n.contains("StubRoutines"))
+    });
+    eprintln!(
+        "JDK {major}: {in_hash} samples in Monopolize.hash, {with_stub} of them in a stub; \
+         {stub_alone} in a stub with no Java caller"
+    );
+    assert!(with_stub > 0, "JDK {major}: no sample in the SHA-256 stub");
+    assert!(
+        stub_alone * 20 <= in_hash,
+        "JDK {major}: {stub_alone} samples end at a stub, {in_hash} in Monopolize.hash"
+    );
+}
+
+#[test]
+fn jdk21_hashing_bursts_hold_through_jfr() {
+    hashing_bursts_hold_through_jfr(21);
+}
+
+#[test]
+fn jdk25_hashing_bursts_hold_through_jfr() {
+    hashing_bursts_hold_through_jfr(25);
+}
+
 /// A process spinning on CPU 0, killed when dropped.
 struct Hog(Child);
 

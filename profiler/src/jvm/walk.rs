@@ -492,15 +492,28 @@ impl Walker {
                 (Some(caller_sp), caller_pc, at(self.layout.anchor_fp))
             } else if let Some(blob) = self.blob(mem, pc) {
                 let bottom = self.code_frames(mem, stack, &blob, sp, pc, &mut frames);
-                if bottom || blob.frame_words == 0 {
+                if bottom {
                     break;
                 }
-                let sender_sp = sp.wrapping_add(blob.frame_words.wrapping_mul(8));
-                (
-                    Some(sender_sp),
-                    stack.word(sender_sp.wrapping_sub(8)),
-                    stack.word(sender_sp.wrapping_sub(16)),
-                )
+                if blob.frame_words == 0 {
+                    // A buffer of many stubs (the compiler's intrinsics: SHA-256, AES, array
+                    // copies) has no frame size: its caller is found from the stub's frame.
+                    match blob
+                        .method
+                        .is_none()
+                        .then(|| self.stub_caller(mem, stack, sp, fp))
+                    {
+                        Some(Some(caller)) => caller,
+                        _ => break,
+                    }
+                } else {
+                    let sender_sp = sp.wrapping_add(blob.frame_words.wrapping_mul(8));
+                    (
+                        Some(sender_sp),
+                        stack.word(sender_sp.wrapping_sub(8)),
+                        stack.word(sender_sp.wrapping_sub(16)),
+                    )
+                }
             } else {
                 let caller_of = frames.last().map(|f| (f.name.clone(), f.tier));
                 frames.push(JavaFrame::other(pc, UNKNOWN_JAVA_FRAME, Tier::Unknown));
@@ -614,6 +627,33 @@ impl Walker {
             self.code_frames(mem, &empty, &blob, 0, pc, &mut frames);
         }
         frames
+    }
+
+    /// The caller of a stub without a frame size of its own, at `sp` with frame pointer `fp`:
+    /// (sender sp, return address, caller's fp). HotSpot's stubs open a frame (`enter`: the
+    /// caller's fp, then the return address above it) unless they are leaves or have not
+    /// begun yet, when the return address is at `sp`. Either way the return must be into a
+    /// Java method (interpreted or compiled), or the walk stops rather than guess.
+    fn stub_caller(
+        &mut self,
+        mem: &impl Target,
+        stack: &StackBytes,
+        sp: u64,
+        fp: u64,
+    ) -> Option<(Option<u64>, Option<u64>, Option<u64>)> {
+        let mut java = |pc: u64| {
+            pc != 0
+                && (self.interpreted(pc) || self.blob(mem, pc).is_some_and(|b| b.method.is_some()))
+        };
+        if fp > sp
+            && fp.is_multiple_of(8)
+            && let (Some(ret), Some(up)) = (stack.word(fp.wrapping_add(8)), stack.word(fp))
+            && java(ret)
+        {
+            return Some((Some(fp.wrapping_add(16)), Some(ret), Some(up)));
+        }
+        let ret = stack.word(sp)?;
+        java(ret).then_some((Some(sp.wrapping_add(8)), Some(ret), Some(fp)))
     }
 
     /// Whether `pc` is in Java code: the interpreter, a code blob, or the call stub's return.
@@ -1182,6 +1222,37 @@ mod tests {
         assert_eq!(frames.len(), MAX_FRAMES + 1);
         assert_eq!(frames[0].name, "[StubRoutines]");
         assert_eq!(frames[MAX_FRAMES].name, "[more frames not walked]");
+    }
+
+    #[test]
+    fn a_stub_without_a_frame_size_returns_to_its_java_caller() {
+        // An intrinsic stub (frame size 0) that opened a frame at fp: the caller's fp, then
+        // the return into the interpreter; and one that has not (the return at sp).
+        let caller_fp = STACK + 0x80;
+        let mut values = [0u64; 32];
+        values[4] = caller_fp; // at fp = STACK + 0x20
+        values[5] = INTERPRETER + 0x10;
+        let data = words(&values);
+        let stack = StackBytes::new(STACK, &data);
+        let mem = code(0);
+        let frames = walker(layout()).walk(&mem, &stack, [STACK, STUB_PC, STACK + 0x20]);
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(frames[0].name, "[StubRoutines]");
+        assert_eq!(frames[1].tier, Tier::Interpreted);
+
+        let mut values = [0u64; 32];
+        values[0] = INTERPRETER + 0x10;
+        let data = words(&values);
+        let stack = StackBytes::new(STACK, &data);
+        let frames = walker(layout()).walk(&mem, &stack, [STACK, STUB_PC, caller_fp]);
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(frames[1].tier, Tier::Interpreted);
+
+        // Neither word a return into Java code: the walk stops at the stub, no guess.
+        let data = words(&[0x1234; 32]);
+        let stack = StackBytes::new(STACK, &data);
+        let frames = walker(layout()).walk(&mem, &stack, [STACK, STUB_PC, STACK + 0x20]);
+        assert_eq!(frames.len(), 1, "{frames:?}");
     }
 
     #[test]

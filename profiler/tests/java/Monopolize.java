@@ -1,3 +1,4 @@
+import java.security.MessageDigest;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 
@@ -8,7 +9,10 @@ import java.util.concurrent.ExecutorService;
  * System.nanoTime (CLOCK_MONOTONIC, the kernel's clock):
  * `burst <Thread.threadId> <start ns> <duration ns>`, by the main thread (a virtual thread writing
  * to stdout would block in file I/O, and the pool would add a carrier to make up for it).
- * Arguments: virtual threads (default 2), burst ms (default 200), pause ms (default 50).
+ * Arguments: virtual threads (default 2), burst ms (default 200), pause ms (default 50), what a
+ * burst computes (default {@code spin}: arithmetic in {@link #crunch}; {@code sha256}: SHA-256
+ * digests in {@link #hash}, where the JIT calls the CPU's SHA instructions through a compiler
+ * stub, so most samples land in the stub rather than in Java code).
  */
 public final class Monopolize {
     static volatile long sink;
@@ -26,17 +30,33 @@ public final class Monopolize {
         return x;
     }
 
+    /** The hot method of a request that hashes: SHA-256 over 64 KiB until `nanos` have passed. */
+    static long hash(long nanos) throws Exception {
+        MessageDigest sha = MessageDigest.getInstance("SHA-256");
+        byte[] block = new byte[64 * 1024];
+        long until = System.nanoTime() + nanos;
+        long x = 0;
+        while (System.nanoTime() < until) {
+            sha.update(block);
+            byte[] digest = sha.digest();
+            block[(int) (x & 0xffff)] = digest[0];
+            x += digest[1];
+        }
+        return x;
+    }
+
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
         long burstMs = args.length > 1 ? Long.parseLong(args[1]) : 200;
         long pauseMs = args.length > 2 ? Long.parseLong(args[2]) : 50;
+        boolean sha256 = args.length > 3 && args[3].equals("sha256");
         ExecutorService executor = Vt.executor();
         for (int i = 0; i < threads; i++) {
             executor.submit(() -> {
                 long id = Thread.currentThread().getId();
                 while (true) {
                     long start = System.nanoTime();
-                    sink += crunch(burstMs * 1_000_000L);
+                    sink += sha256 ? hash(burstMs * 1_000_000L) : crunch(burstMs * 1_000_000L);
                     long end = System.nanoTime();
                     BURSTS.add("burst " + id + " " + start + " " + (end - start));
                     Thread.sleep(pauseMs);
