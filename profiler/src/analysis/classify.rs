@@ -268,7 +268,7 @@ fn stack_mark(model: &Model, id: StackId) -> StackMark {
 /// read as a class's init lock during the wait or, when the wait was too short to be seen
 /// so, it waited on an `int[]` (HotSpot's init locks, JDK 21 and 25) in a call into the
 /// VM rather than in `Object.wait`.
-fn waits_for_class_init(model: &Model, o: &Wait, java_stack: Option<StackId>) -> bool {
+pub fn waits_for_class_init(model: &Model, o: &Wait, java_stack: Option<StackId>) -> bool {
     let Some(java) = o.java() else {
         return false;
     };

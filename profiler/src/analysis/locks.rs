@@ -232,6 +232,25 @@ fn waits_without_java_frames(model: &Model) -> HashMap<u32, BTreeSet<u64>> {
     out
 }
 
+/// The starts of the off-CPU intervals, by thread, that the views explain as waits on a
+/// monitor: entering a contended `synchronized`, or waiting for another thread's class
+/// initialization (on its init lock's monitor). Their futex waits are those (a monitor
+/// parks each waiter on a futex of its own), counted there, not again as anonymous locks.
+fn waits_on_monitors(model: &Model) -> HashMap<u32, BTreeSet<u64>> {
+    let mut out: HashMap<u32, BTreeSet<u64>> = HashMap::new();
+    for o in &model.off_cpu {
+        let Some(j) = o.java() else {
+            continue;
+        };
+        if j.pending_monitor.is_some()
+            || super::classify::waits_for_class_init(model, o, model.java_stack(o))
+        {
+            out.entry(o.tid).or_default().insert(o.start_ns);
+        }
+    }
+    out
+}
+
 /// A wait in the JVM's own code alone: no Java frame, and every native frame in libjvm
 /// or the C library (a thread starting before the JVM lists it, a safepoint): the JVM's
 /// machinery, whichever thread waits. Code of the application's own (JNI) is elsewhere.
@@ -296,7 +315,8 @@ fn jdk_internal_wait(model: &Model, s: &Syscall, own: &Internal) -> bool {
 }
 
 /// Locks by wait time, most first: futex words from long waits, then kernel locks; the
-/// JVM's own waits for work last.
+/// JVM's own waits for work last. Waits on monitors and for class initialization are not
+/// here: the views name them by their monitor or class (see `waits_on_monitors`).
 /// `own`: the JVM's and the JDK's own threads (`jdk::jdk_own_threads`).
 pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
     #[derive(Default)]
@@ -345,7 +365,13 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
             }
         }
     }
-    for s in lock_waits(model) {
+    let on_monitors = waits_on_monitors(model);
+    let on_a_monitor = |s: &Syscall| {
+        on_monitors
+            .get(&s.tid)
+            .is_some_and(|starts| starts.range(s.start_ns..=s.end_ns).next().is_some())
+    };
+    for s in lock_waits(model).filter(|s| !on_a_monitor(s)) {
         let futex = s.futex.as_ref().expect("futex wait");
         let internal = jdk_internal_wait(model, s, &own);
         let reading = model.park_blocker_reading(s.tid, s.start_ns, s.end_ns);

@@ -406,8 +406,10 @@ pub(crate) mod hostile {
         JavaBlock {
             state: JavaThreadState::Blocked,
             vthread: Some(vthread),
-            pending_monitor: Some(u64::MAX),
-            waiting_monitor: None,
+            // (Waiting, not entering: the futex waits of a monitor entry are no lock rows,
+            // and the lock rows' sums are among what overflows.)
+            pending_monitor: None,
+            waiting_monitor: Some(u64::MAX),
             held_monitors: u32::MAX,
             pin_count: u32::MAX,
             at_safepoint: false,
