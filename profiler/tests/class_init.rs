@@ -186,6 +186,31 @@ fn class_init_waits(major: u32, name: &str, options: &[&str]) {
         dumped_threads.is_subset(&names),
         "waiting carriers: the JVM's {dumped_threads:?}, pinprof's {names:?}"
     );
+    // A class-init wait is counted once, as that: not again as an anonymous futex lock of
+    // the carriers' (nothing else of theirs waits a second on one released by another).
+    let anonymous: Vec<&Value> = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            l["kind"] == "futex"
+                && l["java"].is_null()
+                && l["max_wait_ns"].as_u64().unwrap() >= 1_000_000_000
+                && !strings(&l["waiters"]).is_disjoint(&dumped_threads)
+        })
+        .collect();
+    assert!(anonymous.is_empty(), "{anonymous:#?}");
+    // Every starvation episode spent on class initialization names the class, the
+    // initializer's own wait (its sleep inside `<clinit>`) included.
+    let episodes = report["starvation"]["episodes"].as_array().unwrap();
+    assert!(!episodes.is_empty(), "every carrier waits: {report:#}");
+    for e in episodes {
+        let on = &e["waiting_on"];
+        if on["kind"] == "class_init" {
+            let class = on["class"].as_str().unwrap_or("(none)");
+            assert!(classes.contains(class), "{class} in {e}");
+        }
+    }
     // Each waiter waited about as long as the initializer ran (it arrived a few ms after
     // it began): 3 waits per class, their time within 10% of 3 times the initializer's.
     let events: u64 = sites.iter().map(|s| s["events"].as_u64().unwrap()).sum();

@@ -114,9 +114,12 @@ fn what(model: &Model, p: &PinnedEvent) -> ((WaitKind, Option<String>), Option<B
     let monitor = p.monitor;
     let kind = match (p.reason, p.operation) {
         (Reason::ClassInit, _) => {
+            // A waiter's class is its init lock's; the initializer's own waits (a sleep or
+            // a query inside the static initializer) are under its `<clinit>` frame.
             let class = monitor
                 .and_then(|m| model.class_init_wait(m, p.start_ns, p.end_ns))
-                .map(|w| w.class.clone());
+                .map(|w| w.class.clone())
+                .or_else(|| initializing(model, p));
             return ((WaitKind::ClassInit, class), None);
         }
         (_, Operation::MonitorEnter) => {
@@ -134,6 +137,16 @@ fn what(model: &Model, p: &PinnedEvent) -> ((WaitKind, Option<String>), Option<B
         (_, Operation::Other) => WaitKind::Other,
     };
     ((kind, None), None)
+}
+
+/// The class whose static initializer a wait is inside: its innermost `<clinit>` frame's.
+fn initializing(model: &Model, p: &PinnedEvent) -> Option<String> {
+    model
+        .stacks
+        .get(&p.java_stack?)?
+        .iter()
+        .find_map(|f| f.name.as_deref()?.strip_suffix(".<clinit>"))
+        .map(str::to_string)
 }
 
 #[cfg(test)]
@@ -216,6 +229,30 @@ mod tests {
         assert_eq!(
             (second.kind, second.carrier_ns),
             (WaitKind::Monitor, 20 * MS)
+        );
+    }
+
+    /// The initializer's own wait inside its static initializer names the class it
+    /// initializes, as its waiters' waits do (they read it from the init lock).
+    #[test]
+    fn an_initializers_own_wait_names_its_class() {
+        use crate::model::tests::java_frame;
+        let mut model = Model::new(&hostile::header(0));
+        model.stacks.insert(
+            5,
+            vec![
+                java_frame("java.lang.Thread.sleep"),
+                java_frame("shop.TaxRules.<clinit>"),
+                java_frame("shop.Shop.lambda$main$3"),
+            ],
+        );
+        let mut init = pinned(1, 0, 100, Operation::Park);
+        init.reason = Reason::ClassInit;
+        init.java_stack = Some(5);
+        let ((kind, class), _) = what(&model, &init);
+        assert_eq!(
+            (kind, class.as_deref()),
+            (WaitKind::ClassInit, Some("shop.TaxRules"))
         );
     }
 }
