@@ -7,7 +7,7 @@ use std::{collections::HashMap, io::Write};
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis::Analysis,
+    analysis::{Analysis, jdk},
     events::{Frame, FrameKind, StackId},
     model::{FastMap, add},
 };
@@ -62,7 +62,14 @@ pub struct Options {
     pub reverse: bool,
     /// Drawn top down (an icicle graph).
     pub inverted: bool,
+    /// Draw the JVM's own threads' waits for work too (a JIT compiler idle on its queue,
+    /// the Attach Listener), under a root frame of their own. Without it they are left out
+    /// of blocked time, futex waits and system calls, and the subtitle says how much.
+    pub jvm_threads: bool,
 }
+
+/// The root frame the JVM's own threads' waits for work are drawn under.
+pub const JVM_THREADS_ROOT: &str = "[the JVM's own threads, waiting for work]";
 
 /// What a flamegraph adds up: how many waits, how long in all, on how many threads.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -70,6 +77,8 @@ pub struct Summary {
     pub events: u64,
     pub total_ns: u64,
     pub threads: usize,
+    /// The JVM's own threads' waits for work among them (drawn apart), or left out.
+    pub jvm_threads_ns: u64,
 }
 
 /// Runs of the same frame longer than this (deep recursion) are drawn as one frame, so one
@@ -146,33 +155,55 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
     // Events are summed by their stacks' ids first (millions of waits, thousands of
     // stacks), then each stack is named once. Each event adds its own whole microseconds,
     // as a line per event would.
+    // (thread when drawn per thread, the JVM's own wait for work, stacks)
     type Ids = (
         Option<u32>,
+        bool,
         Option<StackId>,
         Option<StackId>,
         Option<StackId>,
     );
     let mut by_ids: FastMap<Ids, u64> = FastMap::default();
-    let mut by_frames: Vec<(u32, Vec<&Frame>, u64)> = Vec::new();
-    let mut count = |tid: u32, ns: u64| {
+    let mut by_frames: Vec<(u32, bool, Vec<&Frame>, u64)> = Vec::new();
+    // Whether a wait is the JVM's own for work, and whether it is drawn.
+    let own = analysis.jdk_own_threads();
+    let theirs = |tid: u32, frames: &[&Frame]| jdk::waits_for_work(own, tid, frames);
+    let mut count = |tid: u32, jvm: bool, ns: u64| {
+        if jvm {
+            add(&mut summary.jvm_threads_ns, ns);
+            if !options.jvm_threads {
+                return false;
+            }
+        }
         summary.events += 1;
         add(&mut summary.total_ns, ns);
         threads.insert(tid);
+        true
     };
-    let mut add_ids =
-        |tid: u32, ids: (Option<StackId>, Option<StackId>, Option<StackId>), ns: u64| {
-            count(tid, ns);
+    // Waits of the kinds that the JVM's own threads make while they wait for work.
+    type Stacks = (Option<StackId>, Option<StackId>, Option<StackId>);
+    let mut known: FastMap<(u32, Stacks), bool> = FastMap::default();
+    let mut add_wait = |tid: u32, ids: Stacks, ns| {
+        // (Once per thread and stack: there are millions of waits.)
+        let jvm = own.contains(&tid)
+            && *known
+                .entry((tid, ids))
+                .or_insert_with(|| theirs(tid, &model.frames_of(ids.0, ids.1, ids.2)));
+        if count(tid, jvm, ns) {
             let thread = options.per_thread.then_some(tid);
             add(
-                by_ids.entry((thread, ids.0, ids.1, ids.2)).or_default(),
+                by_ids
+                    .entry((thread, jvm, ids.0, ids.1, ids.2))
+                    .or_default(),
                 ns / 1_000,
             );
-        };
+        }
+    };
     match options.kind {
         Kind::OffCpu => {
             // The report's blocked time: an idle carrier's park is waiting for work.
             for (o, ns) in analysis.blocked_intervals() {
-                add_ids(
+                add_wait(
                     o.tid,
                     (o.kernel_stack(), o.user_stack(), model.java_stack(o)),
                     ns,
@@ -181,28 +212,34 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         }
         Kind::Pinned => {
             for e in analysis.pinned_events() {
-                add_ids(
-                    e.carrier,
-                    (e.kernel_stack, e.user_stack, e.java_stack),
-                    e.duration_ns(),
-                );
+                count(e.carrier, false, e.duration_ns());
+                let thread = options.per_thread.then_some(e.carrier);
+                let ids = (thread, false, e.kernel_stack, e.user_stack, e.java_stack);
+                add(by_ids.entry(ids).or_default(), e.duration_ns() / 1_000);
             }
         }
         // (Long system calls and lock waits: few, one by one.)
-        Kind::Futex => {
-            for s in model.syscalls.iter().filter(|s| s.futex.is_some()) {
-                count(s.tid, s.duration_ns());
-                by_frames.push((s.tid, model.waiter_frames(s), s.duration_ns() / 1_000));
-            }
-        }
-        Kind::Syscall => {
-            for s in model.syscalls.iter().filter(|s| s.futex.is_none()) {
-                count(s.tid, s.duration_ns());
-                by_frames.push((s.tid, model.waiter_frames(s), s.duration_ns() / 1_000));
+        Kind::Futex | Kind::Syscall => {
+            let futex = options.kind == Kind::Futex;
+            for s in model.syscalls.iter().filter(|s| s.futex.is_some() == futex) {
+                let frames = model.waiter_frames(s);
+                let jvm = theirs(s.tid, &frames);
+                if count(s.tid, jvm, s.duration_ns()) {
+                    by_frames.push((s.tid, jvm, frames, s.duration_ns() / 1_000));
+                }
             }
         }
         Kind::OnCpu | Kind::Wall => {
+            // Every thread's whole time: the JVM's own included, as they are.
             let each = crate::analysis::oncpu::sample_ns(model);
+            let mut add_ids = |tid: u32, (k, u, j), ns: u64| {
+                count(tid, false, ns);
+                let thread = options.per_thread.then_some(tid);
+                add(
+                    by_ids.entry((thread, false, k, u, j)).or_default(),
+                    ns / 1_000,
+                );
+            };
             for s in &model.samples {
                 add_ids(s.tid, crate::analysis::oncpu::stacks_of(model, s), each);
             }
@@ -222,14 +259,22 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         Kind::Locks => {
             for s in analysis.lock_waits() {
                 let holder = s.releaser();
-                count(holder, s.duration_ns());
-                by_frames.push((holder, model.holder_frames(s), s.duration_ns() / 1_000));
+                count(holder, false, s.duration_ns());
+                by_frames.push((
+                    holder,
+                    false,
+                    model.holder_frames(s),
+                    s.duration_ns() / 1_000,
+                ));
             }
         }
     }
     let mut weights: HashMap<String, u64> = HashMap::new();
-    let mut line = |tid: u32, frames: Vec<&Frame>, us: u64| {
+    let mut line = |tid: u32, jvm: bool, frames: Vec<&Frame>, us: u64| {
         let mut parts: Vec<String> = Vec::new();
+        if jvm {
+            parts.push(JVM_THREADS_ROOT.into());
+        }
         if options.per_thread {
             parts.push(model.thread_name(tid).replace(';', ":"));
         }
@@ -249,11 +294,16 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         }
         add(weights.entry(stack).or_default(), us);
     };
-    for ((thread, kernel, user, java), us) in by_ids {
-        line(thread.unwrap_or(0), model.frames_of(kernel, user, java), us);
+    for ((thread, jvm, kernel, user, java), us) in by_ids {
+        line(
+            thread.unwrap_or(0),
+            jvm,
+            model.frames_of(kernel, user, java),
+            us,
+        );
     }
-    for (tid, frames, us) in by_frames {
-        line(tid, frames, us);
+    for (tid, jvm, frames, us) in by_frames {
+        line(tid, jvm, frames, us);
     }
     // The renderer adds the weights up in a u64: a recording whose times add up to more
     // (only a hostile one) is scaled down to fit, proportions kept.
@@ -283,7 +333,7 @@ pub fn write_svg(analysis: &Analysis, options: &Options, out: impl Write) -> Res
         model.target.command
     );
     inferno.count_name = "us".into();
-    inferno.subtitle = Some(subtitle(analysis, options.kind, summary));
+    inferno.subtitle = Some(subtitle(analysis, options, summary));
     inferno.colors =
         inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
     inferno.reverse_stack_order = options.reverse;
@@ -299,7 +349,8 @@ pub fn write_svg(analysis: &Analysis, options: &Options, out: impl Write) -> Res
 }
 
 /// What the picture adds up, in the words of its kind, and the colours' key.
-fn subtitle(analysis: &Analysis, kind: Kind, s: Summary) -> String {
+fn subtitle(analysis: &Analysis, options: &Options, s: Summary) -> String {
+    let kind = options.kind;
     let what = match kind {
         Kind::OffCpu => "blocked intervals",
         Kind::Pinned => "pinned waits",
@@ -314,8 +365,19 @@ fn subtitle(analysis: &Analysis, kind: Kind, s: Summary) -> String {
         Kind::Locks => "releasing threads",
         _ => "threads",
     };
+    let jvm = match (s.jvm_threads_ns, options.jvm_threads) {
+        (0, _) => String::new(),
+        (ns, false) => format!(
+            "; the JVM's own threads' waits for work ({}) left out: --jvm-threads draws them",
+            crate::report::secs(ns)
+        ),
+        (ns, true) => format!(
+            "; the JVM's own threads' waits for work ({}) under {JVM_THREADS_ROOT}",
+            crate::report::secs(ns)
+        ),
+    };
     format!(
-        "{} {what}, {} on {} {whose}, in a {} window; width: time in microseconds; green Java, aqua inlined, yellow C++, red native, orange kernel",
+        "{} {what}, {} on {} {whose}, in a {} window{jvm}; width: time in microseconds; green Java, aqua inlined, yellow C++, red native, orange kernel",
         s.events,
         crate::report::secs(s.total_ns),
         s.threads,

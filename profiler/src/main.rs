@@ -149,6 +149,10 @@ enum Command {
         /// Drawn top down (an icicle graph).
         #[arg(long)]
         inverted: bool,
+        /// Draw the JVM's own threads' waits for work too (JIT compilers, the Attach
+        /// Listener...), under a root frame of their own; left out without it.
+        #[arg(long)]
+        jvm_threads: bool,
         #[command(flatten)]
         only: FilterArgs,
     },
@@ -172,6 +176,11 @@ enum Command {
         /// Folded stacks and the SVG: one tower per thread, named at the root.
         #[arg(long)]
         per_thread: bool,
+        /// The JVM's own threads' waits for work too (JIT compilers, the Attach Listener...):
+        /// under a root frame of their own in folded stacks and the SVG, with the label
+        /// `role:jvm` in pprof; left out without it.
+        #[arg(long)]
+        jvm_threads: bool,
         #[command(flatten)]
         only: FilterArgs,
     },
@@ -654,6 +663,7 @@ fn run(command: Command) -> Result<()> {
             kind,
             reverse,
             inverted,
+            jvm_threads,
             only,
         } => {
             let options = flamegraph::Options {
@@ -661,6 +671,7 @@ fn run(command: Command) -> Result<()> {
                 kind,
                 reverse,
                 inverted,
+                jvm_threads,
             };
             let only = only.filter()?;
             if output.as_os_str() == "-" {
@@ -692,6 +703,7 @@ fn run(command: Command) -> Result<()> {
             format,
             kind,
             per_thread,
+            jvm_threads,
             only,
         } => {
             let options = export::Options {
@@ -699,6 +711,7 @@ fn run(command: Command) -> Result<()> {
                 flamegraph: flamegraph::Options {
                     per_thread,
                     kind,
+                    jvm_threads,
                     ..Default::default()
                 },
             };

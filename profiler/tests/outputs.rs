@@ -40,19 +40,25 @@ fn export(recording: &Path, name: &str, options: &[&str]) -> PathBuf {
     out
 }
 
-/// What `go tool pprof -raw` reads in a profile: the sum of each sample type's values, and
-/// the text it printed.
-fn pprof_raw(profile: &Path) -> (BTreeMap<String, u128>, String) {
+/// What `go tool pprof` prints with `options` for a profile.
+fn go_pprof(options: &[&str], profile: &Path) -> String {
     let home = scratch("go-home");
     std::fs::create_dir_all(&home).unwrap();
     let out = Command::new(reader("PINPROF_GO"))
-        .args(["tool", "pprof", "-raw"])
+        .args(["tool", "pprof"])
+        .args(options)
         .arg(profile)
         .env("HOME", &home)
         .output()
         .expect("run go tool pprof");
-    assert_ok(&out, "go tool pprof -raw");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_ok(&out, "go tool pprof");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What `go tool pprof -raw` reads in a profile: the sum of each sample type's values, and
+/// the text it printed.
+fn pprof_raw(profile: &Path) -> (BTreeMap<String, u128>, String) {
+    let text = go_pprof(&["-raw"], profile);
     let mut lines = text.lines().skip_while(|l| *l != "Samples:").skip(1);
     let types: Vec<String> = lines
         .next()
@@ -116,19 +122,37 @@ fn jdk21_pprof_totals_as_go_reads_them_equal_the_report() {
     let pinned = report["pinned"]["total_ns"].as_u64().unwrap();
     assert!(pinned > 1_000_000_000, "the workload pins: {pinned} ns");
     assert_eq!(totals["pinned"], u128::from(pinned));
+    // By default the JVM's own threads' waits for work are left out: the blocked time is
+    // the report's blocked stacks but theirs; with --jvm-threads, all of it, theirs
+    // labelled role:jvm.
+    let blocked = |theirs: bool| -> u128 {
+        report["off_cpu"]["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| theirs || s["jvm_internal"] == false)
+            .map(|s| u128::from(s["total_ns"].as_u64().unwrap()))
+            .sum()
+    };
+    assert!(blocked(true) > blocked(false), "the JVM's threads waited");
+    assert_eq!(totals["off_cpu"], blocked(false));
+    assert!(!text.contains("role:[jvm]"), "{text}");
+    let all = export(&recording, "pprof21-jvm.pb.gz", &["--jvm-threads"]);
+    let (all_totals, all_text) = pprof_raw(&all);
+    assert_eq!(all_totals["off_cpu"], blocked(true));
     assert_eq!(
-        totals["futex"],
+        all_totals["futex"],
         u128::from(report["futex_waits"]["total_ns"].as_u64().unwrap())
     );
-    let blocked: u64 = report["off_cpu"]["stacks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["total_ns"].as_u64().unwrap())
-        .sum();
-    assert_eq!(totals["off_cpu"], u128::from(blocked));
+    assert!(totals["futex"] < all_totals["futex"]);
+    assert!(all_text.contains("role:[jvm]"), "{all_text}");
     // Lock waits are futex waits another thread released: a part of them.
-    assert!(totals["lock"] <= totals["futex"]);
+    assert!(totals["lock"] <= all_totals["futex"]);
+    // What `pprof -top` puts first is where the application waited, not the kernel's
+    // scheduler: the kernel's frames are one location, named for the system call.
+    let top = go_pprof(&["-top", "-sample_index=off_cpu"], &profile);
+    assert!(!top.contains("schedule"), "{top}");
+    assert!(top.contains("sys_futex"), "{top}");
     // Pinned samples say their virtual thread and why; Java frames are functions.
     assert!(text.contains("reason:[monitor]"), "{text}");
     assert!(text.contains("vthread_id:["), "{text}");
@@ -182,6 +206,31 @@ fn jdk21_folded_stacks_through_inferno_flamegraph_draw_the_same_frames() {
         assert!(ours.len() > 5, "{kind}: {ours:?}");
         assert_eq!(theirs, ours, "{kind}");
     }
+    // Blocked time leaves the JVM's own threads' waits for work out (a JIT compiler's idle
+    // wait would be a wide tower); with --jvm-threads they stand under a root of their own,
+    // and the application's stacks are as they were.
+    let read = |name: &str, options: &[&str]| -> Vec<(String, u64)> {
+        let folded = export(&recording, name, options);
+        std::fs::read_to_string(folded)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (stack, us) = l.rsplit_once(' ').unwrap();
+                (stack.to_string(), us.parse().unwrap())
+            })
+            .collect()
+    };
+    const ROOT: &str = "[the JVM's own threads, waiting for work]";
+    let app = read("folded21-app.folded", &[]);
+    let all = read("folded21-all.folded", &["--jvm-threads"]);
+    assert!(app.iter().all(|(s, _)| !s.starts_with(ROOT)), "{app:?}");
+    let (theirs, ours): (Vec<_>, Vec<_>) = all.into_iter().partition(|(s, _)| s.starts_with(ROOT));
+    assert!(!theirs.is_empty(), "the JVM's threads waited");
+    assert!(
+        theirs.iter().all(|(s, _)| !s.contains("PinnedSleep")),
+        "{theirs:?}"
+    );
+    assert_eq!(ours, app);
 }
 
 /// The kernel's count of a thread's voluntary context switches (`/proc/PID/task/TID/status`).

@@ -43,13 +43,15 @@ pub fn blocked_stacks<'m>(
         class_monitors: std::collections::BTreeSet<String>,
     }
     // One row is one cause: one stack, one class of monitor, and, for a stack without
-    // Java frames (which says nothing of what the thread was doing), one thread.
+    // Java frames (which says nothing of what the thread was doing), one thread; the
+    // JVM's own threads' waits apart from the application's (see `jdk::waits_for_work`).
     type Key<'a> = (
         Option<StackId>,
         Option<StackId>,
         Option<StackId>,
         Option<u32>,
         Option<&'a str>,
+        bool,
     );
     // First by stack, thread and class, one look-up per interval (millions of them); then
     // the threads of a stack with Java frames are put together, a look-up per group.
@@ -70,6 +72,7 @@ pub fn blocked_stacks<'m>(
             model.java_stack(o),
             Some(o.tid),
             class,
+            own.contains(&o.tid),
         );
         let entry = by_thread.entry(key).or_default();
         entry.events += 1;
@@ -86,12 +89,14 @@ pub fn blocked_stacks<'m>(
         }
     }
     let mut by_stack: FastMap<Key, Acc> = FastMap::default();
-    for ((k, u, java, tid, class), t) in by_thread {
+    for ((k, u, java, tid, class, theirs), t) in by_thread {
         let has_java = java
             .and_then(|id| model.stacks.get(&id))
             .is_some_and(|frames| !frames.is_empty());
         let thread = if has_java { None } else { tid };
-        let entry = by_stack.entry((k, u, java, thread, class)).or_default();
+        let entry = by_stack
+            .entry((k, u, java, thread, class, theirs))
+            .or_default();
         add(&mut entry.events, t.events);
         add(&mut entry.total_ns, t.total_ns);
         entry.max_ns = entry.max_ns.max(t.max_ns);
@@ -103,7 +108,7 @@ pub fn blocked_stacks<'m>(
     }
     let mut rows: Vec<StackRow> = by_stack
         .into_iter()
-        .map(|((k, u, j, _, _), acc)| {
+        .map(|((k, u, j, _, _, theirs), acc)| {
             let stack = model.frames_of(k, u, j);
             let Acc {
                 events,
@@ -115,11 +120,8 @@ pub fn blocked_stacks<'m>(
             } = acc;
             let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
             threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            // The JVM's own threads waiting for work: none of the application's code
-            // under them (a finalizer or a timer running the application's task is
-            // the application's).
-            let jvm_internal = threads.iter().all(|(tid, _)| own.contains(tid))
-                && !stack.iter().any(|f| jdk::is_application_frame(f));
+            // The JVM's own threads waiting for work (the key kept them apart).
+            let jvm_internal = theirs && !stack.iter().any(|f| jdk::is_application_frame(f));
             StackRow {
                 jvm_internal,
                 stack: StackLabels::new(&stack, monitor_frames(&stack)),

@@ -30,6 +30,14 @@ pub fn is_application_frame(frame: &Frame) -> bool {
             .is_some_and(|n| !is_marker(n) && !is_jdk_method(n))
 }
 
+/// A wait of one of the JVM's or the JDK's own threads (`own`, see `jdk_own_threads`) for
+/// work: none of the application's code under it (a finalizer, a cleaner or a timer
+/// running the application's task waits for the application). Views leave these last, or
+/// out.
+pub fn waits_for_work(own: &HashSet<u32>, tid: u32, frames: &[&Frame]) -> bool {
+    own.contains(&tid) && !frames.iter().any(|f| is_application_frame(f))
+}
+
 /// A thread class of the JDK's own services: a JDK class that is neither the plain
 /// `java.lang.Thread` (what applications start) nor a fork-join worker (whose pools run the
 /// application's tasks). `jdk.internal.misc.InnocuousThread` (socket pollers, the common

@@ -73,7 +73,7 @@ pub fn write(analysis: &Analysis, options: &Options, mut out: impl Write) -> Res
             }
             Ok(out.flush()?)
         }
-        Format::Pprof => pprof::write(analysis, out),
+        Format::Pprof => pprof::write(analysis, options.flamegraph.jvm_threads, out),
         Format::Timeline => timeline::write(analysis, out),
         Format::Svg => flamegraph::write_svg(analysis, &options.flamegraph, out),
     }

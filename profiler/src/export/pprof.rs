@@ -3,7 +3,9 @@
 //! `off_cpu` (blocked time of every thread, as the off-CPU flamegraph weighs it), `pinned`
 //! (carrier time pinned, by the pinned virtual thread's stack), `futex` (long futex waits,
 //! by the waiter's stack) and `lock` (lock wait time, by the stack of the holder that
-//! released it). Samples carry labels: `thread`, `tid`, `role`, and for pinned time the
+//! released it). The JVM's own threads' waits for work are left out unless asked for (then
+//! with `role:jvm`); the kernel's frames of a stack are one location, named for the system
+//! call (`sys_futex`). Samples carry labels: `thread`, `tid`, `role`, and for pinned time the
 //! virtual thread (`vthread_id`), `reason` and `operation`. Java frames are functions named
 //! `pkg.Class.method` whose file is their class.
 
@@ -13,7 +15,7 @@ use std::io::Write;
 use anyhow::{Context as _, Result};
 
 use super::protobuf::Message;
-use crate::analysis::{Analysis, kinds::ThreadRole};
+use crate::analysis::{Analysis, jdk, kinds::ThreadRole};
 use crate::events::{Frame, FrameKind, StackId};
 use crate::model::{FastMap, add};
 
@@ -104,8 +106,29 @@ impl Tables {
     }
 
     /// A stack's locations, innermost first; a wait with no stack gets one frame that says
-    /// so (a sample without locations is dropped by some readers).
+    /// so (a sample without locations is dropped by some readers). The kernel's frames are
+    /// one location, named for the system call they serve (`sys_futex`), else for the
+    /// kernel's entry (an interrupt, a page fault): pprof's flat view charges the innermost
+    /// location, which would otherwise be the scheduler's `__schedule` for every wait.
     fn locations_of(&mut self, frames: &[&Frame]) -> Vec<u64> {
+        let kernel = frames
+            .iter()
+            .take_while(|f| f.kind == FrameKind::Kernel)
+            .count();
+        if kernel > 0 {
+            let name = kernel_entry(&frames[..kernel]);
+            let folded = Frame {
+                kind: FrameKind::Kernel,
+                addr: 0,
+                name: Some(name),
+                module: None,
+                holds_monitor: false,
+                line: None,
+            };
+            let mut out = vec![self.location(&folded)];
+            out.extend(frames[kernel..].iter().map(|f| self.location(f)));
+            return out;
+        }
         if frames.is_empty() {
             let none = Frame {
                 kind: FrameKind::Native,
@@ -121,9 +144,28 @@ impl Tables {
     }
 }
 
-/// Writes the profile of a recording, gzipped.
-pub fn write(analysis: &Analysis, out: impl Write) -> Result<()> {
-    let bytes = encode(analysis);
+/// What the kernel frames of a stack (innermost first) were doing, in a word: `sys_<call>`
+/// for a system call, else the outermost frame (how the kernel was entered).
+fn kernel_entry(frames: &[&Frame]) -> String {
+    const SYSCALL: [&str; 5] = [
+        "__x64_sys_",
+        "__ia32_sys_",
+        "__arm64_sys_",
+        "__se_sys_",
+        "__do_sys_",
+    ];
+    let names = || frames.iter().filter_map(|f| f.name.as_deref());
+    names()
+        .find_map(|n| SYSCALL.iter().find_map(|p| n.strip_prefix(p)))
+        .map(|call| format!("sys_{call}"))
+        .or_else(|| names().next_back().map(str::to_string))
+        .unwrap_or_else(|| "[kernel]".into())
+}
+
+/// Writes the profile of a recording, gzipped; the JVM's own threads' waits for work only
+/// with `jvm_threads` (labelled `role:jvm`).
+pub fn write(analysis: &Analysis, jvm_threads: bool, out: impl Write) -> Result<()> {
+    let bytes = encode(analysis, jvm_threads);
     let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
     gz.write_all(&bytes)
         .and_then(|()| gz.finish().map(drop))
@@ -131,19 +173,30 @@ pub fn write(analysis: &Analysis, out: impl Write) -> Result<()> {
 }
 
 /// The profile, not compressed.
-pub fn encode(analysis: &Analysis) -> Vec<u8> {
+pub fn encode(analysis: &Analysis, jvm_threads: bool) -> Vec<u8> {
     let model = analysis.model();
     let mut tables = Tables::new();
     let roles: HashMap<u32, ThreadRole> =
         analysis.threads().iter().map(|t| (t.tid, t.role)).collect();
+    let own = analysis.jdk_own_threads();
+    let jvm_role = || vec![("role", Value::Str("jvm".into()))];
     // Summed by stack ids and thread first (millions of intervals, thousands of stacks).
     let mut by_ids: FastMap<(usize, u32, Ids, Labels), u64> = FastMap::default();
+    let mut theirs: FastMap<(u32, Ids), bool> = FastMap::default();
     for (o, ns) in analysis.blocked_intervals() {
         let ids = (o.kernel_stack(), o.user_stack(), model.java_stack(o));
-        add(
-            by_ids.entry((OFF_CPU, o.tid, ids, Vec::new())).or_default(),
-            ns,
-        );
+        let labels = if own.contains(&o.tid)
+            && *theirs.entry((o.tid, ids)).or_insert_with(|| {
+                jdk::waits_for_work(own, o.tid, &model.frames_of(ids.0, ids.1, ids.2))
+            }) {
+            if !jvm_threads {
+                continue;
+            }
+            jvm_role()
+        } else {
+            Vec::new()
+        };
+        add(by_ids.entry((OFF_CPU, o.tid, ids, labels)).or_default(), ns);
     }
     for e in analysis.pinned_events() {
         let labels = vec![
@@ -158,6 +211,7 @@ pub fn encode(analysis: &Analysis) -> Vec<u8> {
         );
     }
     let mut samples: HashMap<Key, u64> = HashMap::new();
+    // (A role among the extra labels, the JVM's, stands.)
     let labels_of = |tid: u32, mut extra: Labels| {
         let role = match roles.get(&tid) {
             Some(ThreadRole::Carrier) => "carrier",
@@ -166,8 +220,10 @@ pub fn encode(analysis: &Analysis) -> Vec<u8> {
         let mut labels = vec![
             ("thread", Value::Str(model.thread_name(tid))),
             ("tid", Value::Num(u64::from(tid))),
-            ("role", Value::Str(role.into())),
         ];
+        if !extra.iter().any(|(name, _)| *name == "role") {
+            labels.push(("role", Value::Str(role.into())));
+        }
         labels.append(&mut extra);
         labels
     };
@@ -180,19 +236,34 @@ pub fn encode(analysis: &Analysis) -> Vec<u8> {
         add(samples.entry(key).or_default(), ns);
     }
     // (Long futex waits and lock waits: few, one by one.)
-    let mut one_by_one = |kind: usize, tid: u32, frames: Vec<&Frame>, ns: u64| {
+    let mut one_by_one = |kind: usize, tid: u32, frames: Vec<&Frame>, extra: Labels, ns: u64| {
         let key = Key {
             kind,
             locations: tables.locations_of(&frames),
-            labels: labels_of(tid, Vec::new()),
+            labels: labels_of(tid, extra),
         };
         add(samples.entry(key).or_default(), ns);
     };
     for s in model.syscalls.iter().filter(|s| s.futex.is_some()) {
-        one_by_one(FUTEX, s.tid, model.waiter_frames(s), s.duration_ns());
+        let frames = model.waiter_frames(s);
+        let extra = if jdk::waits_for_work(own, s.tid, &frames) {
+            if !jvm_threads {
+                continue;
+            }
+            jvm_role()
+        } else {
+            Vec::new()
+        };
+        one_by_one(FUTEX, s.tid, frames, extra, s.duration_ns());
     }
     for s in analysis.lock_waits() {
-        one_by_one(LOCK, s.releaser(), model.holder_frames(s), s.duration_ns());
+        one_by_one(
+            LOCK,
+            s.releaser(),
+            model.holder_frames(s),
+            Vec::new(),
+            s.duration_ns(),
+        );
     }
 
     let mut profile = Message::default();
