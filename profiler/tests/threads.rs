@@ -228,7 +228,8 @@ fn thread_times_stay_within_lives(major: u32) {
         }
         assert!(
             counted >= ran * 0.99,
-            "JDK {major}: thread {} counts {counted} ns, but ran Java code for {ran} ns: {row}",
+            "JDK {major}: thread {} counts {counted} ns, but ran Java code for {ran} ns: {row} \
+             ({lost} events lost; {closing})",
             life.tid
         );
         assert!(

@@ -148,6 +148,11 @@ fn exited(ctx: &TracePointContext) {
     let _ = IN_SYSCALL.remove(tid);
     let _ = STACK_REQUESTS.remove(tid);
     let _ = CONTENTION_STARTS.remove(tid);
+    // Its end and account, here as well as at its last switch (`sched_switch`), which the
+    // kernel may not show the programs (it skips one while another runs on the CPU): a
+    // thread whose end went unseen kept a stale account and lost the end of its life. The
+    // later of the two stands.
+    thread_life(kind::THREAD_EXIT, tid, unsafe { bpf_ktime_get_ns() }, true);
     let group_dead =
         unsafe { ctx.read_at::<u8>(setting(&EXIT_GROUP_DEAD_OFFSET) as usize) }.unwrap_or(0);
     if group_dead != 0 {

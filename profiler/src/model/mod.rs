@@ -290,7 +290,12 @@ impl Model {
                 time_ns,
                 account,
             } => {
-                self.exits.insert(tid, (time_ns, account));
+                // A thread's end is sent as it exits and again at its last switch (if the
+                // kernel shows that): the later stands.
+                let exit = self.exits.entry(tid).or_insert((time_ns, account));
+                if time_ns >= exit.0 {
+                    *exit = (time_ns, account);
+                }
             }
             Event::Counters { time_ns, counters } => {
                 self.end_mono_ns = self.end_mono_ns.max(time_ns);
