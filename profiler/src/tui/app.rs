@@ -25,6 +25,9 @@ use crate::{
     report::secs,
 };
 
+/// Lines the stack panes scroll by a key.
+const STACK_STEP: u16 = 5;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tab {
     Overview,
@@ -362,6 +365,9 @@ pub struct App {
     pub message: Option<String>,
     /// Where `f` writes its flamegraphs: beside the user (the working directory).
     pub out_dir: std::path::PathBuf,
+    /// The stack panes' line kept in view and marked (J/K); back to the top when the
+    /// selection or the view changes.
+    pub stack_scroll: u16,
     /// The episode `n`/`N` went to, and its culprit site.
     pub episode: Option<(usize, Option<String>)>,
     /// That culprit's row, to select in the pinned sites once the tables cover it.
@@ -412,6 +418,7 @@ impl App {
             popup: None,
             message: None,
             out_dir: std::path::PathBuf::from("."),
+            stack_scroll: 0,
             episode: None,
             culprit: None,
             culprit_selected: false,
@@ -714,6 +721,15 @@ impl App {
         let (start, end) = self.bounds();
         let tab = self.tab.index();
         let cell = self.timeline.range(start, end).cell_ns;
+        let shown = (self.tab, self.selected());
+        self.act(action, tab, cell, (start, end));
+        // Another row or view: its stack from the top.
+        if (self.tab, self.selected()) != shown {
+            self.stack_scroll = 0;
+        }
+    }
+
+    fn act(&mut self, action: Action, tab: usize, cell: u64, (start, end): (u64, u64)) {
         match action {
             Action::Quit => self.quit = true,
             Action::Interrupt => {
@@ -725,6 +741,14 @@ impl App {
             Action::Tab(i) => self.tab = Tab::ALL[i.min(Tab::ALL.len() - 1)],
             Action::Down => self.move_selection(1),
             Action::Up => self.move_selection(-1),
+            Action::StackDown => {
+                let last = self.stack_pane_lines().saturating_sub(1);
+                self.stack_scroll = self
+                    .stack_scroll
+                    .saturating_add(STACK_STEP)
+                    .min(u16::try_from(last).unwrap_or(u16::MAX));
+            }
+            Action::StackUp => self.stack_scroll = self.stack_scroll.saturating_sub(STACK_STEP),
             Action::PageDown => self.move_selection(10),
             Action::PageUp => self.move_selection(-10),
             Action::FirstRow => self.move_selection(i64::MIN / 2),
@@ -783,7 +807,11 @@ impl App {
         let at = self.timeline.cursor_ns;
         // (An episode that starts at the cursor is next unless the cursor went to it.)
         let on = self.episode.as_ref().map(|(i, _)| *i);
-        let found = if next {
+        let found = if next && self.live && self.timeline.following {
+            // Following a live target, the cursor is the present: the latest episode is
+            // the one to see.
+            marks.len().checked_sub(1)
+        } else if next {
             marks
                 .iter()
                 .enumerate()
@@ -989,6 +1017,22 @@ impl App {
         let last = self.view().rows(self.tab).saturating_sub(1) as i64;
         let selected = &mut self.selected[self.tab.index()];
         *selected = (*selected as i64).saturating_add(by).clamp(0, last) as usize;
+    }
+
+    /// Lines of the stack panes of the view shown (the longest, where there are two).
+    fn stack_pane_lines(&self) -> usize {
+        let view = self.view();
+        match self.tab {
+            Tab::Pinned => view
+                .sites
+                .get(self.selected())
+                .map_or(0, |s| super::draw::stack_lines(&s.stack).len()),
+            Tab::Locks => view
+                .locks
+                .get(self.selected())
+                .map_or(0, |l| l.holder_frames.len().max(l.waiter_frames.len())),
+            _ => 0,
+        }
     }
 
     pub fn selected(&self) -> usize {

@@ -979,7 +979,13 @@ fn draw_pinned(frame: &mut Frame, area: Rect, app: &App) {
         Some(said) => format!(" Stack (innermost first) · {said} "),
         None => " Stack (innermost first) ".to_string(),
     };
-    draw_stack(frame, detail, &title, site.map(|s| &s.stack));
+    draw_stack(
+        frame,
+        detail,
+        &title,
+        site.map(|s| &s.stack),
+        app.stack_scroll,
+    );
 }
 
 fn draw_threads(frame: &mut Frame, area: Rect, app: &App) {
@@ -1081,15 +1087,19 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
     let [release, wait] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(detail);
     let lock = app.view().locks.get(app.selected());
-    frame.render_widget(
-        Paragraph::new(plain_lines(lock.map(|l| l.holder_frames.as_slice())))
-            .block(Block::bordered().title(" Holder's stack as it released ")),
+    draw_scrolled(
+        frame,
         release,
+        " Holder's stack as it released ",
+        plain_lines(lock.map(|l| l.holder_frames.as_slice())),
+        app.stack_scroll,
     );
-    frame.render_widget(
-        Paragraph::new(plain_lines(lock.map(|l| l.waiter_frames.as_slice())))
-            .block(Block::bordered().title(" Longest waiter's stack ")),
+    draw_scrolled(
+        frame,
         wait,
+        " Longest waiter's stack ",
+        plain_lines(lock.map(|l| l.waiter_frames.as_slice())),
+        app.stack_scroll,
     );
 }
 
@@ -1161,47 +1171,84 @@ fn sorted(app: &App) -> String {
     }
 }
 
-/// A stack, innermost first: Java frames bold, the frame that holds the monitor marked.
-fn draw_stack(frame: &mut Frame, area: Rect, title: &str, stack: Option<&StackLabels>) {
-    let lines: Vec<Line> = stack.map_or_else(Vec::new, |stack| {
-        // The kernel and native frames on top say how it waits, the Java ones where: folded
-        // into one line, so that the Java frames fit in a small panel.
-        let native = |i: usize| stack.frame_kinds.get(i).is_some_and(|k| k.is_native());
-        let on_top = (0..stack.frames.len()).take_while(|&i| native(i)).count();
-        let folded = (on_top > 1 && on_top < stack.frames.len()).then(|| {
-            Line::from(Span::styled(
-                format!(
-                    "{} … {}  ({on_top} kernel and native frames)",
-                    stack.frames[0],
-                    stack.frames[on_top - 1]
-                ),
-                Style::new().dim(),
-            ))
-        });
-        let skip = if folded.is_some() { on_top } else { 0 };
-        folded
-            .into_iter()
-            .chain(stack.frames.iter().enumerate().skip(skip).map(|(i, name)| {
-                let kind = stack.frame_kinds.get(i).copied();
-                let style = match kind {
-                    Some(FrameClass::Kernel | FrameClass::Native) => Style::new().dim(),
-                    Some(FrameClass::Jit | FrameClass::Stub | FrameClass::VmCall) => Style::new(),
-                    _ => Style::new().add_modifier(Modifier::BOLD),
-                };
-                let kind = kind.map_or("", FrameClass::as_str);
-                let mut spans = vec![Span::styled(name.clone(), style)];
-                if stack.monitor_frames.contains(&i) {
-                    spans.push(Span::styled("  [holds monitor]", Style::new().red()));
-                }
-                spans.push(Span::styled(format!("  {kind}"), Style::new().dim()));
-                Line::from(spans)
-            }))
-            .collect()
+/// A stack, innermost first: Java frames bold, the frame that holds the monitor marked;
+/// its line `scroll` in view (J/K).
+fn draw_stack(
+    frame: &mut Frame,
+    area: Rect,
+    title: &str,
+    stack: Option<&StackLabels>,
+    scroll: u16,
+) {
+    let lines = stack.map_or_else(Vec::new, stack_lines);
+    draw_scrolled(frame, area, title, lines, scroll);
+}
+
+/// A stack's lines as its pane shows them: the kernel and native frames on top folded into
+/// one (they say how it waits, the Java ones where), so that the Java frames fit.
+pub fn stack_lines(stack: &StackLabels) -> Vec<Line<'static>> {
+    let native = |i: usize| stack.frame_kinds.get(i).is_some_and(|k| k.is_native());
+    let on_top = (0..stack.frames.len()).take_while(|&i| native(i)).count();
+    let folded = (on_top > 1 && on_top < stack.frames.len()).then(|| {
+        Line::from(Span::styled(
+            format!(
+                "{} … {}  ({on_top} kernel and native frames)",
+                stack.frames[0],
+                stack.frames[on_top - 1]
+            ),
+            Style::new().dim(),
+        ))
     });
+    let skip = if folded.is_some() { on_top } else { 0 };
+    folded
+        .into_iter()
+        .chain(stack.frames.iter().enumerate().skip(skip).map(|(i, name)| {
+            let kind = stack.frame_kinds.get(i).copied();
+            let style = match kind {
+                Some(FrameClass::Kernel | FrameClass::Native) => Style::new().dim(),
+                Some(FrameClass::Jit | FrameClass::Stub | FrameClass::VmCall) => Style::new(),
+                _ => Style::new().add_modifier(Modifier::BOLD),
+            };
+            let kind = kind.map_or("", FrameClass::as_str);
+            let mut spans = vec![Span::styled(name.clone(), style)];
+            if stack.monitor_frames.contains(&i) {
+                spans.push(Span::styled("  [holds monitor]", Style::new().red()));
+            }
+            spans.push(Span::styled(format!("  {kind}"), Style::new().dim()));
+            Line::from(spans)
+        }))
+        .collect()
+}
+
+/// Lines in a bordered pane, wrapped, with line `cursor` (J/K; 0: the top) marked and in
+/// view; the title says when there is more above or below, and the keys.
+fn draw_scrolled(frame: &mut Frame, area: Rect, title: &str, mut lines: Vec<Line>, cursor: u16) {
+    let width = usize::from(area.width.saturating_sub(2)).max(1);
+    let height = usize::from(area.height.saturating_sub(2));
+    let rows_of = |l: &Line| l.width().div_ceil(width).max(1);
+    let rows: usize = lines.iter().map(rows_of).sum();
+    let cursor = usize::from(cursor).min(lines.len().saturating_sub(1));
+    // The cursor's line at the pane's bottom once it is past the first screen.
+    let through_cursor: usize = lines.iter().take(cursor + 1).map(rows_of).sum();
+    let top = through_cursor.saturating_sub(height);
+    if cursor > 0
+        && let Some(line) = lines.get_mut(cursor)
+    {
+        *line = std::mem::take(line).patch_style(Style::new().add_modifier(Modifier::REVERSED));
+    }
+    let title = match (top > 0, top + height < rows) {
+        (false, false) => title.to_string(),
+        (above, below) => format!(
+            "{title}· {}{} (J/K) ",
+            if above { "↑" } else { "" },
+            if below { "↓ more" } else { "" }
+        ),
+    };
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(title.to_string())),
+            .scroll((u16::try_from(top).unwrap_or(u16::MAX), 0))
+            .block(Block::bordered().title(title)),
         area,
     );
 }
@@ -1269,6 +1316,11 @@ pub fn site_label(site: &PinnedSite) -> String {
     };
     let holder = stack.monitor_frames.first().copied();
     let java = (0..stack.frames.len()).find(is_method);
+    // Without a monitor held, the application's frame where there is one (a class
+    // initializer's own sleep is `Unsafe.park` innermost, `TaxRules.<clinit>` where the fix
+    // goes), else the innermost Java method.
+    let application = (0..stack.frames.len())
+        .find(|i| is_method(i) && !crate::analysis::jdk::is_jdk_method(&stack.frames[*i]));
     let lock = crate::analysis::monitors::monitors_said(
         &site.monitor_classes,
         &site.class_monitors,
@@ -1281,7 +1333,7 @@ pub fn site_label(site: &PinnedSite) -> String {
             format!("{} [monitor] → {}", stack.frames[h], stack.frames[j])
         }
         (Some(i), _) => format!("{} [monitor]", stack.frames[i]),
-        (None, Some(i)) => stack.frames[i].clone(),
+        (None, Some(i)) => stack.frames[application.unwrap_or(i)].clone(),
         // A stub or a call from the VM, else no Java stack: kernel frames say nothing here.
         (None, None) => (0..stack.frames.len())
             .find(|&i| !stack.frame_kinds.get(i).is_some_and(|k| k.is_native()))
@@ -1325,8 +1377,10 @@ mod tests {
             site_label(&site(&frames, vec![3])),
             "Shop.buy [monitor] → jdk.internal.misc.Unsafe.park"
         );
+        // No monitor held: the application's frame (a class initializer's own sleep).
+        assert_eq!(site_label(&site(&frames, Vec::new())), "Shop.buy");
         assert_eq!(
-            site_label(&site(&frames, Vec::new())),
+            site_label(&site(&frames[..3], Vec::new())),
             "jdk.internal.misc.Unsafe.park"
         );
         assert_eq!(

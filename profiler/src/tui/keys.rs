@@ -16,6 +16,9 @@ pub enum Action {
     Up,
     PageDown,
     PageUp,
+    /// The stack pane's lines on / back.
+    StackDown,
+    StackUp,
     FirstRow,
     LastRow,
     /// The cursor one cell back / on.
@@ -126,6 +129,18 @@ pub const BINDINGS: &[Binding] = &[
         "ten rows up",
         Action::PageUp,
         &[(KeyCode::PageUp, NONE)],
+    ),
+    bind(
+        "J",
+        "stack pane lines down",
+        Action::StackDown,
+        &[(KeyCode::Char('J'), NONE), (KeyCode::Char('J'), SHIFT)],
+    ),
+    bind(
+        "K",
+        "stack pane lines up",
+        Action::StackUp,
+        &[(KeyCode::Char('K'), NONE), (KeyCode::Char('K'), SHIFT)],
     ),
     bind(
         "g",

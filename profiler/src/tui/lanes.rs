@@ -186,6 +186,40 @@ impl Lanes {
             }
         }
         self.recent.retain(|_, spans| !spans.is_empty());
+        // Threads that waited through the window's start with no wait seen (the Signal
+        // Dispatcher, a finalizer, the Attach Listener idle since before attach): their
+        // scheduler account says they did not run, so they are not drawn running.
+        for (tid, (t0, first)) in &model.cpu_first {
+            if Some(*t0) != model.cpu_start_ns
+                || self.settled.contains_key(tid)
+                || self.recent.contains_key(tid)
+            {
+                continue;
+            }
+            let Some((t1, last)) = model.cpu_last.get(tid) else {
+                continue;
+            };
+            let ran = last.run_ns.saturating_sub(first.run_ns);
+            let queued = last.wait_ns.saturating_sub(first.wait_ns);
+            let blocked = t1
+                .saturating_sub(*t0)
+                .saturating_sub(ran.saturating_add(queued));
+            if blocked == 0 {
+                continue;
+            }
+            // Not run at all: blocked still, up to what the lanes know.
+            let end_ns = if ran == 0 && queued == 0 {
+                model.end_mono_ns.max(*t1)
+            } else {
+                t0 + blocked
+            };
+            self.recent.entry(*tid).or_default().push(Span {
+                start_ns: *t0,
+                end_ns,
+                state: State::Blocked,
+                vthread: None,
+            });
+        }
         for spans in self.recent.values_mut() {
             spans.sort_by_key(|s| s.start_ns);
         }

@@ -503,3 +503,72 @@ fn a_live_view_keeps_no_more_than_its_window() {
     }
     assert!(lanes < 2 * 100 * 13, "{kept:?}");
 }
+
+/// A pinned stack deeper than its pane at 80x24 (the application's frame at the bottom): J
+/// scrolls the pane down to it, K back up, and another row starts from the top.
+#[test]
+fn a_deep_stack_scrolls_in_its_pane() {
+    let mut records = scene();
+    for r in &mut records {
+        if let Record::Event(Event::Stack(s)) = r {
+            let bottom = s.frames.pop().unwrap();
+            for i in 0..30 {
+                s.frames
+                    .push(frame(&format!("Shop.layer{i}"), "interpreted", false));
+            }
+            s.frames.push(frame("LegacyDb.query", "interpreted", false));
+            s.frames.push(bottom);
+        }
+    }
+    let mut app = replay_of(records, 80);
+    app.tab = Tab::Pinned;
+    let top = screen(&app, 80, 24);
+    assert!(!top.contains("LegacyDb.query"), "{top}");
+    assert!(top.contains("↓ more (J/K)"), "{top}");
+    for _ in 0..8 {
+        press(&mut app, KeyCode::Char('J'));
+    }
+    let bottom = screen(&app, 80, 24);
+    assert!(bottom.contains("LegacyDb.query"), "{bottom}");
+    assert!(bottom.contains("Shop.run"), "the last frame: {bottom}");
+    assert!(!bottom.contains("↓ more"), "{bottom}");
+    // Back up: the marked line moves, and the pane with it once past its top.
+    for _ in 0..4 {
+        press(&mut app, KeyCode::Char('K'));
+    }
+    let back = screen(&app, 80, 24);
+    assert!(back.contains("↑↓ more (J/K)"), "{back}");
+    assert!(!back.contains("LegacyDb.query"), "{back}");
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.stack_scroll, 0, "another view starts from the top");
+}
+
+/// A thread blocked since before the window opened, never seen to switch (the Signal
+/// Dispatcher): its scheduler account says it did not run, so its lane is not running.
+#[test]
+fn a_thread_idle_since_before_the_window_is_not_drawn_running() {
+    use crate::events::ThreadCpu;
+    let mut records = scene();
+    let end = records.pop().unwrap();
+    let account = |time_ms: u64, run_ns| {
+        Record::Event(Event::ThreadCpu {
+            time_ns: START + time_ms * MS,
+            threads: vec![ThreadCpu {
+                tid: 105,
+                run_ns,
+                wait_ns: 7,
+            }],
+        })
+    };
+    records.push(Record::Event(Event::Thread(ThreadName {
+        tid: 105,
+        name: "Signal Dispatcher".into(),
+    })));
+    records.push(account(0, 1_000));
+    records.push(account(5_900, 1_000));
+    records.push(end);
+    let app = replay_of(records, 80);
+    let cells = app.lanes.cells(105, START, S, 6);
+    let states: Vec<Option<State>> = cells.iter().map(|c| c.state()).collect();
+    assert_eq!(states, [Some(State::Blocked); 6]);
+}
