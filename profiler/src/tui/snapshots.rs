@@ -572,3 +572,45 @@ fn a_thread_idle_since_before_the_window_is_not_drawn_running() {
     let states: Vec<Option<State>> = cells.iter().map(|c| c.state()).collect();
     assert_eq!(states, [Some(State::Blocked); 6]);
 }
+
+/// Following a live target, `n` goes to the latest starvation episode (the cursor is the
+/// present), not round to the first.
+#[test]
+fn n_while_following_live_goes_to_the_latest_episode() {
+    let mut records = scene();
+    let end = records.pop().unwrap();
+    // Both carriers pinned again from 5 s to 5.8 s: a second episode.
+    for r in &mut records {
+        if let Record::Event(Event::OffCpu(o)) = r
+            && (o.tid == 101 || o.tid == 102)
+            && o.end_ns == START + 6 * S
+        {
+            o.end_ns = START + 5000 * MS;
+        }
+    }
+    for tid in [101, 102] {
+        records.push(Record::Event(Event::OffCpu(wait(
+            tid,
+            5000,
+            5800,
+            Some(java(Some(u64::from(tid)), 1)),
+        ))));
+        records.push(Record::Event(Event::JavaStack {
+            tid,
+            start_ns: START + 5000 * MS,
+            stack: 1,
+        }));
+    }
+    let mut app = App::new("pid 4242".into(), true, None);
+    app.on_resize(80);
+    for r in records {
+        app.on_record(r);
+    }
+    app.refresh();
+    assert!(app.timeline.following);
+    press(&mut app, KeyCode::Char('n'));
+    let shown = screen(&app, 80, 24);
+    assert!(shown.contains("starvation 2 of 2 at 5.000s"), "{shown}");
+    assert_eq!(app.message, None);
+    drop(end);
+}
