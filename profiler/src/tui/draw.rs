@@ -248,7 +248,7 @@ fn legend() -> Line<'static> {
         spans.push(Span::styled(c.to_string(), style));
         spans.push(Span::raw(format!(" {name}  ")));
     }
-    spans.push(Span::styled("▀", Style::new().red().bold()));
+    spans.push(Span::styled("▄", Style::new().red().bold()));
     spans.push(Span::raw(" starved "));
     Line::from(spans)
 }
@@ -288,19 +288,21 @@ fn draw_lanes(
     frame.render_widget(block, area);
     let cursor = range.cell_of(app.cursor_in_window());
     let mut lines = Vec::from(cursor_lines(app, tids.get(selected.unwrap_or(0))));
-    // Starvation, and the CPU quota's throttling, across every lane.
-    let starved = marks(
+    // Starvation, and the CPU quota's throttling, across every lane. Starvation by the
+    // share of each cell it took: hundreds of short episodes do not make a solid row, and
+    // only cells mostly starved get the lanes' red ground.
+    let starved_share = shares(
         &range,
         app.whole
             .episode_marks
             .iter()
             .map(|e| (e.start_ns, e.end_ns)),
     );
-    lines.push(row_line(
+    let starved: Vec<bool> = starved_share.iter().map(|s| *s >= 0.5).collect();
+    lines.push(share_line(
         "starved",
         width,
-        &starved,
-        '▀',
+        &starved_share,
         Style::new().red().bold(),
         cursor,
     ));
@@ -374,6 +376,57 @@ fn marks(range: &Range, spans: impl Iterator<Item = (u64, u64)>) -> Vec<bool> {
         }
     }
     marked
+}
+
+/// The share of each cell of `range` that `spans` (disjoint) cover, from 0 to 1.
+fn shares(range: &Range, spans: impl Iterator<Item = (u64, u64)>) -> Vec<f64> {
+    let cell_ns = range.cell_ns.max(1);
+    let mut covered = vec![0u64; range.cells];
+    let to = range.end_ns();
+    for (a, b) in spans {
+        let (a, b) = (a.max(range.from_ns), b.min(to));
+        if a >= b {
+            continue;
+        }
+        let first = (a - range.from_ns) / cell_ns;
+        let last = (b - 1 - range.from_ns) / cell_ns;
+        for i in first..=last {
+            let c0 = range.from_ns + i * cell_ns;
+            if let Some(n) = covered.get_mut(i as usize) {
+                *n = n.saturating_add(b.min(c0 + cell_ns) - a.max(c0));
+            }
+        }
+    }
+    covered
+        .into_iter()
+        .map(|n| (n as f64 / cell_ns as f64).min(1.0))
+        .collect()
+}
+
+/// A row of bars, each as high as its cell's share (eighths; any share at least one).
+fn share_line(
+    label: &str,
+    width: usize,
+    share: &[f64],
+    style: Style,
+    cursor: Option<usize>,
+) -> Line<'static> {
+    const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let mut spans = vec![Span::styled(lane_label(label, width), Style::new().dim())];
+    for (i, s) in share.iter().enumerate() {
+        let eighths = if *s > 0.0 {
+            ((s * 8.0).ceil() as usize).clamp(1, 8)
+        } else {
+            0
+        };
+        let style = if Some(i) == cursor {
+            style.add_modifier(Modifier::REVERSED)
+        } else {
+            style
+        };
+        spans.push(Span::styled(BARS[eighths].to_string(), style));
+    }
+    Line::from(spans)
 }
 
 fn row_line(
@@ -1398,5 +1451,26 @@ mod tests {
         );
         entering.monitor_classes.insert("Shop$Till".into());
         assert_eq!(site_label(&entering), "Shop$Till.ring · on a Shop$Till");
+    }
+
+    /// 800 starvation episodes of a millisecond in 10 s: at a second a cell, each cell is
+    /// 8% starved: a low bar, not a solid row.
+    #[test]
+    fn many_short_episodes_do_not_make_a_solid_starved_row() {
+        let ms = 1_000_000u64;
+        let range = super::super::timeline::Range {
+            from_ns: 0,
+            cell_ns: 1_000 * ms,
+            cells: 10,
+        };
+        let episodes = (0..800u64).map(|i| (i * 12_500_000, i * 12_500_000 + ms));
+        let share = shares(&range, episodes);
+        assert!(share.iter().all(|s| (0.07..0.10).contains(s)), "{share:?}");
+        let line = share_line("starved", 8, &share, Style::new(), None);
+        let bars: String = line.spans[1..].iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(bars, "▁".repeat(10));
+        // One long episode fills its cells.
+        let full = shares(&range, [(0, 2_500 * ms)].into_iter());
+        assert_eq!(&full[..3], &[1.0, 1.0, 0.5]);
     }
 }
