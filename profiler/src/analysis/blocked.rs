@@ -94,6 +94,13 @@ pub fn blocked_stacks<'m>(
             .and_then(|id| model.stacks.get(&id))
             .is_some_and(|frames| !frames.is_empty());
         let thread = if has_java { None } else { tid };
+        // The JVM's own waits for work: theirs, with none of the application's code under
+        // them (see `jdk::waits_for_work`); a stack with it is one row whoever waited.
+        let theirs = theirs
+            && !model
+                .frames_of(k, u, java)
+                .iter()
+                .any(|f| jdk::is_application_frame(f));
         let entry = by_stack
             .entry((k, u, java, thread, class, theirs))
             .or_default();
@@ -121,7 +128,7 @@ pub fn blocked_stacks<'m>(
             let mut threads: Vec<(u32, u64)> = by_thread.into_iter().collect();
             threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             // The JVM's own threads waiting for work (the key kept them apart).
-            let jvm_internal = theirs && !stack.iter().any(|f| jdk::is_application_frame(f));
+            let jvm_internal = theirs;
             StackRow {
                 jvm_internal,
                 stack: StackLabels::new(&stack, monitor_frames(&stack)),

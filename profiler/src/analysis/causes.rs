@@ -113,13 +113,16 @@ fn what(model: &Model, p: &PinnedEvent) -> ((WaitKind, Option<String>), Option<B
     }
     let monitor = p.monitor;
     let kind = match (p.reason, p.operation) {
-        (Reason::ClassInit, _) => {
+        (Reason::ClassInit, operation) => {
             // A waiter's class is its init lock's; the initializer's own waits (a sleep or
-            // a query inside the static initializer) are under its `<clinit>` frame.
+            // a query inside the static initializer, neither on the init lock) are under its
+            // `<clinit>` frame. (A waiter inside another class's initializer waits for the
+            // class of its lock, not for that one.)
+            let on_the_lock = matches!(operation, Operation::ObjectWait | Operation::MonitorEnter);
             let class = monitor
                 .and_then(|m| model.class_init_wait(m, p.start_ns, p.end_ns))
                 .map(|w| w.class.clone())
-                .or_else(|| initializing(model, p));
+                .or_else(|| (!on_the_lock).then(|| initializing(model, p)).flatten());
             return ((WaitKind::ClassInit, class), None);
         }
         (_, Operation::MonitorEnter) => {
@@ -254,5 +257,12 @@ mod tests {
             (kind, class.as_deref()),
             (WaitKind::ClassInit, Some("shop.TaxRules"))
         );
+        // A waiter on an init lock inside that initializer waits for another class: not
+        // named from the frame, and its lock went unread here.
+        let mut waiter = pinned(2, 0, 100, Operation::ObjectWait);
+        waiter.reason = Reason::ClassInit;
+        waiter.java_stack = Some(5);
+        let ((_, class), _) = what(&model, &waiter);
+        assert_eq!(class, None);
     }
 }

@@ -130,9 +130,10 @@ pub struct SyscallRow {
     pub long_events: u64,
     /// Long calls by the file they used: (name, calls, time), most time first.
     pub files: Vec<(String, u64, u64)>,
-    /// Calls of the JVM's or the JDK's own threads (see `jdk::jdk_own_threads`): their
-    /// waits for work (the Attach Listener's `accept`, which pinprof's own attach starts)
-    /// are a row of their own, after the application's.
+    /// Calls of the JVM's or the JDK's own threads (see `jdk::jdk_own_threads`; a long one
+    /// under the application's code is the application's): their waits for work (the
+    /// Attach Listener's `accept`, which pinprof's own attach starts) are a row of their
+    /// own, after the application's.
     pub jvm_internal: bool,
 }
 
@@ -230,6 +231,18 @@ fn waits_without_java_frames(model: &Model) -> HashMap<u32, BTreeSet<u64>> {
         }
     }
     out
+}
+
+/// The lock waits (see `lock_waits`) that are no wait on a monitor or for a class
+/// initialization (see `waits_on_monitors`): what the lock rows, the lock flamegraph and
+/// pprof's lock time count.
+pub fn lock_waits_not_on_monitors(model: &Model) -> impl Iterator<Item = &Syscall> {
+    let on_monitors = waits_on_monitors(model);
+    lock_waits(model).filter(move |s| {
+        on_monitors
+            .get(&s.tid)
+            .is_none_or(|starts| starts.range(s.start_ns..=s.end_ns).next().is_none())
+    })
 }
 
 /// The starts of the off-CPU intervals, by thread, that the views explain as waits on a
@@ -365,13 +378,7 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
             }
         }
     }
-    let on_monitors = waits_on_monitors(model);
-    let on_a_monitor = |s: &Syscall| {
-        on_monitors
-            .get(&s.tid)
-            .is_some_and(|starts| starts.range(s.start_ns..=s.end_ns).next().is_some())
-    };
-    for s in lock_waits(model).filter(|s| !on_a_monitor(s)) {
+    for s in lock_waits_not_on_monitors(model) {
         let futex = s.futex.as_ref().expect("futex wait");
         let internal = jdk_internal_wait(model, s, &own);
         let reading = model.park_blocker_reading(s.tid, s.start_ns, s.end_ns);
@@ -534,7 +541,10 @@ pub fn syscall_rows(model: &Model, own: &HashSet<u32>) -> Vec<SyscallRow> {
     let mut rows: BTreeMap<(bool, &str), SyscallRow> = BTreeMap::new();
     let mut files: HashMap<(bool, &str, &str), (u64, u64)> = HashMap::new();
     for s in &model.syscalls {
-        let internal = own.contains(&s.tid);
+        // A long call under the application's code (a cleaner or a timer running its task)
+        // is the application's.
+        let internal =
+            own.contains(&s.tid) && super::jdk::waits_for_work(own, s.tid, &model.waiter_frames(s));
         let r = rows
             .entry((internal, &s.name))
             .or_insert_with(|| empty_row(&s.name, internal));
@@ -626,6 +636,19 @@ mod tests {
         let released: Vec<i64> = lock_waits(&model).map(|s| s.ret).collect();
         assert_eq!(released, vec![0]);
         assert_eq!(locks(&model, &jdk_own_threads(&model))[0].waits, 1);
+
+        // The same wait entering a contended monitor (any monitor, the largest address
+        // too): the monitor's, counted by the views that name it, not a lock row.
+        let mut model = model;
+        model.syscalls.retain(|s| s.ret == 0);
+        let mut entering = crate::model::tests::parked(1, 0, 5, Some(7));
+        if let Some(j) = &mut entering.java {
+            j.pending_monitor = Some(u64::MAX);
+        }
+        model.off_cpu.push(entering.into());
+        assert_eq!(lock_waits(&model).count(), 1);
+        assert_eq!(lock_waits_not_on_monitors(&model).count(), 0);
+        assert!(locks(&model, &jdk_own_threads(&model)).is_empty());
     }
 
     /// Three threads park on one object: one released, one parked through the whole window

@@ -169,9 +169,10 @@ impl<'m> Analysis<'m> {
         starvation::starving_now(self.model)
     }
 
-    /// Long futex waits that another thread of the target ended (see `locks::lock_waits`).
+    /// Long futex waits that another thread of the target ended, but those on a monitor or
+    /// for a class initialization (see `locks::lock_waits_not_on_monitors`).
     pub fn lock_waits(&self) -> impl Iterator<Item = &'m Syscall> + use<'m> {
-        locks::lock_waits(self.model)
+        locks::lock_waits_not_on_monitors(self.model)
     }
 
     /// Lock rows, most wait first.

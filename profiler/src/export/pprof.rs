@@ -147,12 +147,15 @@ impl Tables {
 /// What the kernel frames of a stack (innermost first) were doing, in a word: `sys_<call>`
 /// for a system call, else the outermost frame (how the kernel was entered).
 fn kernel_entry(frames: &[&Frame]) -> String {
-    const SYSCALL: [&str; 5] = [
+    // (`SyS_` and `sys_`: kernels before 4.17.)
+    const SYSCALL: [&str; 7] = [
         "__x64_sys_",
         "__ia32_sys_",
         "__arm64_sys_",
         "__se_sys_",
         "__do_sys_",
+        "SyS_",
+        "sys_",
     ];
     let names = || frames.iter().filter_map(|f| f.name.as_deref());
     names()

@@ -630,9 +630,11 @@ impl Walker {
     }
 
     /// The caller of a stub without a frame size of its own, at `sp` with frame pointer `fp`:
-    /// (sender sp, return address, caller's fp). HotSpot's stubs open a frame (`enter`: the
-    /// caller's fp, then the return address above it) unless they are leaves or have not
-    /// begun yet, when the return address is at `sp`. Either way the return must be into a
+    /// (sender sp, return address, caller's fp). A stub that has opened no frame (an
+    /// adapter, a leaf, one sampled before its `enter`) has its return address at `sp`, and
+    /// `fp` is still a caller's (an interpreted caller's own frame, whose return would skip
+    /// it): `sp` first. A stub that opened one (`enter`: the caller's fp, then the return
+    /// address above it) has its return at `fp + 8`. Either way the return must be into a
     /// Java method (interpreted or compiled), or the walk stops rather than guess.
     fn stub_caller(
         &mut self,
@@ -645,6 +647,11 @@ impl Walker {
             pc != 0
                 && (self.interpreted(pc) || self.blob(mem, pc).is_some_and(|b| b.method.is_some()))
         };
+        if let Some(ret) = stack.word(sp)
+            && java(ret)
+        {
+            return Some((Some(sp.wrapping_add(8)), Some(ret), Some(fp)));
+        }
         if fp > sp
             && fp.is_multiple_of(8)
             && let (Some(ret), Some(up)) = (stack.word(fp.wrapping_add(8)), stack.word(fp))
@@ -652,8 +659,7 @@ impl Walker {
         {
             return Some((Some(fp.wrapping_add(16)), Some(ret), Some(up)));
         }
-        let ret = stack.word(sp)?;
-        java(ret).then_some((Some(sp.wrapping_add(8)), Some(ret), Some(fp)))
+        None
     }
 
     /// Whether `pc` is in Java code: the interpreter, a code blob, or the call stub's return.
@@ -1247,6 +1253,17 @@ mod tests {
         let frames = walker(layout()).walk(&mem, &stack, [STACK, STUB_PC, caller_fp]);
         assert_eq!(frames.len(), 2, "{frames:?}");
         assert_eq!(frames[1].tier, Tier::Interpreted);
+
+        // Both words returns into Java code (an adapter called from the interpreter, `fp`
+        // still its caller's): the one at sp, the nearer frame, whose caller's fp is kept.
+        let mut values = [0u64; 32];
+        values[0] = INTERPRETER + 0x10;
+        values[4] = caller_fp;
+        values[5] = INTERPRETER + 0x20;
+        let data = words(&values);
+        let stack = StackBytes::new(STACK, &data);
+        let frames = walker(layout()).walk(&mem, &stack, [STACK, STUB_PC, STACK + 0x20]);
+        assert_eq!(frames[1].pc, INTERPRETER + 0x10, "{frames:?}");
 
         // Neither word a return into Java code: the walk stops at the stub, no guess.
         let data = words(&[0x1234; 32]);

@@ -706,7 +706,7 @@ fn write_syscalls(out: &mut String, analysis: &Analysis, options: &Options) -> s
             secs(r.max_ns),
             r.long_events,
             if r.jvm_internal {
-                "  the JVM's own threads, waiting for work"
+                "  the JVM's own threads"
             } else {
                 ""
             }

@@ -186,9 +186,9 @@ impl Lanes {
             }
         }
         self.recent.retain(|_, spans| !spans.is_empty());
-        // Threads that waited through the window's start with no wait seen (the Signal
-        // Dispatcher, a finalizer, the Attach Listener idle since before attach): their
-        // scheduler account says they did not run, so they are not drawn running.
+        // Threads idle since before the window with no wait seen (the Signal Dispatcher, a
+        // finalizer, the Attach Listener): their scheduler account says they did not run,
+        // so they are not drawn running.
         for (tid, (t0, first)) in &model.cpu_first {
             if Some(*t0) != model.cpu_start_ns
                 || self.settled.contains_key(tid)
@@ -199,23 +199,14 @@ impl Lanes {
             let Some((t1, last)) = model.cpu_last.get(tid) else {
                 continue;
             };
-            let ran = last.run_ns.saturating_sub(first.run_ns);
-            let queued = last.wait_ns.saturating_sub(first.wait_ns);
-            let blocked = t1
-                .saturating_sub(*t0)
-                .saturating_sub(ran.saturating_add(queued));
-            if blocked == 0 {
+            // Not run at all, not even waited for a CPU: blocked still, up to what the lanes
+            // know. (One that ran a little had only waits too short to record, anywhere.)
+            if last.run_ns != first.run_ns || last.wait_ns != first.wait_ns || t1 <= t0 {
                 continue;
             }
-            // Not run at all: blocked still, up to what the lanes know.
-            let end_ns = if ran == 0 && queued == 0 {
-                model.end_mono_ns.max(*t1)
-            } else {
-                t0 + blocked
-            };
             self.recent.entry(*tid).or_default().push(Span {
                 start_ns: *t0,
-                end_ns,
+                end_ns: model.end_mono_ns.max(*t1),
                 state: State::Blocked,
                 vthread: None,
             });
