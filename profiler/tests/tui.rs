@@ -582,3 +582,43 @@ fn replay_goes_to_each_starvation_names_its_culprit_and_seeks_in_recording_time(
     term.send(b"q");
     assert!(term.wait_exit(Duration::from_secs(10)).success());
 }
+
+/// What a user saw at 80x24: a pinned stack 40 frames deep whose pane showed the top ten and
+/// never its bottom. On a real terminal, J moves down the stack pane to the virtual
+/// thread's first frame, and K back up.
+#[test]
+fn a_deep_pinned_stack_scrolls_to_its_bottom_at_80x24() {
+    let mut jvm = start_vt(21, 4, "DeepPinning", &[]);
+    jvm.wait_for("cause ", Duration::from_secs(20))
+        .expect("the workload's causes");
+    let out = common::record(jvm.pid, 2.0, "deep-tui.pinrec");
+    drop(jvm);
+    let mut replay = pinprof();
+    replay.arg("replay").arg(&out);
+    let mut term = Terminal::spawn(replay, 24, 80);
+    term.wait_for("the replayed recording", Duration::from_secs(20), ended);
+    term.send(b"2");
+    const BOTTOM: &str = "Continuation.enterSpecial";
+    let top = term.wait_for("the pinned sites", Duration::from_secs(10), |s| {
+        s.contains("Pinned sites") && s.contains("↓ more (J/K)")
+    });
+    assert!(!top.contains(BOTTOM), "{top}");
+    let mut screen = top;
+    for _ in 0..12 {
+        if screen.contains(BOTTOM) {
+            break;
+        }
+        term.send(b"J");
+        std::thread::sleep(Duration::from_millis(200));
+        screen = term.contents();
+    }
+    assert!(screen.contains(BOTTOM), "the stack's bottom:\n{screen}");
+    assert!(!screen.contains("↓ more"), "{screen}");
+    for _ in 0..12 {
+        term.send(b"K");
+    }
+    let back = term.wait_for("the stack's top", Duration::from_secs(10), |s| {
+        !s.contains(BOTTOM) && !s.contains("↑")
+    });
+    assert!(back.contains("↓ more (J/K)"), "{back}");
+}
