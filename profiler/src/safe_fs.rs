@@ -687,6 +687,19 @@ pub fn open_user_file(path: &Path) -> io::Result<File> {
     reopen_regular(fd, Fs::Ordinary)
 }
 
+/// A host file at a path pinprof made itself (a build id's debug file): never through a
+/// symlink at its name, a regular file on an ordinary filesystem (`reopen_regular`), checked
+/// against `expect` before any read.
+pub fn open_host_file(path: &Path, expect: Expect) -> Result<File> {
+    let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let fd = open_at(libc::AT_FDCWD, path.as_os_str(), flags, 0)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let file = reopen_regular(fd, Fs::Ordinary)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    check_file(&file, path, expect)?;
+    Ok(file)
+}
+
 /// Which filesystems a file may be read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fs {

@@ -220,6 +220,9 @@ pub struct ElfSymbols {
 /// other `-dbg` packages), by build id.
 const BUILD_ID_DIR: &str = "/usr/lib/debug/.build-id";
 
+/// Debug files larger than this are not read (libc's is 4 MiB, libjvm's some 200 MiB).
+const MAX_DEBUG_FILE_BYTES: u64 = 256 << 20;
+
 /// The host's separate debug file of a file's very build, found by its build id alone (hex
 /// digits: nothing the target wrote in its files names any other path): its symbol table
 /// names a stripped library's static functions (libc's `__futex_abstimed_wait_common`,
@@ -227,7 +230,8 @@ const BUILD_ID_DIR: &str = "/usr/lib/debug/.build-id";
 /// (a container's own libc) finds none.
 #[derive(Clone, Debug)]
 struct DebugFile {
-    path: std::path::PathBuf,
+    /// Opened once through the one door for reads; blazesym reads it by its fd's path.
+    file: Arc<std::fs::File>,
     /// The file's loaded segments: (file offset, size, virtual address), to turn the
     /// offsets of its frames into the addresses both files' symbols use.
     segments: Vec<(u64, u64, u64)>,
@@ -246,8 +250,13 @@ impl DebugFile {
         let path = std::path::Path::new(BUILD_ID_DIR)
             .join(&hex[..2])
             .join(format!("{}.debug", &hex[2..]));
-        // A regular file (a link to one, as some distributions keep them), never a device.
-        std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
+        // Root's regular file, not reached through a symlink at its name; a size cap keeps
+        // a parse within the memory budget's reach.
+        let expect = crate::safe_fs::Expect {
+            max_bytes: MAX_DEBUG_FILE_BYTES,
+            owner: crate::safe_fs::Owner::RootOr(0),
+        };
+        let file = Arc::new(crate::safe_fs::open_host_file(&path, expect).ok()?);
         let segments = elf
             .segments()
             .filter_map(|s| {
@@ -255,7 +264,7 @@ impl DebugFile {
                 (size > 0).then_some((offset, size, s.address()))
             })
             .collect();
-        Some(Self { path, segments })
+        Some(Self { file, segments })
     }
 
     fn address(&self, offset: u64) -> Option<u64> {
@@ -331,7 +340,7 @@ impl ElfSymbols {
         }
         let elf = Elf {
             debug_syms: false,
-            ..Elf::new(debug.path.clone())
+            ..Elf::new(crate::safe_fs::fd_path(&*debug.file))
         };
         let blaze = &self.blaze;
         let found = crate::parser_guard::guard(module, || {
