@@ -7,7 +7,7 @@ use std::{collections::HashMap, io::Write};
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis::{Analysis, jdk},
+    analysis::{Analysis, WaitStacks, jdk},
     events::{Frame, FrameKind, StackId},
     model::{FastMap, add},
 };
@@ -165,9 +165,10 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
     );
     let mut by_ids: FastMap<Ids, u64> = FastMap::default();
     let mut by_frames: Vec<(u32, bool, Vec<&Frame>, u64)> = Vec::new();
-    // Whether a wait is the JVM's own for work, and whether it is drawn.
-    let own = analysis.jdk_own_threads();
-    let theirs = |tid: u32, frames: &[&Frame]| jdk::waits_for_work(own, tid, frames);
+    // Whether a wait is the JVM's own for work (known only when a kind asks), and whether
+    // it is drawn.
+    let theirs =
+        |tid: u32, frames: &[&Frame]| jdk::waits_for_work(analysis.jdk_own_threads(), tid, frames);
     let mut count = |tid: u32, jvm: bool, ns: u64| {
         if jvm {
             add(&mut summary.jvm_threads_ns, ns);
@@ -180,15 +181,8 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         threads.insert(tid);
         true
     };
-    // Waits of the kinds that the JVM's own threads make while they wait for work.
-    type Stacks = (Option<StackId>, Option<StackId>, Option<StackId>);
-    let mut known: FastMap<(u32, Stacks), bool> = FastMap::default();
-    let mut add_wait = |tid: u32, ids: Stacks, ns| {
-        // (Once per thread and stack: there are millions of waits.)
-        let jvm = own.contains(&tid)
-            && *known
-                .entry((tid, ids))
-                .or_insert_with(|| theirs(tid, &model.frames_of(ids.0, ids.1, ids.2)));
+    let mut add_wait = |tid: u32, ids: WaitStacks, ns| {
+        let jvm = analysis.waits_for_work(tid, ids);
         if count(tid, jvm, ns) {
             let thread = options.per_thread.then_some(tid);
             add(

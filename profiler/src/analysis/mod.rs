@@ -25,7 +25,7 @@ pub mod throttling;
 use std::cell::OnceCell;
 use std::collections::HashSet;
 
-use crate::events::Syscall;
+use crate::events::{StackId, Syscall};
 use crate::model::{Model, Wait};
 use blocked::StackRow;
 use classify::Use;
@@ -35,12 +35,17 @@ use pinning::{PinnedEvent, PinnedSite};
 use starvation::Episode;
 use threads::ThreadRow;
 
+/// A wait's stacks: kernel, native, Java.
+pub type WaitStacks = (Option<StackId>, Option<StackId>, Option<StackId>);
+
 pub struct Analysis<'m> {
     model: &'m Model,
     classes: OnceCell<Vec<Option<Use>>>,
     uses: OnceCell<Vec<(&'m Wait, Use)>>,
     threads: OnceCell<Vec<ThreadRow>>,
     jdk_own_threads: OnceCell<HashSet<u32>>,
+    /// `waits_for_work` by thread and stacks, found once (views ask per wait, of millions).
+    for_work: std::cell::RefCell<crate::model::FastMap<(u32, WaitStacks), bool>>,
     pinned_events: OnceCell<Vec<PinnedEvent>>,
     pinned_sites: OnceCell<Vec<PinnedSite>>,
     starvation: OnceCell<Vec<Episode>>,
@@ -67,6 +72,7 @@ impl<'m> Analysis<'m> {
             uses: OnceCell::new(),
             threads: OnceCell::new(),
             jdk_own_threads: OnceCell::new(),
+            for_work: Default::default(),
             pinned_events: OnceCell::new(),
             pinned_sites: OnceCell::new(),
             starvation: OnceCell::new(),
@@ -143,6 +149,20 @@ impl<'m> Analysis<'m> {
     pub fn jdk_own_threads(&self) -> &HashSet<u32> {
         self.jdk_own_threads
             .get_or_init(|| jdk::jdk_own_threads(self.model))
+    }
+
+    /// Whether a wait of `tid` with these stacks (kernel, native, Java) is one of the JVM's
+    /// own threads waiting for work (see `jdk::waits_for_work`).
+    pub fn waits_for_work(&self, tid: u32, (k, u, j): WaitStacks) -> bool {
+        let own = self.jdk_own_threads();
+        if !own.contains(&tid) {
+            return false;
+        }
+        *self
+            .for_work
+            .borrow_mut()
+            .entry((tid, (k, u, j)))
+            .or_insert_with(|| jdk::waits_for_work(own, tid, &self.model.frames_of(k, u, j)))
     }
 
     /// Every pinning, in time order.

@@ -16,7 +16,7 @@ use anyhow::{Context as _, Result};
 
 use super::protobuf::Message;
 use crate::analysis::{Analysis, jdk, kinds::ThreadRole};
-use crate::events::{Frame, FrameKind, StackId};
+use crate::events::{Frame, FrameKind};
 use crate::model::{FastMap, add};
 
 /// The sample types, in the order of each sample's values.
@@ -34,7 +34,7 @@ enum Value {
 }
 
 /// A wait's stacks: kernel, native, Java.
-type Ids = (Option<StackId>, Option<StackId>, Option<StackId>);
+type Ids = crate::analysis::WaitStacks;
 /// A sample's labels beyond its thread's.
 type Labels = Vec<(&'static str, Value)>;
 
@@ -185,13 +185,9 @@ pub fn encode(analysis: &Analysis, jvm_threads: bool) -> Vec<u8> {
     let jvm_role = || vec![("role", Value::Str("jvm".into()))];
     // Summed by stack ids and thread first (millions of intervals, thousands of stacks).
     let mut by_ids: FastMap<(usize, u32, Ids, Labels), u64> = FastMap::default();
-    let mut theirs: FastMap<(u32, Ids), bool> = FastMap::default();
     for (o, ns) in analysis.blocked_intervals() {
         let ids = (o.kernel_stack(), o.user_stack(), model.java_stack(o));
-        let labels = if own.contains(&o.tid)
-            && *theirs.entry((o.tid, ids)).or_insert_with(|| {
-                jdk::waits_for_work(own, o.tid, &model.frames_of(ids.0, ids.1, ids.2))
-            }) {
+        let labels = if analysis.waits_for_work(o.tid, ids) {
             if !jvm_threads {
                 continue;
             }
