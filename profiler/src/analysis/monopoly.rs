@@ -254,6 +254,24 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// A model of one carrier (tid 1) over a second.
+    fn carrier() -> Model {
+        let mut model = Model {
+            end_mono_ns: 1_000 * MS,
+            ..Default::default()
+        };
+        make_carrier(&mut model, 1);
+        model
+    }
+
+    /// The spells of 20 ms or more: (virtual thread, start ms, end ms).
+    fn spells(model: &Model) -> Vec<(u64, u64, u64)> {
+        monopolized(model, 20 * MS)
+            .iter()
+            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS))
+            .collect()
+    }
+
     fn sample(time_ms: u64, vthread: Option<u64>) -> Sample {
         Sample {
             tid: 1,
@@ -267,11 +285,7 @@ mod tests {
 
     #[test]
     fn a_spell_runs_between_its_neighbours_and_ends_at_a_blocked_wait() {
-        let mut model = Model {
-            end_mono_ns: 1_000 * MS,
-            ..Default::default()
-        };
-        make_carrier(&mut model, 1);
+        let mut model = carrier();
         // Virtual thread 7 from 100 to 300 ms (a preemption at 200 does not end it), then 8
         // until it blocks at 352; 9 once the carrier is back at 398, until about 415.
         model.samples.push(sample(90, Some(5)));
@@ -308,11 +322,7 @@ mod tests {
     fn a_spell_holds_through_a_samplers_stop_and_begins_at_the_wake_up() {
         use crate::analysis::classify::tests::block;
         use crate::events::JavaThreadState;
-        let mut model = Model {
-            end_mono_ns: 1_000 * MS,
-            ..Default::default()
-        };
-        make_carrier(&mut model, 1);
+        let mut model = carrier();
         // Idle until 100; preempted 101 to 130; 7 sampled from 131 to 301, stopped by a
         // sampler at 200 for a millisecond; blocked (a park) at 310.
         let mut idle = interval(1, 0, 100, OffCpuState::Sleeping);
@@ -332,11 +342,7 @@ mod tests {
         model
             .samples
             .extend((0..=17).map(|i| sample(131 + 10 * i, Some(7))));
-        let spells = monopolized(&model, 20 * MS);
-        let seen: Vec<(u64, u64, u64)> = spells
-            .iter()
-            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS))
-            .collect();
+        let seen = spells(&model);
         assert_eq!(seen, [(7, 100, 310)]);
     }
 
@@ -347,11 +353,7 @@ mod tests {
     fn a_preemption_says_which_virtual_thread_it_held() {
         use crate::analysis::classify::tests::block;
         use crate::events::JavaThreadState;
-        let mut model = Model {
-            end_mono_ns: 1_000 * MS,
-            ..Default::default()
-        };
-        make_carrier(&mut model, 1);
+        let mut model = carrier();
         let mut preempted = interval(1, 110, 200, OffCpuState::Preempted);
         preempted.java = Some(block(JavaThreadState::InJava, Some(8)));
         model.off_cpu.push(preempted.into());
@@ -361,21 +363,13 @@ mod tests {
         model
             .samples
             .extend((0..=5).map(|i| sample(320 + 10 * i, Some(8))));
-        let spells = monopolized(&model, 20 * MS);
-        let seen: Vec<(u64, u64, u64)> = spells
-            .iter()
-            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS))
-            .collect();
+        let seen = spells(&model);
         assert_eq!(seen, [(7, 0, 105), (8, 105, 370)]);
     }
 
     #[test]
     fn a_switch_between_sparse_samples_is_placed_in_the_time_the_carrier_ran() {
-        let mut model = Model {
-            end_mono_ns: 1_000 * MS,
-            ..Default::default()
-        };
-        make_carrier(&mut model, 1);
+        let mut model = carrier();
         // Other processes hold the CPU: 7 is sampled at 100 and 120, 8 at 200 and 260. The
         // carrier was preempted from 125 to 185, so of the 80 ms between 120 and 200 it ran
         // 20: the switch lies 10 ms of running after 120 (5 before the preemption, 5 after
@@ -386,11 +380,7 @@ mod tests {
         model
             .off_cpu
             .push(interval(1, 125, 60, OffCpuState::Preempted).into());
-        let spells = monopolized(&model, 20 * MS);
-        let seen: Vec<(u64, u64, u64)> = spells
-            .iter()
-            .map(|m| (m.vthread, m.start_ns / MS, m.end_ns / MS))
-            .collect();
+        let seen = spells(&model);
         // 7 from its first sample (nothing before) to 190; 8 from there to its last sample.
         assert_eq!(seen, [(7, 100, 190), (8, 190, 260)]);
     }
