@@ -34,6 +34,8 @@ pub mod kind {
     pub const SAMPLE_STACK_COPY: u32 = 13;
     /// [`crate::StackChunkCopy`] of an on-CPU sample.
     pub const SAMPLE_STACK_CHUNK_COPY: u32 = 14;
+    /// [`crate::VthreadWaitCopy`]: a virtual thread's wait off its carrier, with its frames.
+    pub const VTHREAD_WAIT: u32 = 15;
 }
 
 /// `clone(2)` flag of a new thread (as opposed to a new process).
@@ -113,7 +115,19 @@ pub mod counter {
     /// A wait whose switch back in the kernel did not report, ended at its next switch-out
     /// at the time its CPU time since says it ran again (the wake-up, when seen, bounds it).
     pub const RECOVERED_SWITCH_INS: u32 = 13;
-    pub const COUNT: u32 = 14;
+    /// Virtual threads unmounted (`freeze` entered, and `freeze_preempt` on JDK 24+).
+    pub const VTHREAD_UNMOUNTS: u32 = 14;
+    /// Virtual-thread waits shorter than `MIN_VTHREAD_WAIT_NS`: counted, and their time
+    /// summed in `VTHREAD_SHORT_WAIT_NS`, not sent.
+    pub const VTHREAD_SHORT_WAITS: u32 = 15;
+    pub const VTHREAD_SHORT_WAIT_NS: u32 = 16;
+    /// Mounts whose unmount was not seen (it came before capture, or its entry was evicted
+    /// from the map of unmounted threads): the wait's start is not known.
+    pub const VTHREAD_UNMATCHED: u32 = 17;
+    /// Virtual-thread waits sent without their frames (the copy budget was spent, or the
+    /// CPU's scratch space was in use by a preempted copy).
+    pub const VTHREAD_STACKS_SKIPPED: u32 = 18;
+    pub const COUNT: u32 = 19;
 }
 
 /// Bytes of a Java thread's stack copied from its last Java frame up: enough for the frames
@@ -191,6 +205,11 @@ pub struct JvmLayout {
     pub chunk_stack: u32,
     /// `Thread.parkBlocker` in a `java.lang.Thread` (an oop field); 0: not read.
     pub park_blocker: u32,
+    /// `AbstractOwnableSynchronizer.exclusiveOwnerThread` (an oop field); 0: not read (the
+    /// JVM had not loaded the class).
+    pub ownable_owner: u32,
+    /// Keeps the size a multiple of 8 with no padding the compiler leaves unwritten.
+    pub _pad: u32,
 }
 
 impl JvmLayout {
@@ -222,6 +241,8 @@ impl JvmLayout {
         chunk_bottom: 0,
         chunk_stack: 0,
         park_blocker: 0,
+        ownable_owner: 0,
+        _pad: 0,
     };
 }
 
@@ -480,6 +501,67 @@ pub struct StackChunkCopy {
     pub stack: StackHead,
     pub chunk: ChunkHead,
     pub data: [u8; STACK_CHUNK_DATA_BYTES],
+}
+
+/// How a virtual thread left its carrier.
+pub mod unmount {
+    /// `freeze`: it parked, slept or waited on I/O (`LockSupport.park` under it all).
+    pub const PARK: u32 = 0;
+    /// `freeze_preempt` (JDK 24+): the VM unmounted it in a contended monitor enter or an
+    /// `Object.wait`.
+    pub const MONITOR: u32 = 1;
+}
+
+/// A virtual thread unmounted, kept by its id (`Thread.threadId()`) until it mounts again
+/// (kernel side only). A failed freeze (the thread was pinned) leaves an entry that the next
+/// freeze of the same thread overwrites before any mount: the thread never left its carrier.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unmount {
+    pub start_ns: u64,
+    /// What it parked on (`Thread.parkBlocker`, an oop), or 0.
+    pub blocker: u64,
+    /// The `threadId()` of the blocker's owner, read as an ownable synchronizer's
+    /// (`exclusiveOwnerThread`) at the unmount; user space keeps it only for a blocker whose
+    /// class is one. 0: none.
+    pub owner_id: u64,
+    /// The `ObjectMonitor*` a preempted thread waits to enter or waits on, or 0.
+    pub monitor: u64,
+    /// The carrier it left.
+    pub tid: u32,
+    /// [`unmount`].
+    pub how: u32,
+}
+
+/// A virtual thread's wait off its carrier, sent as it mounts again (when the wait lasted at
+/// least `MIN_VTHREAD_WAIT_NS`): what [`Unmount`] kept, and the frames it waited in, still
+/// frozen in its stack chunks then.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VthreadWaitHead {
+    pub kind: u32,
+    /// The carrier it mounted on.
+    pub tid: u32,
+    pub vthread_id: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub blocker: u64,
+    pub owner_id: u64,
+    pub monitor: u64,
+    /// The carrier it left, and [`unmount`].
+    pub unmount_tid: u32,
+    pub how: u32,
+}
+
+/// [`VthreadWaitHead`] with the copy of the frozen frames, filled in a per-CPU scratch map and
+/// sent up to the end of the chunks' bytes (`chunk.count` 0: no frames, the heads alone).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct VthreadWaitCopy {
+    pub head: VthreadWaitHead,
+    pub chunk: ChunkHead,
+    /// Twice `CHUNK_COPY_BYTES`, as for [`StackChunkCopy`], for the verifier's bounds.
+    pub data: [u8; 2 * CHUNK_COPY_BYTES],
 }
 
 /// Bytes of a `JavaThread` read at once at a block (its fields pinprof needs span ~470 bytes
@@ -822,7 +904,7 @@ mod tests {
     fn records_have_no_padding() {
         let java = 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8 + 8;
         assert_eq!(size_of::<JavaState>(), java);
-        assert_eq!(size_of::<JvmLayout>(), 16 * 4 + 8 + 4 * 4 + 8 + 4 * 4);
+        assert_eq!(size_of::<JvmLayout>(), 16 * 4 + 8 + 4 * 4 + 8 + 4 * 6);
         assert_eq!(size_of::<StackRequest>(), 16);
         let waker = 4 + 4 + 4 + 4 + 8;
         assert_eq!(size_of::<Waker>(), waker);
@@ -866,6 +948,13 @@ mod tests {
         assert_eq!(size_of::<ThreadLife>(), 4 + 4 + 8 * 3);
         assert_eq!(size_of::<TaskLayout>(), 8);
         assert_eq!(size_of::<ShortOffCpu>(), 8 + 8 + 8);
+        assert_eq!(size_of::<Unmount>(), 8 * 4 + 4 + 4);
+        let vthread_head = 4 + 4 + 8 * 6 + 4 + 4;
+        assert_eq!(size_of::<VthreadWaitHead>(), vthread_head);
+        assert_eq!(
+            size_of::<VthreadWaitCopy>(),
+            vthread_head + chunk_head + 2 * CHUNK_COPY_BYTES
+        );
     }
 
     // Every value falls in the bucket whose range holds it, buckets are at most 1/16 of their
@@ -903,6 +992,11 @@ mod tests {
         const PER_CPU_VALUE_MAX: usize = 32 * 1024;
         assert!(size_of::<StackCopy>() <= PER_CPU_VALUE_MAX);
         assert!(size_of::<StackChunkCopy>() <= PER_CPU_VALUE_MAX);
+        assert_eq!(
+            offset_of!(VthreadWaitCopy, data),
+            size_of::<VthreadWaitHead>() + size_of::<ChunkHead>()
+        );
+        assert!(size_of::<VthreadWaitCopy>() <= PER_CPU_VALUE_MAX);
     }
 
     #[test]

@@ -292,7 +292,7 @@ const MAX_CHUNK_WORDS: u32 = 1 << 24;
 /// said in `cut` and `rest`). The bytes go to `data`, one chunk after the other; returns how
 /// many.
 #[inline(always)]
-unsafe fn copy_chunks(
+pub(crate) unsafe fn copy_chunks(
     copy: *mut ChunkHead,
     data: *mut u8,
     layout: &JvmLayout,
@@ -375,11 +375,11 @@ unsafe fn copy_chunks(
 }
 
 /// A mounted virtual thread and where its frozen frames begin (all zero: none).
-struct Frozen {
-    vthread: u64,
-    vthread_id: u64,
-    chunk: u64,
-    sp: u32,
+pub(crate) struct Frozen {
+    pub(crate) vthread: u64,
+    pub(crate) vthread_id: u64,
+    pub(crate) chunk: u64,
+    pub(crate) sp: u32,
 }
 
 /// An object field of `obj` holding an oop, compressed or not (0: null or unreadable).

@@ -13,6 +13,7 @@ mod settings;
 mod stacks;
 mod syscalls;
 mod threads;
+mod vthreads;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -44,6 +44,10 @@ pub(crate) static JAVA_STATE_IN_JAVA: u32 = u32::MAX;
 /// Java stacks are copied for blocks at least this long (0: never).
 #[unsafe(no_mangle)]
 pub(crate) static MIN_JAVA_STACK_NS: u64 = 0;
+/// Virtual threads' waits off their carriers at least this long are sent one by one; shorter
+/// ones are counted and summed (`u64::MAX`: the probes are not attached, nothing is sent).
+#[unsafe(no_mangle)]
+pub(crate) static MIN_VTHREAD_WAIT_NS: u64 = u64::MAX;
 /// System calls (futex waits included) at least this long are sent one by one with their
 /// stacks; shorter ones are summed per (thread, call). `u64::MAX`: system calls not tracked.
 #[unsafe(no_mangle)]
