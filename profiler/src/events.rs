@@ -560,6 +560,66 @@ pub enum Event {
         bytes: u64,
         cuts: Cuts,
     },
+    /// A virtual thread's wait off its carrier (`record --vthread-waits`; format 10).
+    VthreadWait(VthreadWait),
+    /// Cumulative counts of the virtual-thread waits not sent one by one, and of unmounts;
+    /// the last one wins (format 10).
+    VthreadWaitSums(VthreadWaitSums),
+}
+
+/// A virtual thread's wait while unmounted: parked (a `java.util.concurrent` lock, a
+/// condition, a sleep, socket I/O through the poller) or, on JDK 24+, unmounted by the VM in a
+/// contended monitor or `Object.wait`. It blocked no OS thread.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct VthreadWait {
+    /// `Thread.threadId()`.
+    pub vthread_id: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The carrier it left, and the one it mounted on again.
+    pub unmount_tid: u32,
+    pub mount_tid: u32,
+    pub how: Unmounted,
+    /// What it parked on (`Thread.parkBlocker`), its class read as the wait was sent.
+    pub blocker: Option<ParkBlocker>,
+    /// `Thread.threadId()` of the blocker's owner as the wait began, for an ownable
+    /// synchronizer held exclusively.
+    pub owner_id: Option<u64>,
+    /// The `ObjectMonitor*` a JDK 24+ thread waited on (its class is a `MonitorClass`).
+    pub monitor: Option<u64>,
+    /// Its frames as it waited (None: not copied, the kernel's budget spent).
+    pub stack: Option<StackId>,
+}
+
+impl VthreadWait {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// How a virtual thread left its carrier.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum Unmounted {
+    /// It parked (`LockSupport.park`: locks, conditions, sleeps, I/O).
+    Park,
+    /// The VM unmounted it in a contended `synchronized` or `Object.wait` (JDK 24+).
+    Monitor,
+}
+
+/// What the kernel counted of virtual threads' waits without sending them.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VthreadWaitSums {
+    pub time_ns: u64,
+    pub unmounts: u64,
+    /// Waits shorter than the threshold, and their total time.
+    pub short_waits: u64,
+    pub short_wait_ns: u64,
+    /// The threshold they were shorter than.
+    pub min_wait_ns: u64,
+    /// Mounts whose unmount was not seen (before capture, or forgotten).
+    pub unmatched: u64,
+    /// Waits sent without their frames.
+    pub stacks_skipped: u64,
 }
 
 /// What pinprof cut, forgot or dropped to stay within its memory budget and the recording's
@@ -777,6 +837,8 @@ impl Event {
             Event::OffCpu(o) => Some(o.end_ns),
             Event::OnCpu(s) => Some(s.time_ns),
             Event::LateWakeup(w) => Some(w.run_ns),
+            Event::VthreadWait(w) => Some(w.end_ns),
+            Event::VthreadWaitSums(s) => Some(s.time_ns),
             Event::SchedStats { time_ns, .. } => Some(*time_ns),
             Event::SampleStack { time_ns, .. } => Some(*time_ns),
             Event::Syscall(s) => Some(s.end_ns),

@@ -354,6 +354,12 @@ struct CaptureArgs {
     /// recorded with its waker (every wake-up counts in the latency histograms).
     #[arg(long, value_parser = units::duration, default_value = "2ms")]
     late_wakeup: Duration,
+    /// Also record virtual threads' waits off their carriers (unmounted: a
+    /// `ReentrantLock`, a `Condition`, a sleep, socket I/O, a monitor on JDK 24+), each
+    /// at least this long (`1ms`) with its blocker, owner and stack; shorter ones are counted.
+    /// Opt-in: each unmount and mount of a virtual thread then costs the target a trap.
+    #[arg(long, value_parser = units::duration, value_name = "MIN", num_args = 0..=1, default_missing_value = "1ms")]
+    vthread_waits: Option<Duration>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -413,6 +419,7 @@ impl CaptureArgs {
             progress,
             on_cpu_hz: (self.oncpu_hz > 0).then_some(self.oncpu_hz),
             late_wakeup: self.late_wakeup.max(Duration::from_nanos(1)),
+            vthread_waits: self.vthread_waits,
             budget: self.limits.budget()?,
             max_size: Some(self.limits.max_size()?),
         })
@@ -825,6 +832,7 @@ fn check(
                     progress: false,
                     on_cpu_hz: Some(99),
                     late_wakeup: Duration::from_millis(2),
+                    vthread_waits: None,
                     budget: spend.budget()?,
                     max_size: Some(spend.max_size()?),
                 };

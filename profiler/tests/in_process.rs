@@ -52,6 +52,7 @@ fn an_in_process_capture_sees_the_naps_the_program_measured() {
         progress: false,
         on_cpu_hz: Some(99),
         late_wakeup: Duration::from_millis(2),
+        vthread_waits: None,
         budget: Default::default(),
         max_size: None,
     };

@@ -203,6 +203,24 @@ impl Capture {
         }
     }
 
+    /// What the kernel counted of virtual threads' waits without sending them.
+    pub fn vthread_wait_sums(
+        &self,
+        time_ns: u64,
+        min_wait_ns: u64,
+    ) -> crate::events::VthreadWaitSums {
+        let read = |index: u32| self.counter(index);
+        crate::events::VthreadWaitSums {
+            time_ns,
+            unmounts: read(counter::VTHREAD_UNMOUNTS),
+            short_waits: read(counter::VTHREAD_SHORT_WAITS),
+            short_wait_ns: read(counter::VTHREAD_SHORT_WAIT_NS),
+            min_wait_ns,
+            unmatched: read(counter::VTHREAD_UNMATCHED),
+            stacks_skipped: read(counter::VTHREAD_STACKS_SKIPPED),
+        }
+    }
+
     fn amended(&self, tid: u32, start: profiler_ebpf::OffCpuStart) -> profiler_ebpf::OffCpuStart {
         self.registry.amended(tid, start)
     }

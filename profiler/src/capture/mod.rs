@@ -12,7 +12,7 @@ mod tracefs;
 
 pub use java_threads::{JavaThreadRegistry, KnownThread, ThreadRole};
 pub use maps::LostCauses;
-pub use records::{BATCH, ChunkedStack, JavaStack, Raw};
+pub use records::{BATCH, ChunkedStack, JavaStack, Raw, VthreadWaitRecord};
 
 use std::collections::HashSet;
 
@@ -25,7 +25,7 @@ use aya::{
 use profiler_ebpf::{SyscallKey, WaitSum, counter};
 
 /// Where a kernel program runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Hook {
     /// A tracepoint (category, name): its fields are read at the offsets its format gives.
     Tracepoint(&'static str, &'static str),
@@ -33,23 +33,47 @@ enum Hook {
     Raw(&'static str),
     /// The CPU clock of every online CPU, sampled this many times a second.
     CpuClock(u64),
+    /// A function of the target's libjvm: at this offset of the file, in the target alone.
+    Uprobe(UprobeAt),
+}
+
+/// A uprobe's place: an offset in a file the target mapped (held open, so that the probe
+/// goes on that very inode whatever the target's paths say), hit by the target alone.
+#[derive(Clone, Debug)]
+pub struct UprobeAt {
+    pub file: std::sync::Arc<std::fs::File>,
+    pub offset: u64,
+    pub pid: u32,
 }
 
 impl Hook {
-    fn load(self, program: &mut Program) -> Result<()> {
+    fn load(&self, program: &mut Program) -> Result<()> {
         match (self, program) {
             (Self::Tracepoint(..), Program::TracePoint(p)) => p.load()?,
             (Self::Raw(_), Program::RawTracePoint(p)) => p.load()?,
             (Self::CpuClock(_), Program::PerfEvent(p)) => p.load()?,
+            (Self::Uprobe(_), Program::UProbe(p)) => p.load()?,
             (hook, _) => bail!("the kernel object's program for {hook} is of another kind"),
         }
         Ok(())
     }
 
-    fn attach(self, program: &mut Program) -> Result<()> {
+    fn attach(&self, program: &mut Program) -> Result<()> {
         match (self, program) {
             (Self::Tracepoint(category, name), Program::TracePoint(p)) => {
                 p.attach(category, name)?;
+            }
+            (Self::Uprobe(at), Program::UProbe(p)) => {
+                use std::os::fd::AsRawFd as _;
+                let pid = std::num::NonZeroU32::new(at.pid).context("no target pid")?;
+                // The open file, through pinprof's own descriptor table: the kernel follows
+                // the link to that inode, never to a path the target controls.
+                let path = format!("/proc/self/fd/{}", at.file.as_raw_fd());
+                p.attach(
+                    at.offset,
+                    path,
+                    aya::programs::uprobe::UProbeScope::OneProcess(pid),
+                )?;
             }
             (Self::Raw(name), Program::RawTracePoint(p)) => {
                 p.attach(name)?;
@@ -63,7 +87,7 @@ impl Hook {
                 // A fixed period (the CPU clock counts ns), not a frequency: the kernel
                 // reaches a frequency by adjusting the period over the first ticks, which
                 // sampled a busy CPU at under half the rate for the first few hundred ms.
-                let period = 1_000_000_000 / hz.max(1);
+                let period = 1_000_000_000 / (*hz).max(1);
                 for cpu in cpus {
                     p.attach(
                         PerfEventConfig::Software(SoftwareEvent::CpuClock),
@@ -83,6 +107,7 @@ impl Hook {
             Program::TracePoint(p) => p.unload()?,
             Program::RawTracePoint(p) => p.unload()?,
             Program::PerfEvent(p) => p.unload()?,
+            Program::UProbe(p) => p.unload()?,
             _ => {}
         }
         Ok(())
@@ -95,6 +120,7 @@ impl std::fmt::Display for Hook {
             Self::Tracepoint(category, name) => write!(f, "{category}:{name}"),
             Self::Raw(name) => write!(f, "raw tracepoint {name}"),
             Self::CpuClock(hz) => write!(f, "the CPU clock at {hz} Hz"),
+            Self::Uprobe(at) => write!(f, "a uprobe at offset {:#x} of libjvm", at.offset),
         }
     }
 }
@@ -138,6 +164,9 @@ pub struct Options {
     pub on_cpu_hz: Option<u64>,
     /// A thread that waits at least this long from its wake-up to running is an event.
     pub late_wakeup_ns: u64,
+    /// Virtual threads' waits off their carriers: where they unmount and mount, and the
+    /// shortest sent one by one (None: not traced).
+    pub vthread_waits: Option<(crate::jvm::hotspot::ContinuationProbes, u64)>,
 }
 
 /// A thread asleep as capture starts, in a wait the programs cannot see begin: seeded into
@@ -308,6 +337,11 @@ impl Capture {
             .override_global("TASK_TGID_OFFSET", &task_tgid, true)
             .override_global("TASK_STATE_OFFSET", &task_state, true)
             .override_global("EXIT_GROUP_DEAD_OFFSET", &group_dead, true)
+            .override_global(
+                "MIN_VTHREAD_WAIT_NS",
+                &options.vthread_waits.as_ref().map_or(u64::MAX, |v| v.1),
+                true,
+            )
             .map_max_entries("EVENTS", options.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| explain_bpf_error(anyhow!(e), "load the kernel programs"))?;
@@ -351,6 +385,20 @@ impl Capture {
         }
         if let Some(hz) = options.on_cpu_hz {
             programs.push(("on_cpu", Hook::CpuClock(hz)));
+        }
+        if let Some((probes, _)) = &options.vthread_waits {
+            let at = |offset| {
+                Hook::Uprobe(UprobeAt {
+                    file: probes.file.clone(),
+                    offset,
+                    pid: options.process.pid(),
+                })
+            };
+            programs.push(("vthread_thaw", at(probes.thaw)));
+            programs.push(("vthread_freeze", at(probes.freeze)));
+            if let Some(offset) = probes.freeze_preempt {
+                programs.push(("vthread_freeze_preempt", at(offset)));
+            }
         }
         if let (Err(e), true) = (&lock_addr, syscalls) {
             warnings.push(format!("kernel lock contention is not traced: {e:#}"));

@@ -36,6 +36,17 @@ pub enum Raw {
     OnCpu(OnCpuSample),
     /// A thread that waited long for a CPU after its wake-up.
     LateWakeup(LateWakeup),
+    /// A virtual thread's wait off its carrier, with the frames it waited in when copied.
+    VthreadWait(Box<VthreadWaitRecord>),
+}
+
+/// A virtual thread's wait as the kernel sent it: its head, the chunks' head (count 0: no
+/// frames) and exactly the chunk bytes sent.
+#[derive(Clone)]
+pub struct VthreadWaitRecord {
+    pub head: profiler_ebpf::VthreadWaitHead,
+    pub chunk_head: ChunkHead,
+    pub chunk: Vec<u8>,
 }
 
 impl Raw {
@@ -54,7 +65,8 @@ impl Raw {
             | Raw::ThreadStart(_)
             | Raw::ThreadExit(_)
             | Raw::OnCpu(_)
-            | Raw::LateWakeup(_) => None,
+            | Raw::LateWakeup(_)
+            | Raw::VthreadWait(_) => None,
         }
     }
 
@@ -70,6 +82,7 @@ impl Raw {
             Raw::StackCopy(copy) => (&mut copy.head.start_ns, None),
             Raw::StackChunkCopy(copy) => (&mut copy.stack.head.start_ns, None),
             Raw::Syscall(e) => (&mut e.start_ns, Some(&mut e.end_ns)),
+            Raw::VthreadWait(w) => (&mut w.head.start_ns, Some(&mut w.head.end_ns)),
             // Keyed by its call's start, or by a wake-up.
             Raw::NativeStack(copy) => (&mut copy.key_ns, None),
             Raw::Exit(_) | Raw::Rename(_) => return Some(self),
@@ -227,6 +240,7 @@ fn decode(bytes: &[u8], spare: &mut Vec<Vec<u8>>) -> Option<Raw> {
         kind::THREAD_EXIT => read(bytes).map(Raw::ThreadExit),
         kind::ON_CPU => read(bytes).map(Raw::OnCpu),
         kind::LATE_WAKEUP => read(bytes).map(Raw::LateWakeup),
+        kind::VTHREAD_WAIT => vthread_wait(bytes).map(Raw::VthreadWait),
         _ => None,
     }
 }
@@ -272,6 +286,34 @@ fn chunked_stack(bytes: &[u8], spare: &mut Vec<Vec<u8>>) -> Option<Box<ChunkedSt
         stack: stack_copy(head, stack, spare)?,
         chunk_head: kept,
         chunk: reuse(spare, frozen),
+    }))
+}
+
+/// A virtual thread's wait: its head, the chunks' head, then the chunks' bytes; every chunk
+/// must lie within those bytes.
+fn vthread_wait(bytes: &[u8]) -> Option<Box<VthreadWaitRecord>> {
+    let head = read::<profiler_ebpf::VthreadWaitHead>(bytes)?;
+    let rest = &bytes[size_of::<profiler_ebpf::VthreadWaitHead>()..];
+    let chunk_head = read::<ChunkHead>(rest)?;
+    let data = &rest[size_of::<ChunkHead>()..];
+    let count = usize::try_from(chunk_head.count).ok()?;
+    if data.len() > CHUNK_COPY_BYTES || count > MAX_COPIED_CHUNKS {
+        return None;
+    }
+    for entry in &chunk_head.chunks[..count] {
+        let end = entry.offset.checked_add(entry.len)?;
+        if usize::try_from(end).ok()? > data.len() {
+            return None;
+        }
+    }
+    let mut kept = chunk_head;
+    for entry in &mut kept.chunks[count..] {
+        *entry = Default::default();
+    }
+    Some(Box::new(VthreadWaitRecord {
+        head,
+        chunk_head: kept,
+        chunk: data.to_vec(),
     }))
 }
 

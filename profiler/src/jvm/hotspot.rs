@@ -2,10 +2,12 @@
 //! which of them carry virtual threads.
 
 mod blockers;
+mod continuations;
 mod fields;
 mod monitors;
 mod scheduler;
 
+pub use continuations::ContinuationProbes;
 pub use scheduler::Queued;
 
 use std::collections::{HashMap, HashSet};
@@ -178,6 +180,10 @@ pub struct Hotspot {
     listed: ListedThreads,
     /// Where parked threads' blockers and their owners are (None: not found in this JVM).
     blockers: Option<blockers::BlockerLayout>,
+    /// Where virtual threads unmount and mount (None: not found in this JVM).
+    pub continuations: Option<ContinuationProbes>,
+    /// Why `continuations` is None.
+    pub continuations_error: Option<String>,
     /// Where a monitor says its owner (None: not understood in this JVM).
     monitor_layout: Option<monitors::MonitorLayout>,
     /// Where classes describe their fields (None: not understood in this JVM).
@@ -232,6 +238,7 @@ impl Hotspot {
             .chain(&CHUNK_FIELD_OFFSETS)
             .chain([&SAFEPOINT_STATE, &CONTINUATION_RETURN_PC, &CLASS_INIT_LOCK])
             .chain(&blockers::SYMBOLS)
+            .chain(&continuations::SYMBOLS)
             .copied()
             .collect();
         let lib = Libjvm::load(process, &wanted)?;
@@ -457,7 +464,10 @@ impl Hotspot {
         let blockers = blockers::BlockerLayout::read(&lib, &mem, &vm);
         match &blockers {
             // (Checked small.)
-            Ok(b) => layout.park_blocker = b.park_blocker as u32,
+            Ok(b) => {
+                layout.park_blocker = b.park_blocker as u32;
+                layout.ownable_owner = b.ownable_owner() as u32;
+            }
             Err(e) => limits.push(format!(
                 "what parked threads park on is not read in this JVM ({e:#}): each waiter's \
                  parks are a lock row of their own"
@@ -470,7 +480,10 @@ impl Hotspot {
                  ({e:#}): starvation episodes do not say how much work waited"
             ));
         }
+        let continuations = continuations::ContinuationProbes::read(&lib, &mem);
         Ok(Self {
+            continuations_error: continuations.as_ref().err().map(|e| format!("{e:#}")),
+            continuations: continuations.ok(),
             process: process.clone(),
             major,
             walker,
@@ -572,6 +585,39 @@ impl Hotspot {
             }
         }
         (frames, reach)
+    }
+
+    /// The frames of an unmounted virtual thread, innermost first, from the kernel's copy of
+    /// its stack chunks made as it mounted again (the heap is not read: by now the frames
+    /// were thawed). A copy cut short ends with the `FROZEN_CALLERS` marker.
+    pub fn walk_unmounted(&mut self, head: &ChunkHead, data: &[u8]) -> Vec<JavaFrame> {
+        let (Some(w), Some(layout)) = (&mut self.walker, &self.chunks) else {
+            return Vec::new();
+        };
+        let Some(tail) = head.chunks.first().filter(|_| head.count > 0) else {
+            return Vec::new();
+        };
+        let frozen = Frozen {
+            vthread: 0,
+            vthread_id: 0,
+            chunk: tail.addr,
+            sp: tail.sp,
+        };
+        let Some(copied) = layout.from_copy(&frozen, head, data) else {
+            return Vec::new();
+        };
+        if self.continuation_return.is_none() {
+            self.continuation_return = self
+                .continuation_return_pc
+                .and_then(|a| self.mem.u64(a).ok())
+                .filter(|&pc| pc != 0);
+        }
+        let entry = self.continuation_return.filter(|_| copied.complete);
+        let mut frames = w.walk_chunks(&self.mem, &copied.chunks, entry);
+        if !copied.complete && frames.last().is_some_and(|f| f.tier != Tier::Unknown) {
+            frames.push(JavaFrame::marker(FROZEN_CALLERS));
+        }
+        frames
     }
 
     /// The frame-pointer view of the same copied stack (see `walk::frame_pointer_chain`).

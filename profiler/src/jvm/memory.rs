@@ -135,6 +135,11 @@ impl Memory {
 pub struct Libjvm {
     pub path: PathBuf,
     symbols: HashMap<String, u64>,
+    /// The file the JVM mapped (its very inode), kept open: uprobes are attached to it.
+    pub file: std::sync::Arc<std::fs::File>,
+    /// Where file offset 0 is mapped, and the executable mapping's range.
+    pub bias: u64,
+    pub exec: (u64, u64),
 }
 
 /// The addresses of the symbols named in `wanted` (local ones too: libjvm ships a full
@@ -194,7 +199,13 @@ impl Libjvm {
         // read(2), never a mapping the JVM's owner could cut short under us.
         let data = crate::safe_fs::read_capped(&file, &path, MAX_MAPPED_FILE)?;
         let symbols = elf_symbols(&path.to_string_lossy(), &data, base, wanted)?;
-        Ok(Self { path, symbols })
+        Ok(Self {
+            path,
+            symbols,
+            file: std::sync::Arc::new(file),
+            bias: base,
+            exec: (map.start, map.end),
+        })
     }
 
     pub fn symbol(&self, name: &str) -> Result<u64> {

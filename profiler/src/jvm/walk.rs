@@ -87,6 +87,11 @@ pub struct JavaFrame {
 }
 
 impl JavaFrame {
+    /// A marker saying where the walk stopped (`FROZEN_CALLERS`).
+    pub fn marker(name: &str) -> Self {
+        Self::other(0, name, Tier::Unknown)
+    }
+
     /// A frame that is not a method (a stub, a marker saying where the walk stopped).
     fn other(pc: u64, name: impl Into<String>, tier: Tier) -> Self {
         Self {

@@ -94,6 +94,7 @@ impl Model {
             Event::Syscall(s) => ok(s.start_ns) && ok(s.end_ns) && s.start_ns <= s.end_ns,
             Event::JavaStack { start_ns, .. } => ok(*start_ns),
             Event::LateWakeup(w) => ok(w.wake_ns) && ok(w.run_ns) && w.wake_ns <= w.run_ns,
+            Event::VthreadWait(w) => ok(w.start_ns) && ok(w.end_ns) && w.start_ns <= w.end_ns,
             Event::OpenWaits { time_ns, waits } => {
                 ok(*time_ns)
                     && waits
@@ -307,6 +308,24 @@ fn cut_event(event: &mut Event) -> u64 {
         }
         Event::MonitorOwner { owner, .. } => {
             return owner.name.as_mut().map_or(0, |n| text(n, MAX_TEXT));
+        }
+        Event::VthreadWait(w) => {
+            let Some(blocker) = &mut w.blocker else {
+                return 0;
+            };
+            let owner = blocker.owner.as_mut().and_then(|o| o.name.as_mut());
+            return text(&mut blocker.class, MAX_TEXT) + owner.map_or(0, |n| text(n, MAX_TEXT));
+        }
+        Event::VthreadWaitSums(s) => {
+            for n in [
+                &mut s.unmounts,
+                &mut s.short_waits,
+                &mut s.short_wait_ns,
+                &mut s.unmatched,
+                &mut s.stacks_skipped,
+            ] {
+                count(n);
+            }
         }
         Event::ParkBlocker { blocker, .. } => {
             let owner = blocker.owner.as_mut().and_then(|o| o.name.as_mut());

@@ -88,6 +88,10 @@ pub struct Model {
     pub monitor_class_objects: HashMap<u64, BTreeMap<u64, String>>,
     /// Monitors seen as the lock of a class initialization under way: read time to what.
     pub class_init_locks: HashMap<u64, BTreeMap<u64, ClassInitWait>>,
+    /// Virtual threads' waits off their carriers, in the order they ended.
+    pub vthread_waits: Vec<crate::events::VthreadWait>,
+    /// What the kernel counted of them without sending them (the last snapshot).
+    pub vthread_wait_sums: Option<crate::events::VthreadWaitSums>,
     /// What each thread was seen parked on (`Thread.parkBlocker`), by thread and read time.
     pub park_blockers: HashMap<u32, BTreeMap<u64, ParkBlocker>>,
     /// Monitors' owners as read while threads waited to enter them: by the waiting thread
@@ -455,6 +459,11 @@ impl Model {
             Event::CgroupCpu(c) => {
                 self.cgroup_cpu.insert(c.time_ns, c);
             }
+            Event::VthreadWait(w) => {
+                self.end_mono_ns = self.end_mono_ns.max(w.end_ns);
+                self.vthread_waits.push(w);
+            }
+            Event::VthreadWaitSums(s) => self.vthread_wait_sums = Some(s),
             Event::ParkBlocker {
                 time_ns,
                 tid,
@@ -573,6 +582,9 @@ impl Model {
             *reads = reads.split_off(&from(*tid));
             !reads.is_empty()
         });
+        // Virtual threads' waits off their carriers are events of their own: the old ones go
+        // (a live view would hold every one it saw).
+        self.vthread_waits.retain(|w| w.end_ns >= before_ns);
         // A monitor's class (or class init) is looked up as of a time: the last read before
         // the waits kept stays.
         keep_reads_from(&mut self.monitor_classes, before_ns);

@@ -78,6 +78,7 @@ impl Session {
         let counters = self.capture.counters();
         self.writer
             .write_event(&Event::Counters { time_ns, counters })?;
+        self.write_vthread_sums(time_ns)?;
         self.write_budget(time_ns)?;
         let threads = self.capture.short_off_cpu();
         if !threads.is_empty() {

@@ -356,22 +356,7 @@ impl Session {
         if end_ns.saturating_sub(start_ns) < BLOCKER_AFTER.as_nanos() as u64 {
             return Ok(());
         }
-        let Some(jvm) = &mut self.jvm else {
-            return Ok(());
-        };
-        let named = match self.blocker_classes.get(&object) {
-            Some((at, named)) if at.elapsed() < Duration::from_secs(1) => named.clone(),
-            _ => {
-                let named = jvm.hotspot.blocker_class(object);
-                if self.blocker_classes.len() >= MAX_BLOCKER_CLASSES {
-                    self.blocker_classes.clear();
-                }
-                self.blocker_classes
-                    .insert(object, (Instant::now(), named.clone()));
-                named
-            }
-        };
-        let Some((class, ownable)) = named else {
+        let Some((class, ownable)) = self.blocker_class(object) else {
             return Ok(());
         };
         self.writer.write_event(&Event::ParkBlocker {
@@ -384,6 +369,24 @@ impl Session {
                 owner: None,
             },
         })
+    }
+
+    /// The class of the park blocker at `object` and whether it is an ownable synchronizer,
+    /// read now (once a second at most per object).
+    pub(super) fn blocker_class(&mut self, object: u64) -> Option<(String, bool)> {
+        let jvm = self.jvm.as_mut()?;
+        match self.blocker_classes.get(&object) {
+            Some((at, named)) if at.elapsed() < Duration::from_secs(1) => named.clone(),
+            _ => {
+                let named = jvm.hotspot.blocker_class(object);
+                if self.blocker_classes.len() >= MAX_BLOCKER_CLASSES {
+                    self.blocker_classes.clear();
+                }
+                self.blocker_classes
+                    .insert(object, (Instant::now(), named.clone()));
+                named
+            }
+        }
     }
 
     /// Says which carriers are in a wait that has not ended yet, so that a live view sees

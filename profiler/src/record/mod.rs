@@ -28,6 +28,7 @@ mod stack_ids;
 mod stacks;
 mod thread_watch;
 mod translate;
+mod vthread_waits;
 
 use jvm_watch::{JvmWatch, known_thread};
 use progress::Progress;
@@ -74,6 +75,9 @@ pub struct Options {
     pub on_cpu_hz: Option<u32>,
     /// Wake-ups that wait at least this long for a CPU are events, with their waker.
     pub late_wakeup: Duration,
+    /// Virtual threads' waits off their carriers at least this long are recorded (None:
+    /// not traced; the probes cost the target a trap at each unmount and mount).
+    pub vthread_waits: Option<Duration>,
     /// The most memory pinprof may hold, what the target makes it keep included.
     pub budget: Budget,
     /// The recording ends once its file reaches this size (None: no cap).
@@ -292,6 +296,31 @@ pub fn run_with(
     // A reader of its own follows the JVM's thread list from the moment the programs attach
     // (opened first: that takes a while, and threads born meanwhile would go unknown).
     let list_reader = jvm.as_ref().map(|j| j.hotspot.reopen());
+    let vthread_min_ns = options
+        .vthread_waits
+        .map_or(u64::MAX, |d| (d.as_nanos() as u64).max(1));
+    let vthread_probes = match (options.vthread_waits, &jvm) {
+        (None, _) => None,
+        (Some(_), None) => {
+            warnings.push(
+                "--vthread-waits: the target is no HotSpot JVM pinprof could read: no \
+                 virtual-thread waits"
+                    .into(),
+            );
+            None
+        }
+        (Some(_), Some(j)) => match (&j.hotspot.continuations, &j.hotspot.continuations_error) {
+            (Some(p), _) => Some(p.clone()),
+            (None, e) => {
+                warnings.push(format!(
+                    "--vthread-waits: where this JVM unmounts virtual threads is not known \
+                     ({}): no virtual-thread waits",
+                    e.as_deref().unwrap_or("no reason")
+                ));
+                None
+            }
+        },
+    };
     let mut capture = Capture::start(
         &capture::Options {
             process: process.clone(),
@@ -306,6 +335,7 @@ pub fn run_with(
             java_threads,
             on_cpu_hz: options.on_cpu_hz.map(u64::from),
             late_wakeup_ns: options.late_wakeup.as_nanos() as u64,
+            vthread_waits: vthread_probes.map(|p| (p, vthread_min_ns)),
         },
         || {
             let seeds = waits_at_start(&target, jvm.as_ref(), syscalls, blocked_stacks_on);
@@ -386,6 +416,7 @@ pub fn run_with(
         writer.write_event(&Event::Sampling { hz })?;
     }
     let mut session = Session {
+        vthread_min_ns: options.vthread_waits.is_some().then_some(vthread_min_ns),
         quiet,
         target_mem: process
             .open("mem", libc::O_RDONLY)
@@ -510,6 +541,8 @@ pub fn run_with(
 }
 
 struct Session {
+    /// Virtual threads' waits this long are sent one by one (None: not traced).
+    vthread_min_ns: Option<u64>,
     /// Warnings go into the recording alone (a live view owns the terminal).
     quiet: bool,
     target: Target,
@@ -692,6 +725,7 @@ impl Session {
             time_ns: end_ns,
             counters: self.capture.counters(),
         })?;
+        self.write_vthread_sums(end_ns)?;
         self.write_budget(end_ns)?;
 
         progress.finish(

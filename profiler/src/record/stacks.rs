@@ -332,7 +332,7 @@ impl Session {
 
     /// The id of a stack made in user space, writing it the first time (or the first time
     /// since it was forgotten).
-    fn own_stack(&mut self, mut frames: Vec<Frame>) -> Result<u32> {
+    pub(super) fn own_stack(&mut self, mut frames: Vec<Frame>) -> Result<u32> {
         cut_names(&mut frames);
         if let Some(&id) = self.stacks.own.get(&frames) {
             return Ok(id);

@@ -105,6 +105,7 @@ impl Session {
                     self.java_stack(&copy.stack, Some((&copy.chunk_head, &copy.chunk)))?
                 }
                 Raw::Syscall(e) => self.syscall(e)?,
+                Raw::VthreadWait(w) => self.vthread_wait(w)?,
                 Raw::NativeStack(copy) => self.native_stack(copy)?,
                 Raw::Rename(r) => {
                     let end = r.comm.iter().position(|&b| b == 0).unwrap_or(r.comm.len());
@@ -270,7 +271,7 @@ impl Session {
         })
     }
 
-    fn thread(&mut self, tid: u32) -> Result<()> {
+    pub(super) fn thread(&mut self, tid: u32) -> Result<()> {
         if self.recently_exited.contains(&tid) {
             return Ok(());
         }

@@ -29,13 +29,14 @@ use serde::{Deserialize, Serialize};
 use crate::events::{Event, TargetInfo};
 
 pub const MAGIC: &[u8; 8] = b"PINPREC\0";
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 /// The oldest format this pinprof still reads: formats add kinds of records (3 added
 /// `MonitorClass` and `OpenWaits`), 4 changed the framing into blocks, 5 added source lines to
 /// frames (older stacks are read by `legacy`), 6 added `ParkBlocker`, 7 `Queued`, 8 on-CPU
 /// samples, the scheduler's histograms and the cgroup's throttling (`Sampling`, `OnCpu`,
 /// `SchedStats`, `LateWakeup`, `CgroupCpu`), 9 the thread list's changes and the memory
-/// budget (`JavaThreadsChanged`, `MemoryBudget`, the size cap's `StopReason`).
+/// budget (`JavaThreadsChanged`, `MemoryBudget`, the size cap's `StopReason`), 10 virtual
+/// threads' waits off their carriers (`VthreadWait`, `VthreadWaitSums`).
 pub const OLDEST_FORMAT_READ: u32 = 2;
 /// The first format written in blocks.
 pub const BLOCK_FORMAT: u32 = 4;

@@ -35,6 +35,11 @@ pub(super) struct BlockerLayout {
 }
 
 impl BlockerLayout {
+    /// `exclusiveOwnerThread`'s offset (0: its class was not loaded when this was read).
+    pub(super) fn ownable_owner(&self) -> u64 {
+        self.ownable_owner
+    }
+
     pub(super) fn read(
         lib: &Libjvm,
         mem: &impl crate::jvm::vmstructs::Target,

@@ -1,0 +1,94 @@
+//! Virtual threads' waits off their carriers, as the kernel sent them: their frames walked
+//! from the copy of their stack chunks, what they parked on named by its class.
+
+use anyhow::Result;
+
+use super::Session;
+use crate::capture::VthreadWaitRecord;
+use crate::events::{Event, Frame, FrameKind, ParkBlocker, Unmounted, VthreadWait};
+
+impl Session {
+    /// Records one virtual thread's wait.
+    pub(super) fn vthread_wait(&mut self, raw: &VthreadWaitRecord) -> Result<()> {
+        let head = &raw.head;
+        let how = match head.how {
+            profiler_ebpf::unmount::MONITOR => Unmounted::Monitor,
+            _ => Unmounted::Park,
+        };
+        let blocker = match head.blocker {
+            0 => None,
+            object => self
+                .blocker_class(object)
+                .map(|(class, ownable)| ParkBlocker {
+                    object,
+                    class,
+                    ownable,
+                    owner: None,
+                }),
+        };
+        // An owner only means something for an ownable synchronizer (the kernel read the
+        // field whatever the class).
+        let owner_id = (head.owner_id != 0 && blocker.as_ref().is_some_and(|b| b.ownable))
+            .then_some(head.owner_id);
+        let monitor = (head.monitor != 0).then_some(head.monitor);
+        if let Some(monitor) = monitor {
+            self.name_monitor(monitor, head.start_ns)?;
+        }
+        let stack = self.unmounted_stack(raw)?;
+        for tid in [head.tid, head.unmount_tid] {
+            self.thread(tid)?;
+        }
+        self.writer.write_event(&Event::VthreadWait(VthreadWait {
+            vthread_id: head.vthread_id,
+            start_ns: head.start_ns,
+            end_ns: head.end_ns,
+            unmount_tid: head.unmount_tid,
+            mount_tid: head.tid,
+            how,
+            blocker,
+            owner_id,
+            monitor,
+            stack,
+        }))?;
+        self.events += 1;
+        Ok(())
+    }
+
+    /// What the kernel counted of virtual threads' waits without sending them, when they are
+    /// traced.
+    pub(super) fn write_vthread_sums(&mut self, time_ns: u64) -> Result<()> {
+        let Some(min_wait_ns) = self.vthread_min_ns else {
+            return Ok(());
+        };
+        let sums = self.capture.vthread_wait_sums(time_ns, min_wait_ns);
+        self.writer.write_event(&Event::VthreadWaitSums(sums))
+    }
+
+    /// The frames of the wait, walked from the kernel's copy of its chunks (None: no copy,
+    /// or nothing in it walked).
+    fn unmounted_stack(&mut self, raw: &VthreadWaitRecord) -> Result<Option<u32>> {
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(None);
+        };
+        if raw.chunk_head.count == 0 {
+            return Ok(None);
+        }
+        let frames: Vec<Frame> = jvm
+            .hotspot
+            .walk_unmounted(&raw.chunk_head, &raw.chunk)
+            .into_iter()
+            .map(|f| Frame {
+                kind: FrameKind::Java,
+                addr: f.pc,
+                name: Some(f.name),
+                module: Some(f.tier.as_str().to_string()),
+                holds_monitor: f.holds_monitor,
+                line: f.line,
+            })
+            .collect();
+        if frames.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.own_stack(frames)?))
+    }
+}
