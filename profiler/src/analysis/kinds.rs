@@ -111,6 +111,9 @@ pub enum LockKind {
     Futex,
     /// A lock inside the kernel the target's threads contended on.
     Kernel,
+    /// A Java object virtual threads waited on unmounted, off their carriers (no OS thread
+    /// blocked: `record --vthread-waits` saw them unmount and mount).
+    Unmounted,
 }
 
 impl LockKind {
@@ -118,6 +121,7 @@ impl LockKind {
         match self {
             Self::Futex => "futex",
             Self::Kernel => "kernel",
+            Self::Unmounted => "vthread",
         }
     }
 }

@@ -58,6 +58,8 @@ pub enum JavaLockKind {
     Ownable,
     /// Anything else parked on: a latch, a semaphore, a condition, a future.
     Other,
+    /// A monitor (`synchronized`) virtual threads waited on unmounted (JDK 24+).
+    Monitor,
 }
 
 impl JavaLockKind {
@@ -65,6 +67,7 @@ impl JavaLockKind {
         match self {
             Self::Ownable => "ownable",
             Self::Other => "other",
+            Self::Monitor => "monitor",
         }
     }
 }
@@ -526,6 +529,7 @@ pub fn locks(model: &Model, own: &HashSet<u32>) -> Vec<LockRow> {
         jvm_internal: false,
         java: None,
     }));
+    rows.extend(super::unmounted::lock_rows(model));
     // The application's locks first: the JVM's threads waiting for work would lead
     // otherwise (a JIT compiler idles on its queue for seconds).
     rows.sort_by(|a, b| {

@@ -21,6 +21,7 @@ pub mod stacks;
 pub mod starvation;
 pub mod threads;
 pub mod throttling;
+pub mod unmounted;
 
 use std::cell::OnceCell;
 use std::collections::HashSet;

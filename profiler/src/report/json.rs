@@ -251,6 +251,7 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                 .collect::<Vec<_>>(),
         },
         "locks": locks,
+        "vthread_waits": vthread_waits_json(model),
         "syscalls": syscalls,
         // Where the target's threads ran, from samples of every CPU `hz` times a second.
         "oncpu": {
@@ -373,5 +374,33 @@ fn owner_json(o: &crate::events::BlockerOwner) -> Value {
         "vthread_id": o.virtual_thread.then_some(o.java_id),
         "java_id": o.java_id,
         "state": crate::analysis::locks::owner_state(o),
+    })
+}
+
+/// Virtual threads' waits off their carriers (`record --vthread-waits`): null when they were
+/// not traced. Waits of at least `min_wait_ns` are exact, one by one; shorter ones only
+/// counted. The lock rows (`locks[]`, kind `vthread`) and `sites` are made of the exact ones.
+fn vthread_waits_json(model: &crate::model::Model) -> Value {
+    let Some(sums) = &model.vthread_wait_sums else {
+        return Value::Null;
+    };
+    let waits = &model.vthread_waits;
+    let sites: Vec<Value> = crate::analysis::unmounted::other_waits(model)
+        .into_iter()
+        .take(20)
+        .map(|(frames, n, ns, max)| {
+            json!({ "frames": frames, "waits": n, "wait_ns": ns, "max_wait_ns": max })
+        })
+        .collect();
+    json!({
+        "min_wait_ns": sums.min_wait_ns,
+        "waits": waits.len(),
+        "wait_ns": waits.iter().map(|w| w.duration_ns()).fold(0u64, u64::saturating_add),
+        "unmounts": sums.unmounts,
+        "short_waits": sums.short_waits,
+        "short_wait_ns": sums.short_wait_ns,
+        "unmatched": sums.unmatched,
+        "stacks_skipped": sums.stacks_skipped,
+        "sites": sites,
     })
 }

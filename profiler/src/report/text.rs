@@ -9,7 +9,7 @@ use super::{
     stack::{self, ShownFrame},
 };
 use crate::analysis::Analysis;
-use crate::analysis::kinds::ThreadRole;
+use crate::analysis::kinds::{LockKind, ThreadRole};
 use crate::analysis::stacks::StackLabels;
 use crate::analysis::threads::{ThreadRow, blocked_total_ns};
 use crate::model::{Model, total};
@@ -207,6 +207,7 @@ fn write_report(out: &mut String, analysis: &Analysis, options: &Options) -> std
     write_findings(out, analysis)?;
     write_carriers(out, analysis, options)?;
     write_locks(out, analysis, options)?;
+    write_unmounted(out, analysis, options)?;
     write_syscalls(out, analysis, options)?;
     write_on_cpu(out, analysis, options)?;
 
@@ -600,8 +601,15 @@ fn write_locks(out: &mut String, analysis: &Analysis, options: &Options) -> std:
     }
     writeln!(
         out,
-        "\nLocks (futex words from waits of {} or more, and kernel locks; most wait first, the JVM's own last):",
-        secs(model.min_syscall_ns)
+        "\nLocks (futex words from waits of {} or more, kernel locks{}; most wait first, the JVM's own last):",
+        secs(model.min_syscall_ns),
+        match &model.vthread_wait_sums {
+            Some(s) => format!(
+                ", and objects virtual threads waited on unmounted for {} or more",
+                secs(s.min_wait_ns)
+            ),
+            None => String::new(),
+        }
     )?;
     for l in locks.iter().take(options.top) {
         let long = if l.jvm_internal {
@@ -615,11 +623,16 @@ fn write_locks(out: &mut String, analysis: &Analysis, options: &Options) -> std:
         match &l.java {
             Some(j) => writeln!(
                 out,
-                "  {} @{:#x}: {} waits by {} threads, {} (max {}){long}",
+                "  {} @{:#x}: {} waits by {} {}threads, {} (max {}){long}",
                 j.class,
                 l.address,
                 l.waits,
                 l.waiters.len(),
+                if l.kind == LockKind::Unmounted {
+                    "virtual "
+                } else {
+                    ""
+                },
                 secs(l.wait_ns),
                 secs(l.max_wait_ns)
             )?,
@@ -670,10 +683,63 @@ fn write_locks(out: &mut String, analysis: &Analysis, options: &Options) -> std:
             }
         }
         if !l.holder_frames.is_empty() {
-            writeln!(out, "      release stack (top holder):")?;
+            if l.kind == LockKind::Unmounted {
+                writeln!(out, "      owner's stack (waiting itself, holding it):")?;
+            } else {
+                writeln!(out, "      release stack (top holder):")?;
+            }
             for line in plain(&l.holder_frames) {
                 writeln!(out, "        {line}")?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// Virtual threads' waits off their carriers that no lock row stands for (sleeps, socket
+/// I/O, parks without a blocker), by where they waited; and what was only counted.
+fn write_unmounted(out: &mut String, analysis: &Analysis, options: &Options) -> std::fmt::Result {
+    let model = analysis.model();
+    let Some(sums) = &model.vthread_wait_sums else {
+        return Ok(());
+    };
+    let total = model
+        .vthread_waits
+        .iter()
+        .map(|w| w.duration_ns())
+        .fold(0u64, u64::saturating_add);
+    writeln!(
+        out,
+        "\nVirtual threads waiting unmounted (off their carriers, no OS thread blocked): {} waits of {} or more, {} in all; {} shorter ones counted ({}); {} unmounts{}{}",
+        model.vthread_waits.len(),
+        secs(sums.min_wait_ns),
+        secs(total),
+        sums.short_waits,
+        secs(sums.short_wait_ns),
+        sums.unmounts,
+        match sums.unmatched {
+            0 => String::new(),
+            n => format!("; {n} mounts whose unmount was not seen"),
+        },
+        match sums.stacks_skipped {
+            0 => String::new(),
+            n => format!("; {n} waits without their stack (copy budget)"),
+        },
+    )?;
+    for (frames, n, ns, max) in crate::analysis::unmounted::other_waits(model)
+        .into_iter()
+        .take(options.top)
+    {
+        writeln!(out, "  {n} waits, {} (max {}):", secs(ns), secs(max))?;
+        let shown: Vec<ShownFrame> = frames
+            .iter()
+            .map(|label| ShownFrame {
+                label: label.as_str().into(),
+                holds_monitor: false,
+            })
+            .collect();
+        for line in stack::lines(&shown, options.depth, options.full) {
+            writeln!(out, "      {line}")?;
         }
     }
     Ok(())
