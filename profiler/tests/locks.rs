@@ -471,3 +471,110 @@ fn jdk21_a_reentrant_lock_with_8_waiters_is_one_row_with_its_owner() {
 fn jdk25_a_reentrant_lock_with_8_waiters_is_one_row_with_its_owner() {
     a_reentrant_lock_is_one_row(25);
 }
+
+/// Virtual threads waiting unmounted on a ReentrantLock (`record --vthread-waits`): a
+/// restocker holds it 300 ms once a second while 20 virtual threads take it in turn; no OS
+/// thread blocks. The lock's row names its class, its owner (the restocker) and where the
+/// owner held it; its waits agree with the workload's own clock.
+fn unmounted_lock_waits_match_the_workload(major: u32) {
+    const SYNC: &str = "java.util.concurrent.locks.ReentrantLock$NonfairSync";
+    let mut jvm = start_vt(major, 2, "UnmountedLock", &["20", "300"]);
+    let name = format!("unmounted-lock{major}.pinrec");
+    let (recorder, recording) = spawn_record_with(jvm.pid, &name, &["--vthread-waits"]);
+    std::thread::sleep(Duration::from_secs(6));
+    interrupt(recorder);
+    say(&mut jvm, "report");
+    let lines = jvm
+        .lines_until("done", Duration::from_secs(30))
+        .expect("the workload's report");
+    let report = report_json(&recording);
+    schema_errors(&report).unwrap();
+    let start = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let end = start + report["window"]["duration_ns"].as_u64().unwrap();
+    let pair = |l: &str| -> (u64, u64) {
+        let v: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        (v[0], v[1])
+    };
+    // The workload's lock() calls of at least the threshold (1 ms) that began and ended in
+    // the window: pinprof sees a wait from the unmount it saw to the mount it saw.
+    let min = 1_000_000;
+    let truth: Vec<u64> = lines
+        .iter()
+        .filter(|l| l.starts_with("wait "))
+        .map(|l| pair(l))
+        .filter(|&(s, e)| s >= start && e <= end && e - s >= min)
+        .map(|(s, e)| e - s)
+        .collect();
+    let restocker: u64 = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("restocker "))
+        .expect("the restocker's id")
+        .parse()
+        .unwrap();
+    let rows: Vec<&Value> = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "vthread" && l["java"]["class"] == SYNC)
+        .collect();
+    assert_eq!(rows.len(), 1, "one row for the lock: {rows:#?}");
+    let row = rows[0];
+    assert_eq!(row["java"]["kind"], "ownable");
+    let owner = &row["java"]["owner"];
+    assert_eq!(
+        owner["java_id"], restocker,
+        "the owner is the restocker: {owner}"
+    );
+    assert_eq!(owner["state"], "unmounted", "{owner}");
+    let holder = strings(&row["holder_frames"]);
+    assert!(
+        holder.contains(&"UnmountedLock$Inventory.restock"),
+        "where the owner held it: {holder:?}"
+    );
+    let waiter = strings(&row["waiter_frames"]);
+    assert!(
+        waiter.contains(&"UnmountedLock$Inventory.take"),
+        "where they waited: {waiter:?}"
+    );
+    assert_eq!(strings(&row["waiters"]).len(), 20, "{row}");
+    let total: u64 = truth.iter().sum();
+    let longest = truth.iter().copied().max().unwrap_or(0);
+    eprintln!(
+        "JDK {major}: workload {} waits, {:.3} s, longest {:.1} ms; pinprof {} waits",
+        truth.len(),
+        total as f64 / 1e9,
+        longest as f64 / 1e6,
+        row["waits"]
+    );
+    // A waiter that parks twice in one lock() (woken, beaten to the lock by another) is two
+    // waits to pinprof and one to the workload: time is compared, not counts.
+    assert_within(
+        "unmounted lock wait time",
+        ns(&row["wait_ns"]),
+        total as f64,
+        0.10,
+    );
+    assert_within(
+        "longest unmounted lock wait",
+        ns(&row["max_wait_ns"]),
+        longest as f64,
+        0.05,
+    );
+    assert_eq!(report["lost_events"], 0);
+    // No OS thread blocked on it: no pinning, and no futex row for it.
+    assert_eq!(report["pinned"]["events"], 0, "{}", report["pinned"]);
+}
+
+#[test]
+fn jdk21_unmounted_reentrant_lock_waits_match_the_workload() {
+    unmounted_lock_waits_match_the_workload(21);
+}
+
+#[test]
+fn jdk25_unmounted_reentrant_lock_waits_match_the_workload() {
+    unmounted_lock_waits_match_the_workload(25);
+}

@@ -82,6 +82,24 @@ impl Jvm {
     }
 }
 
+impl Jvm {
+    /// The lines the JVM prints up to (not with) `end`, within `timeout`. (The tests use it;
+    /// xtask, which shares this file, does not.)
+    #[allow(dead_code)]
+    pub fn lines_until(&mut self, end: &str, timeout: Duration) -> Result<Vec<String>> {
+        let deadline = Instant::now() + timeout;
+        let mut lines = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line == end => return Ok(lines),
+                Ok(line) => lines.push(line),
+                Err(_) => bail!("the JVM did not print '{end}' within {timeout:?}"),
+            }
+        }
+    }
+}
+
 impl Drop for Jvm {
     fn drop(&mut self) {
         let _ = self.child.kill();
