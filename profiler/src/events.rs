@@ -816,7 +816,8 @@ pub struct ContainerInfo {
 pub struct Initializer {
     /// The platform thread (a carrier, for a virtual thread).
     pub tid: u32,
-    /// `Thread.threadId()` of the virtual thread mounted on it then, if one was.
+    /// `Thread.threadId()` of the virtual thread mounted on it as it ran the initializer, if
+    /// one was.
     pub vthread: Option<u64>,
 }
 

@@ -18,7 +18,8 @@ const TRUSTED: Duration = Duration::from_secs(1);
 /// The classes seen being initialized, and when they were looked for.
 #[derive(Default)]
 pub struct InitWaits {
-    known: Vec<ClassInit>,
+    /// Each with the thread running its initializer, read as the walk found it.
+    known: Vec<(ClassInit, Option<Initializer>)>,
     walked: Option<Instant>,
     /// The waits (monitor, start) the last walk was made for.
     walked_for: HashSet<(u64, u64)>,
@@ -58,13 +59,27 @@ impl InitWaits {
         let fresh = self.walked.is_some_and(|t| t.elapsed() < TRUSTED);
         self.not_locks.retain(|_, seen| seen.elapsed() < TRUSTED);
         let unknown = locks.iter().any(|(_, _, oop)| {
-            !self.known.iter().any(|c| c.lock == *oop) && !self.not_locks.contains_key(oop)
+            !self.known.iter().any(|(c, _)| c.lock == *oop) && !self.not_locks.contains_key(oop)
         });
         let new_waits = locks
             .iter()
             .any(|&(m, start, _)| !self.walked_for.contains(&(m, start)));
         if unknown && (!fresh || new_waits) {
-            self.known = hotspot.classes_being_initialized();
+            // The initializer's virtual thread is read now, as its class is being initialized:
+            // it stays mounted (pinned) until the initializer ends. The waits are named again
+            // until their wake-ups are seen, when its carrier may hold nothing or another.
+            self.known = hotspot
+                .classes_being_initialized()
+                .into_iter()
+                .map(|c| {
+                    let thread = threads.iter().find(|t| t.addr == c.init_thread);
+                    let initializer = thread.map(|t| Initializer {
+                        tid: t.tid,
+                        vthread: hotspot.mounted_vthread(t),
+                    });
+                    (c, initializer)
+                })
+                .collect();
             self.walked = Some(Instant::now());
             self.walked_for = locks.iter().map(|&(m, start, _)| (m, start)).collect();
             if self.not_locks.len() >= MAX_NOT_LOCKS {
@@ -72,7 +87,7 @@ impl InitWaits {
             }
             let now = Instant::now();
             for &(_, _, oop) in &locks {
-                if !self.known.iter().any(|c| c.lock == oop) {
+                if !self.known.iter().any(|(c, _)| c.lock == oop) {
                     self.not_locks.insert(oop, now);
                 }
             }
@@ -83,19 +98,12 @@ impl InitWaits {
         locks
             .into_iter()
             .filter_map(|(monitor, _, oop)| {
-                let init = self.known.iter().find(|c| c.lock == oop)?;
-                let initializer = threads
-                    .iter()
-                    .find(|t| t.addr == init.init_thread)
-                    .map(|t| Initializer {
-                        tid: t.tid,
-                        vthread: hotspot.mounted_vthread(t),
-                    });
+                let (init, initializer) = self.known.iter().find(|(c, _)| c.lock == oop)?;
                 Some(Event::ClassInitLock {
                     time_ns: now_ns,
                     monitor,
                     class: init.class.clone(),
-                    initializer,
+                    initializer: *initializer,
                 })
             })
             .collect()
