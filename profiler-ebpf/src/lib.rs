@@ -208,8 +208,8 @@ pub struct JvmLayout {
     /// `AbstractOwnableSynchronizer.exclusiveOwnerThread` (an oop field); 0: not read (the
     /// JVM had not loaded the class).
     pub ownable_owner: u32,
-    /// Keeps the size a multiple of 8 with no padding the compiler leaves unwritten.
-    pub _pad: u32,
+    /// `ObjectMonitor::_owner` when it holds the owner's thread id (JDK 24+); 0: it does not.
+    pub monitor_owner: u32,
 }
 
 impl JvmLayout {
@@ -242,7 +242,7 @@ impl JvmLayout {
         chunk_stack: 0,
         park_blocker: 0,
         ownable_owner: 0,
-        _pad: 0,
+        monitor_owner: 0,
     };
 }
 
@@ -523,7 +523,7 @@ pub struct Unmount {
     pub blocker: u64,
     /// The `threadId()` of the blocker's owner, read as an ownable synchronizer's
     /// (`exclusiveOwnerThread`) at the unmount; user space keeps it only for a blocker whose
-    /// class is one. 0: none.
+    /// class is one. For a monitor, its owner's (JDK 24+). 0: none.
     pub owner_id: u64,
     /// The `ObjectMonitor*` a preempted thread waits to enter or waits on, or 0.
     pub monitor: u64,

@@ -578,3 +578,71 @@ fn jdk21_unmounted_reentrant_lock_waits_match_the_workload() {
 fn jdk25_unmounted_reentrant_lock_waits_match_the_workload() {
     unmounted_lock_waits_match_the_workload(25);
 }
+
+/// JDK 25 (JEP 491): virtual threads contend on a `synchronized` method that sleeps 15 ms
+/// inside. Nothing pins: the waits to enter are unmounted (the VM preempts the waiter), and
+/// the monitor's row names its class and its owner, with the waits the workload timed.
+#[test]
+fn jdk25_unmounted_monitor_waits_match_the_workload() {
+    let mut jvm = start_vt(25, 2, "UnmountedMonitor", &["8", "15"]);
+    let (recorder, recording) =
+        spawn_record_with(jvm.pid, "unmounted-monitor.pinrec", &["--vthread-waits"]);
+    std::thread::sleep(Duration::from_secs(5));
+    interrupt(recorder);
+    say(&mut jvm, "report");
+    let lines = jvm
+        .lines_until("done", Duration::from_secs(30))
+        .expect("the workload's report");
+    let report = report_json(&recording);
+    schema_errors(&report).unwrap();
+    let start = report["window"]["start_mono_ns"].as_u64().unwrap();
+    let end = start + report["window"]["duration_ns"].as_u64().unwrap();
+    let truth: Vec<u64> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("wait "))
+        .map(|l| {
+            let v: Vec<u64> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1])
+        })
+        .filter(|&(s, e)| s >= start && e <= end && e - s >= 1_000_000)
+        .map(|(s, e)| e - s)
+        .collect();
+    let rows: Vec<&Value> = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "vthread" && l["java"]["class"] == "UnmountedMonitor$Ledger")
+        .collect();
+    assert_eq!(rows.len(), 1, "one row for the monitor: {rows:#?}");
+    let row = rows[0];
+    assert_eq!(row["java"]["kind"], "monitor");
+    let owner = &row["java"]["owner"];
+    assert_eq!(
+        owner["state"], "unmounted",
+        "an owner, sleeping unmounted: {owner}"
+    );
+    let holder = strings(&row["holder_frames"]);
+    assert!(
+        holder.contains(&"UnmountedMonitor$Ledger.append"),
+        "where the owner held it: {holder:?}"
+    );
+    assert!(
+        strings(&row["waiter_frames"]).contains(&"UnmountedMonitor$Ledger.append"),
+        "{row}"
+    );
+    let total: u64 = truth.iter().sum();
+    eprintln!(
+        "JDK 25 monitor: workload {} entries waited {:.3} s; pinprof {} waits",
+        truth.len(),
+        total as f64 / 1e9,
+        row["waits"]
+    );
+    assert_within(
+        "unmounted monitor wait time",
+        ns(&row["wait_ns"]),
+        total as f64,
+        0.10,
+    );
+    assert_eq!(report["pinned"]["events"], 0, "{}", report["pinned"]);
+    assert_eq!(report["lost_events"], 0);
+}

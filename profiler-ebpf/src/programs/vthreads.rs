@@ -147,6 +147,15 @@ fn unmounting(ctx: &ProbeContext, how: u32) {
     } else {
         0
     };
+    // A monitor's owner by its thread id (JDK 24+): none while unowned (0), inflated while
+    // lightweight-locked by a thread that has not claimed it (1), or being deflated (2).
+    let owner_id = if monitor != 0 && layout.monitor_owner != 0 {
+        read_user::<u64>(monitor + layout.monitor_owner as u64)
+            .filter(|&id| id > 2)
+            .unwrap_or(0)
+    } else {
+        owner_id
+    };
     let entry = Unmount {
         start_ns: unsafe { bpf_ktime_get_ns() },
         blocker,

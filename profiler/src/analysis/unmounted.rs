@@ -94,6 +94,12 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
                 .max_by_key(|w| w.duration_ns())
                 .map(|w| labels(wait_frames(model, w)))
                 .unwrap_or_default();
+            let owner_of = |id: u64| BlockerOwner {
+                java_id: id,
+                name: None,
+                virtual_thread: vthreads.contains(&id),
+                tid: None,
+            };
             let (address, java) = match key {
                 Key::Blocker(object) => {
                     let b = longest.and_then(|w| w.blocker.as_ref());
@@ -106,12 +112,7 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
                             } else {
                                 JavaLockKind::Other
                             },
-                            owner: owner.map(|id| BlockerOwner {
-                                java_id: id,
-                                name: None,
-                                virtual_thread: vthreads.contains(&id),
-                                tid: None,
-                            }),
+                            owner: owner.map(owner_of),
                         }),
                     )
                 }
@@ -123,7 +124,7 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
                             .unwrap_or("an object")
                             .to_string(),
                         kind: JavaLockKind::Monitor,
-                        owner: None,
+                        owner: owner.map(owner_of),
                     }),
                 ),
             };

@@ -481,6 +481,12 @@ impl Hotspot {
             ));
         }
         let continuations = continuations::ContinuationProbes::read(&lib, &mem);
+        let monitor_layout = monitors::MonitorLayout::read(&vm, major).ok();
+        // (Checked small as it was read.)
+        layout.monitor_owner = monitor_layout
+            .and_then(|m| m.owner_id_offset())
+            .and_then(|o| u32::try_from(o).ok())
+            .unwrap_or(0);
         Ok(Self {
             continuations_error: continuations.as_ref().err().map(|e| format!("{e:#}")),
             continuations: continuations.ok(),
@@ -496,7 +502,7 @@ impl Hotspot {
             tids: crate::namespaces::ThreadIds::new(process),
             listed: ListedThreads::default(),
             blockers: blockers.ok(),
-            monitor_layout: monitors::MonitorLayout::read(&vm, major).ok(),
+            monitor_layout,
             fields: fields.ok(),
             field_cache: Default::default(),
             thread_list: vm.address("ThreadsSMRSupport", "_java_thread_list")?,

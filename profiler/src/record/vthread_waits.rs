@@ -26,11 +26,12 @@ impl Session {
                     owner: None,
                 }),
         };
-        // An owner only means something for an ownable synchronizer (the kernel read the
-        // field whatever the class).
-        let owner_id = (head.owner_id != 0 && blocker.as_ref().is_some_and(|b| b.ownable))
-            .then_some(head.owner_id);
         let monitor = (head.monitor != 0).then_some(head.monitor);
+        // An owner only means something for an ownable synchronizer (the kernel read the
+        // field whatever the class) or a monitor.
+        let owner_id = (head.owner_id != 0
+            && (monitor.is_some() || blocker.as_ref().is_some_and(|b| b.ownable)))
+        .then_some(head.owner_id);
         if let Some(monitor) = monitor {
             self.name_monitor(monitor, head.start_ns)?;
         }

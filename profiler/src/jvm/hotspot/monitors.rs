@@ -27,6 +27,11 @@ pub(super) struct MonitorLayout {
 }
 
 impl MonitorLayout {
+    /// `_owner`'s offset when it holds the owner's thread id (JDK 24+), for the kernel.
+    pub(super) fn owner_id_offset(&self) -> Option<u64> {
+        self.owner_is_id.then_some(self.owner)
+    }
+
     pub(super) fn read(vm: &VmStructs, major: Option<u32>) -> anyhow::Result<Self> {
         let thread = |name: &str| {
             vm.offset("JavaThread", name)
