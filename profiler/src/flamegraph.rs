@@ -37,6 +37,9 @@ pub enum Kind {
     /// Wall-clock time of every thread: on CPU (the samples) and off CPU (every wait, idle
     /// included), by stack; draw it `--per-thread` to see each thread's whole time.
     Wall,
+    /// Virtual threads' waits off their carriers (`record --vthread-waits`), by the waiting
+    /// virtual thread's stack; `--per-thread` roots each under its virtual thread.
+    Vthread,
 }
 
 impl Kind {
@@ -49,6 +52,7 @@ impl Kind {
             Self::Locks => "Lock wait time, charged to the stack that released the lock",
             Self::OnCpu => "Time on CPU, by the running stack (sampled)",
             Self::Wall => "Wall-clock time of every thread, on CPU (sampled) and off CPU",
+            Self::Vthread => "Virtual threads' waits off their carriers, by the waiting stack",
         }
     }
 }
@@ -165,6 +169,9 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
     );
     let mut by_ids: FastMap<Ids, u64> = FastMap::default();
     let mut by_frames: Vec<(u32, bool, Vec<&Frame>, u64)> = Vec::new();
+    // Virtual threads' waits: (virtual thread, stack, microseconds).
+    let mut by_vthread: Vec<(u64, Option<StackId>, u64)> = Vec::new();
+    let mut vthreads = std::collections::HashSet::new();
     // Whether a wait is the JVM's own for work (known only when a kind asks), and whether
     // it is drawn.
     let theirs =
@@ -250,6 +257,15 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
                 }
             }
         }
+        Kind::Vthread => {
+            for w in &model.vthread_waits {
+                let ns = w.duration_ns();
+                summary.events += 1;
+                add(&mut summary.total_ns, ns);
+                vthreads.insert(w.vthread_id);
+                by_vthread.push((w.vthread_id, w.stack, ns / 1_000));
+            }
+        }
         Kind::Locks => {
             for s in analysis.lock_waits() {
                 let holder = s.releaser();
@@ -264,13 +280,21 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         }
     }
     let mut weights: HashMap<String, u64> = HashMap::new();
-    let mut line = |tid: u32, jvm: bool, frames: Vec<&Frame>, us: u64| {
+    // The root a line is drawn under, per thread: an OS thread's name, or a virtual thread.
+    enum Root {
+        Os(u32),
+        Virtual(u64),
+    }
+    let mut line = |root: Root, jvm: bool, frames: Vec<&Frame>, us: u64| {
         let mut parts: Vec<String> = Vec::new();
         if jvm {
             parts.push(JVM_THREADS_ROOT.into());
         }
         if options.per_thread {
-            parts.push(model.thread_name(tid).replace(';', ":"));
+            parts.push(match root {
+                Root::Os(tid) => model.thread_name(tid).replace(';', ":"),
+                Root::Virtual(id) => crate::analysis::unmounted::vthread_label(id),
+            });
         }
         parts.extend(self::parts(&frames));
         if parts.is_empty() {
@@ -290,14 +314,22 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
     };
     for ((thread, jvm, kernel, user, java), us) in by_ids {
         line(
-            thread.unwrap_or(0),
+            Root::Os(thread.unwrap_or(0)),
             jvm,
             model.frames_of(kernel, user, java),
             us,
         );
     }
     for (tid, jvm, frames, us) in by_frames {
-        line(tid, jvm, frames, us);
+        line(Root::Os(tid), jvm, frames, us);
+    }
+    for (id, stack, us) in by_vthread {
+        line(
+            Root::Virtual(id),
+            false,
+            model.frames_of(None, None, stack),
+            us,
+        );
     }
     // The renderer adds the weights up in a u64: a recording whose times add up to more
     // (only a hostile one) is scaled down to fit, proportions kept.
@@ -312,7 +344,7 @@ pub fn folded(analysis: &Analysis, options: &Options) -> (Vec<String>, Summary) 
         .map(|(k, w)| format!("{k} {w}"))
         .collect();
     lines.sort();
-    summary.threads = threads.len();
+    summary.threads = threads.len() + vthreads.len();
     (lines, summary)
 }
 
@@ -353,10 +385,12 @@ fn subtitle(analysis: &Analysis, options: &Options, s: Summary) -> String {
         Kind::Locks => "lock waits",
         Kind::OnCpu => "on-CPU samples",
         Kind::Wall => "samples and waits",
+        Kind::Vthread => "waits off their carriers",
     };
     let whose = match kind {
         Kind::Pinned => "carriers",
         Kind::Locks => "releasing threads",
+        Kind::Vthread => "virtual threads",
         _ => "threads",
     };
     let jvm = match (s.jvm_threads_ns, options.jvm_threads) {

@@ -140,7 +140,8 @@ enum Command {
         per_thread: bool,
         /// What to weigh: blocked time (off-cpu), pinned carrier time, futex waits, long system
         /// calls, lock wait time charged to the releasing holder's stack (locks), time on CPU
-        /// from the samples (oncpu), or every thread's time on and off CPU (wall).
+        /// from the samples (oncpu), every thread's time on and off CPU (wall), or virtual
+        /// threads' waits off their carriers (vthread; `record --vthread-waits`).
         #[arg(long, value_enum, default_value_t = flamegraph::Kind::OffCpu)]
         kind: flamegraph::Kind,
         /// The innermost frame at the root (what the waits end in, then their callers).

@@ -567,6 +567,36 @@ fn unmounted_lock_waits_match_the_workload(major: u32) {
     assert_eq!(report["lost_events"], 0);
     // No OS thread blocked on it: no pinning, and no futex row for it.
     assert_eq!(report["pinned"]["events"], 0, "{}", report["pinned"]);
+    // The flamegraph of waits off the carriers weighs every recorded wait by its stack.
+    let folded = scratch(&format!("unmounted-lock{major}.folded"));
+    let out = pinprof()
+        .args(["export", "--kind", "vthread", "--force", "-o"])
+        .arg(&folded)
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert_ok(&out, "export --kind vthread");
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    let weight = |l: &str| -> f64 { l.rsplit(' ').next().unwrap().parse().unwrap() };
+    let drawn_us: f64 = folded.lines().map(weight).sum();
+    let take_us: f64 = folded
+        .lines()
+        .filter(|l| l.contains("UnmountedLock$Inventory.take"))
+        .map(weight)
+        .sum();
+    let recorded_us = ns(&report["vthread_waits"]["wait_ns"]) / 1e3;
+    // Each wait adds its whole microseconds: at most 1 us short per wait.
+    let waits = report["vthread_waits"]["waits"].as_f64().unwrap();
+    assert!(
+        drawn_us <= recorded_us && drawn_us >= recorded_us - waits,
+        "drawn {drawn_us} us of {recorded_us} us"
+    );
+    assert_within(
+        "lock waits drawn at Inventory.take",
+        take_us * 1e3,
+        total as f64,
+        0.10,
+    );
 }
 
 #[test]

@@ -745,6 +745,7 @@ mod tests {
             flamegraph::Kind::Futex,
             flamegraph::Kind::Syscall,
             flamegraph::Kind::Locks,
+            flamegraph::Kind::Vthread,
         ] {
             for per_thread in [false, true] {
                 let options = flamegraph::Options {
