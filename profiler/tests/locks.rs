@@ -541,6 +541,19 @@ fn unmounted_lock_waits_match_the_workload(major: u32) {
         "where they waited: {waiter:?}"
     );
     assert_eq!(strings(&row["waiters"]).len(), 20, "{row}");
+    // The finding names the lock's holder and where it held it.
+    let findings = report["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["kind"] == "lock_contention"
+            && f["summary"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("unmounted, for a {SYNC}"))
+            && f["summary"].as_str().unwrap().contains(&format!(
+                "held by virtual thread #{restocker} at `UnmountedLock$Inventory.restock`"
+            ))),
+        "{findings:#?}"
+    );
     let total: u64 = truth.iter().sum();
     let longest = truth.iter().copied().max().unwrap_or(0);
     eprintln!(
@@ -659,6 +672,16 @@ fn jdk25_unmounted_monitor_waits_match_the_workload() {
     assert!(
         strings(&row["waiter_frames"]).contains(&"UnmountedMonitor$Ledger.append"),
         "{row}"
+    );
+    let findings = report["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["kind"] == "lock_contention"
+            && f["summary"]
+                .as_str()
+                .unwrap()
+                .contains("unmounted, for a UnmountedMonitor$Ledger")
+            && f["advice"].as_str().unwrap().contains("no longer pin")),
+        "{findings:#?}"
     );
     let total: u64 = truth.iter().sum();
     eprintln!(

@@ -707,6 +707,9 @@ fn locks(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
                 (None, None) => format!("{} {:#x}", l.kind.as_str(), l.address),
             };
             let place = culprit_of(&l.holder_frames).or_else(|| culprit_of(&l.waiter_frames));
+            if l.kind == super::kinds::LockKind::Unmounted {
+                return unmounted_lock(l, &what, owner, place.as_deref(), portion);
+            }
             Finding {
                 kind: FindingKind::LockContention,
                 severity: if portion >= 1.0 {
@@ -739,6 +742,64 @@ fn locks(e: &Evidence, t: &Thresholds) -> Vec<Finding> {
             }
         })
         .collect()
+}
+
+/// A lock virtual threads waited on unmounted (off their carriers): no carrier was held up,
+/// but the work waited all the same, behind an owner named with where it held the lock (its
+/// own wait off its carrier, when it held the lock across a sleep or a call).
+fn unmounted_lock(
+    l: &super::locks::LockRow,
+    what: &str,
+    owner: Option<&crate::events::BlockerOwner>,
+    place: Option<&str>,
+    portion: f64,
+) -> Finding {
+    let held = culprit_of(&l.holder_frames);
+    let holder = match (owner, &held) {
+        (Some(o), Some(at)) => format!("; held by virtual thread #{} at `{at}`", o.java_id),
+        (Some(o), None) => format!("; its owner: {}", super::locks::owner_label(o)),
+        (None, _) => String::new(),
+    };
+    let monitor = l
+        .java
+        .as_ref()
+        .is_some_and(|j| j.kind == super::locks::JavaLockKind::Monitor);
+    let advice = match (place, monitor) {
+        (Some(p), true) => format!(
+            "shorten what `{p}` does while it holds this monitor (its waiters no longer pin \
+             their carriers on JDK 24+, but they still wait), or split it"
+        ),
+        (Some(p), false) => {
+            format!("shorten what `{p}` does while it holds this lock, or split the lock")
+        }
+        (None, _) => "shorten what is done while this lock is held, or split it".into(),
+    };
+    Finding {
+        kind: FindingKind::LockContention,
+        severity: if portion >= 1.0 {
+            Severity::Warning
+        } else {
+            Severity::Info
+        },
+        summary: format!(
+            "{} virtual thread{} waited {} in all, unmounted, for {what} ({} waits, the \
+             longest {}){holder}",
+            l.waiters.len(),
+            if l.waiters.len() == 1 { "" } else { "s" },
+            secs(l.wait_ns),
+            l.waits,
+            secs(l.max_wait_ns),
+        ),
+        advice,
+        start_ns: None,
+        duration_ns: l.wait_ns,
+        threads: Vec::new(),
+        frames: if l.holder_frames.is_empty() {
+            l.waiter_frames.clone()
+        } else {
+            l.holder_frames.clone()
+        },
+    }
 }
 
 /// The innermost application frame of a plain list of labels.

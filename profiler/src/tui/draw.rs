@@ -1140,10 +1140,17 @@ fn draw_locks(frame: &mut Frame, area: Rect, app: &App) {
     let [release, wait] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(detail);
     let lock = app.view().locks.get(app.selected());
+    // A virtual thread's lock waited on unmounted shows its owner's own wait (a sleep, a
+    // call it made holding the lock): no release was seen.
+    let unmounted = lock.is_some_and(|l| l.kind == crate::analysis::kinds::LockKind::Unmounted);
     draw_scrolled(
         frame,
         release,
-        " Holder's stack as it released ",
+        if unmounted {
+            " Owner's stack while it held it "
+        } else {
+            " Holder's stack as it released "
+        },
         plain_lines(lock.map(|l| l.holder_frames.as_slice())),
         app.stack_scroll,
     );
