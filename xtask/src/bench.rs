@@ -60,10 +60,12 @@ const MAX_VIEW_COST: f64 = 0.05;
 /// A process pinprof does not profile must run at this share of its speed at least (and within
 /// the noise), whether it makes system calls or context switches.
 const MIN_BYSTANDER: f64 = 0.97;
-/// What runs unless `--tracers` says otherwise: pinprof (recording and the live view), its peers,
-/// and the floor they are all read against.
-const DEFAULT_TRACERS: [Tracer; 5] = [
+/// What runs unless `--tracers` says otherwise: pinprof (recording, with the opt-in probes on
+/// virtual threads' unmounts, and the live view), its peers, and the floor they are all read
+/// against.
+const DEFAULT_TRACERS: [Tracer; 6] = [
     Tracer::Record,
+    Tracer::RecordVthreadWaits,
     Tracer::Top,
     Tracer::Bpftrace,
     Tracer::Perf,

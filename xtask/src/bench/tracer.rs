@@ -28,6 +28,9 @@ pub enum Tracer {
     RecordNoJavaStacks,
     /// `pinprof record --oncpu-hz 0`: no on-CPU samples (what sampling at 99 Hz costs).
     RecordNoOnCpu,
+    /// `pinprof record --vthread-waits`: virtual threads' waits off their carriers too (a
+    /// uprobe trap at each unmount and mount: what the opt-in costs).
+    RecordVthreadWaits,
     /// `pinprof top` on a terminal, default settings.
     Top,
     Bpftrace,
@@ -39,13 +42,14 @@ pub enum Tracer {
 }
 
 impl Tracer {
-    pub const ALL: [Tracer; 10] = [
+    pub const ALL: [Tracer; 11] = [
         Tracer::None,
         Tracer::Record,
         Tracer::RecordTraced,
         Tracer::RecordNoSyscalls,
         Tracer::RecordNoJavaStacks,
         Tracer::RecordNoOnCpu,
+        Tracer::RecordVthreadWaits,
         Tracer::Top,
         Tracer::Bpftrace,
         Tracer::Perf,
@@ -60,6 +64,7 @@ impl Tracer {
             Tracer::RecordNoSyscalls => "pinprof-record-no-syscalls",
             Tracer::RecordNoJavaStacks => "pinprof-record-no-java-stacks",
             Tracer::RecordNoOnCpu => "pinprof-record-no-oncpu",
+            Tracer::RecordVthreadWaits => "pinprof-record-vthread-waits",
             Tracer::Top => "pinprof-top",
             Tracer::Bpftrace => "bpftrace",
             Tracer::Perf => "perf",
@@ -87,6 +92,7 @@ impl Tracer {
                 | Tracer::RecordNoSyscalls
                 | Tracer::RecordNoJavaStacks
                 | Tracer::RecordNoOnCpu
+                | Tracer::RecordVthreadWaits
                 | Tracer::Top
         )
     }
@@ -115,6 +121,7 @@ impl Tracer {
             | Tracer::RecordNoSyscalls
             | Tracer::RecordNoJavaStacks
             | Tracer::RecordNoOnCpu
+            | Tracer::RecordVthreadWaits
             | Tracer::Top => {
                 let file = with_ext("pinrec");
                 let mut command = Command::new(exe);
@@ -135,6 +142,9 @@ impl Tracer {
                     }
                     Tracer::RecordNoOnCpu => {
                         command.args(["--oncpu-hz", "0"]);
+                    }
+                    Tracer::RecordVthreadWaits => {
+                        command.arg("--vthread-waits");
                     }
                     _ => {}
                 }
