@@ -507,9 +507,10 @@ pub struct StackChunkCopy {
 pub mod unmount {
     /// `freeze`: it parked, slept or waited on I/O (`LockSupport.park` under it all).
     pub const PARK: u32 = 0;
-    /// `freeze_preempt` (JDK 24+): the VM unmounted it in a contended monitor enter or an
-    /// `Object.wait`.
+    /// `freeze_preempt` (JDK 24+): the VM unmounted it in a contended monitor enter.
     pub const MONITOR: u32 = 1;
+    /// `freeze_preempt` (JDK 24+) in an `Object.wait`.
+    pub const OBJECT_WAIT: u32 = 2;
 }
 
 /// A virtual thread unmounted, kept by its id (`Thread.threadId()`) until it mounts again

@@ -602,8 +602,10 @@ impl VthreadWait {
 pub enum Unmounted {
     /// It parked (`LockSupport.park`: locks, conditions, sleeps, I/O).
     Park,
-    /// The VM unmounted it in a contended `synchronized` or `Object.wait` (JDK 24+).
+    /// The VM unmounted it in a contended `synchronized` (JDK 24+).
     Monitor,
+    /// The VM unmounted it in `Object.wait` (JDK 24+).
+    ObjectWait,
 }
 
 /// What the kernel counted of virtual threads' waits without sending them.

@@ -659,6 +659,7 @@ fn jdk25_unmounted_monitor_waits_match_the_workload() {
     assert_eq!(rows.len(), 1, "one row for the monitor: {rows:#?}");
     let row = rows[0];
     assert_eq!(row["java"]["kind"], "monitor");
+    assert_eq!(row["operation"], "monitor_enter");
     let owner = &row["java"]["owner"];
     assert_eq!(
         owner["state"], "unmounted",

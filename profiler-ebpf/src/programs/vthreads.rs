@@ -139,13 +139,17 @@ fn unmounting(ctx: &ProbeContext, how: u32) {
     } else {
         0
     };
-    let monitor = if how == unmount::MONITOR {
+    // A preempted thread enters a monitor (pending) or waits on one (`Object.wait`).
+    let (monitor, how) = if how == unmount::MONITOR {
         match read_user::<u64>(thread + layout.pending_monitor as u64) {
-            Some(0) | None => read_user::<u64>(thread + layout.waiting_monitor as u64).unwrap_or(0),
-            Some(m) => m,
+            Some(0) | None => (
+                read_user::<u64>(thread + layout.waiting_monitor as u64).unwrap_or(0),
+                unmount::OBJECT_WAIT,
+            ),
+            Some(m) => (m, unmount::MONITOR),
         }
     } else {
-        0
+        (0, how)
     };
     // A monitor's owner by its thread id (JDK 24+): none while unowned (0), inflated while
     // lightweight-locked by a thread that has not claimed it (1), or being deflated (2).

@@ -18,6 +18,97 @@ enum Key {
     Monitor(u64),
 }
 
+/// What a virtual thread waited for, as a Java engineer names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Operation {
+    /// A `ReentrantLock`, a read-write lock: an ownable synchronizer.
+    Lock,
+    /// `Condition.await` (a blocking queue's `take`, too).
+    Condition,
+    Semaphore,
+    /// A `CountDownLatch`, a `CyclicBarrier`, a `Phaser`.
+    Latch,
+    /// A `Future`'s `get`, a `CompletableFuture`'s `join`.
+    Future,
+    Sleep,
+    SocketRead,
+    SocketWrite,
+    SocketAccept,
+    /// A contended `synchronized` (JDK 24+).
+    MonitorEnter,
+    /// `Object.wait` (JDK 24+).
+    ObjectWait,
+    /// A park on anything else, or on nothing named.
+    Park,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Condition => "condition",
+            Self::Semaphore => "semaphore",
+            Self::Latch => "latch",
+            Self::Future => "future",
+            Self::Sleep => "sleep",
+            Self::SocketRead => "socket_read",
+            Self::SocketWrite => "socket_write",
+            Self::SocketAccept => "socket_accept",
+            Self::MonitorEnter => "monitor_enter",
+            Self::ObjectWait => "object_wait",
+            Self::Park => "park",
+        }
+    }
+
+    /// From a wait: how it left its carrier, its blocker's class, then its frames (the
+    /// innermost JDK method that says what it does).
+    pub fn of(model: &Model, w: &VthreadWait) -> Self {
+        match w.how {
+            Unmounted::Monitor => return Self::MonitorEnter,
+            Unmounted::ObjectWait => return Self::ObjectWait,
+            Unmounted::Park => {}
+        }
+        if let Some(b) = &w.blocker {
+            let class = b.class.as_str();
+            let by_class = [
+                ("ConditionObject", Self::Condition),
+                ("Semaphore", Self::Semaphore),
+                ("CountDownLatch", Self::Latch),
+                ("CyclicBarrier", Self::Latch),
+                ("Phaser", Self::Latch),
+                ("Future", Self::Future),
+                ("Signaller", Self::Future),
+            ];
+            if let Some((_, op)) = by_class.iter().find(|(c, _)| class.contains(c)) {
+                return *op;
+            }
+            if b.ownable {
+                return Self::Lock;
+            }
+        }
+        let by_frame = [
+            ("java.lang.Thread.sleep", Self::Sleep),
+            ("java.lang.VirtualThread.sleepNanos", Self::Sleep),
+            ("NioSocketImpl.accept", Self::SocketAccept),
+            ("ServerSocketChannelImpl.accept", Self::SocketAccept),
+            ("NioSocketImpl.read", Self::SocketRead),
+            ("SocketChannelImpl.read", Self::SocketRead),
+            ("NioSocketImpl.write", Self::SocketWrite),
+            ("SocketChannelImpl.write", Self::SocketWrite),
+        ];
+        wait_frames(model, w)
+            .iter()
+            .find_map(|f| {
+                let label = f.label();
+                by_frame
+                    .iter()
+                    .find(|(m, _)| label.contains(m))
+                    .map(|(_, op)| *op)
+            })
+            .unwrap_or(Self::Park)
+    }
+}
+
 /// The site of waits whose frames were not copied (the kernel's copy budget was spent).
 pub const NO_STACK: &str = "[stack not copied: the copy budget was spent]";
 
@@ -45,7 +136,7 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
     let mut by_key: BTreeMap<Key, Acc> = BTreeMap::new();
     for w in &model.vthread_waits {
         let key = match (w.how, &w.blocker, w.monitor) {
-            (Unmounted::Monitor, _, Some(m)) => Key::Monitor(m),
+            (Unmounted::Monitor | Unmounted::ObjectWait, _, Some(m)) => Key::Monitor(m),
             (Unmounted::Park, Some(b), _) => Key::Blocker(b.object),
             _ => continue,
         };
@@ -66,26 +157,11 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
                 .iter()
                 .max_by_key(|(id, ns)| (**ns, std::cmp::Reverse(**id)))
                 .map(|(&id, _)| id);
-            // Where the owner was while the longest wait it caused went on: its own wait
-            // off its carrier then, if it had one (it held the lock across it).
+            // Where the owner was while the waits it caused went on: its own wait off its
+            // carrier then (it held the lock across it), from the longest wait down.
             let holder_frames = owner
-                .and_then(|id| {
-                    let during = acc
-                        .waits
-                        .iter()
-                        .filter(|w| w.owner_id == Some(id))
-                        .max_by_key(|w| w.duration_ns())?;
-                    model
-                        .vthread_waits
-                        .iter()
-                        .filter(|o| {
-                            o.vthread_id == id
-                                && o.start_ns <= during.start_ns
-                                && o.end_ns > during.start_ns
-                        })
-                        .find(|o| o.stack.is_some())
-                        .map(|o| labels(wait_frames(model, o)))
-                })
+                .and_then(|id| owner_stack(model, id, &acc.waits))
+                .map(|o| labels(wait_frames(model, o)))
                 .unwrap_or_default();
             let waiter_frames = acc
                 .waits
@@ -158,11 +234,39 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
     rows
 }
 
+/// The wait of owner `id` (with its stack) that shows where it held the object while one of
+/// `waits` (those it caused) went on: the owner's wait under way as such a wait began, else
+/// the owner's first wait that began during it (it still held the object then: the waiter
+/// had found it held, and it went on waiting). The longest waits are looked at first.
+fn owner_stack<'a>(model: &'a Model, id: u64, waits: &[&VthreadWait]) -> Option<&'a VthreadWait> {
+    let mut caused: Vec<&VthreadWait> = waits
+        .iter()
+        .copied()
+        .filter(|w| w.owner_id == Some(id))
+        .collect();
+    caused.sort_by_key(|w| std::cmp::Reverse(w.duration_ns()));
+    let own: Vec<&VthreadWait> = model
+        .vthread_waits
+        .iter()
+        .filter(|o| o.vthread_id == id && o.stack.is_some())
+        .collect();
+    caused.iter().find_map(|w| {
+        let under_way = own
+            .iter()
+            .find(|o| o.start_ns <= w.start_ns && o.end_ns > w.start_ns);
+        let next = || {
+            own.iter()
+                .filter(|o| o.start_ns > w.start_ns && o.start_ns < w.end_ns)
+                .min_by_key(|o| o.start_ns)
+        };
+        under_way.or_else(next).copied()
+    })
+}
+
 /// Unmounted waits on nothing a lock row stands for (sleeps, socket I/O, parks without a
-/// blocker), by where they waited: (innermost application frames, waits, total ns, longest
-/// ns), most time first.
-pub fn other_waits(model: &Model) -> Vec<(Vec<String>, u64, u64, u64)> {
-    let mut by_site: HashMap<Vec<String>, (u64, u64, u64)> = HashMap::new();
+/// blocker), by what they did and where: most time first.
+pub fn other_waits(model: &Model) -> Vec<Site> {
+    let mut by_site: HashMap<(Operation, Vec<String>), (u64, u64, u64)> = HashMap::new();
     for w in &model.vthread_waits {
         if w.blocker.is_some() || w.monitor.is_some() {
             continue;
@@ -175,15 +279,55 @@ pub fn other_waits(model: &Model) -> Vec<(Vec<String>, u64, u64, u64)> {
         if frames.is_empty() {
             frames.push(NO_STACK.to_string());
         }
-        let e = by_site.entry(frames).or_default();
+        let e = by_site
+            .entry((Operation::of(model, w), frames))
+            .or_default();
         e.0 += 1;
         add(&mut e.1, w.duration_ns());
         e.2 = e.2.max(w.duration_ns());
     }
-    let mut rows: Vec<_> = by_site
+    let mut rows: Vec<Site> = by_site
         .into_iter()
-        .map(|(frames, (n, ns, max))| (frames, n, ns, max))
+        .map(
+            |((operation, frames), (waits, wait_ns, max_wait_ns))| Site {
+                operation,
+                frames,
+                waits,
+                wait_ns,
+                max_wait_ns,
+            },
+        )
         .collect();
-    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    rows.sort_by(|a, b| {
+        (b.wait_ns.cmp(&a.wait_ns))
+            .then(a.operation.cmp(&b.operation))
+            .then(a.frames.cmp(&b.frames))
+    });
     rows
+}
+
+/// Waits off the carriers at one place, for one operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Site {
+    pub operation: Operation,
+    /// Its frames, innermost first.
+    pub frames: Vec<String>,
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub max_wait_ns: u64,
+}
+
+/// The operation of a lock row's waits: the most common among them.
+pub fn row_operation(model: &Model, address: u64) -> Option<Operation> {
+    let mut counts: HashMap<Operation, u64> = HashMap::new();
+    for w in &model.vthread_waits {
+        let on = w.monitor.or(w.blocker.as_ref().map(|b| b.object));
+        if on == Some(address) {
+            *counts.entry(Operation::of(model, w)).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(op, n)| (*n, std::cmp::Reverse(*op)))
+        .map(|(op, _)| op)
 }

@@ -13,6 +13,7 @@ impl Session {
         let head = &raw.head;
         let how = match head.how {
             profiler_ebpf::unmount::MONITOR => Unmounted::Monitor,
+            profiler_ebpf::unmount::OBJECT_WAIT => Unmounted::ObjectWait,
             _ => Unmounted::Park,
         };
         let blocker = match head.blocker {

@@ -141,6 +141,11 @@ pub fn to_json(analysis: &Analysis, options: &Options) -> Value {
                     "kind": j.kind.as_str(),
                     "owner": j.owner.as_ref().map(owner_json),
                 })),
+                // What virtual threads waiting on it unmounted did (lock, condition...).
+                "operation": (l.kind == crate::analysis::kinds::LockKind::Unmounted)
+                    .then(|| crate::analysis::unmounted::row_operation(model, l.address))
+                    .flatten()
+                    .map(|op| op.as_str()),
             })
         })
         .collect();
@@ -388,8 +393,14 @@ fn vthread_waits_json(model: &crate::model::Model) -> Value {
     let sites: Vec<Value> = crate::analysis::unmounted::other_waits(model)
         .into_iter()
         .take(20)
-        .map(|(frames, n, ns, max)| {
-            json!({ "frames": frames, "waits": n, "wait_ns": ns, "max_wait_ns": max })
+        .map(|site| {
+            json!({
+                "operation": site.operation.as_str(),
+                "frames": site.frames,
+                "waits": site.waits,
+                "wait_ns": site.wait_ns,
+                "max_wait_ns": site.max_wait_ns,
+            })
         })
         .collect();
     json!({

@@ -726,12 +726,20 @@ fn write_unmounted(out: &mut String, analysis: &Analysis, options: &Options) -> 
             n => format!("; {n} waits without their stack (copy budget)"),
         },
     )?;
-    for (frames, n, ns, max) in crate::analysis::unmounted::other_waits(model)
+    for site in crate::analysis::unmounted::other_waits(model)
         .into_iter()
         .take(options.top)
     {
-        writeln!(out, "  {n} waits, {} (max {}):", secs(ns), secs(max))?;
-        let shown: Vec<ShownFrame> = frames
+        writeln!(
+            out,
+            "  {}: {} waits, {} (max {}):",
+            site.operation.as_str().replace('_', " "),
+            site.waits,
+            secs(site.wait_ns),
+            secs(site.max_wait_ns)
+        )?;
+        let shown: Vec<ShownFrame> = site
+            .frames
             .iter()
             .map(|label| ShownFrame {
                 label: label.as_str().into(),
