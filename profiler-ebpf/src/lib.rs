@@ -528,6 +528,9 @@ pub struct Unmount {
     pub owner_id: u64,
     /// The `ObjectMonitor*` a preempted thread waits to enter or waits on, or 0.
     pub monitor: u64,
+    /// The virtual thread's oop as it unmounted (its frames can be read from the heap while
+    /// it stays unmounted, unless a collection moved it).
+    pub oop: u64,
     /// The carrier it left.
     pub tid: u32,
     /// [`unmount`].
@@ -891,6 +894,7 @@ mod user {
     unsafe impl aya::Pod for super::SyscallStart {}
     unsafe impl aya::Pod for super::TaskLayout {}
     unsafe impl aya::Pod for super::SchedStats {}
+    unsafe impl aya::Pod for super::Unmount {}
 }
 
 #[cfg(test)]
@@ -949,7 +953,7 @@ mod tests {
         assert_eq!(size_of::<ThreadLife>(), 4 + 4 + 8 * 3);
         assert_eq!(size_of::<TaskLayout>(), 8);
         assert_eq!(size_of::<ShortOffCpu>(), 8 + 8 + 8);
-        assert_eq!(size_of::<Unmount>(), 8 * 4 + 4 + 4);
+        assert_eq!(size_of::<Unmount>(), 8 * 5 + 4 + 4);
         let vthread_head = 4 + 4 + 8 * 6 + 4 + 4;
         assert_eq!(size_of::<VthreadWaitHead>(), vthread_head);
         assert_eq!(

@@ -576,7 +576,8 @@ pub struct VthreadWait {
     pub vthread_id: u64,
     pub start_ns: u64,
     pub end_ns: u64,
-    /// The carrier it left, and the one it mounted on again.
+    /// The carrier it left, and the one it mounted on again (the one it left, when it was
+    /// `unfinished`).
     pub unmount_tid: u32,
     pub mount_tid: u32,
     pub how: Unmounted,
@@ -589,6 +590,8 @@ pub struct VthreadWait {
     pub monitor: Option<u64>,
     /// Its frames as it waited (None: not copied, the kernel's budget spent).
     pub stack: Option<StackId>,
+    /// Still under way as the recording ended (`end_ns` is the end): nothing had let it go.
+    pub unfinished: bool,
 }
 
 impl VthreadWait {

@@ -700,3 +700,68 @@ fn jdk25_unmounted_monitor_waits_match_the_workload() {
     assert_eq!(report["pinned"]["events"], 0, "{}", report["pinned"]);
     assert_eq!(report["lost_events"], 0);
 }
+
+/// Two virtual threads deadlock on two ReentrantLocks, each waiting unmounted for the lock
+/// the other holds, as the workload says: the report finds the deadlock, naming both by
+/// their ids and what each waits for (no OS thread is blocked on it: only the waits off
+/// the carriers show it). A deadlock older than the recording is not seen: its waits began
+/// before the probes were there.
+fn unmounted_deadlock_is_found(major: u32) {
+    let mut jvm = start_vt(major, 2, "UnmountedDeadlock", &[]);
+    let name = format!("unmounted-deadlock{major}.pinrec");
+    // The probes see a wait begin: the recording starts before the threads do.
+    let (recorder, recording) = spawn_record_with(jvm.pid, &name, &["--vthread-waits"]);
+    std::thread::sleep(Duration::from_millis(500));
+    say(&mut jvm, "go");
+    let said = jvm
+        .wait_for("deadlocked ", Duration::from_secs(30))
+        .expect("the workload deadlocks");
+    let ids: Vec<u64> = said
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    // Stuck for at least a second before the end: 2 s after both waits began.
+    std::thread::sleep(Duration::from_millis(2000));
+    interrupt(recorder);
+    let report = report_json(&recording);
+    let deadlocks: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "deadlock")
+        .collect();
+    assert_eq!(deadlocks.len(), 1, "{deadlocks:#?}");
+    let summary = deadlocks[0]["summary"].as_str().unwrap();
+    for id in &ids {
+        assert!(
+            summary.contains(&format!("virtual thread #{id} (unmounted) waits for a java.util.concurrent.locks.ReentrantLock$NonfairSync held by virtual thread #")),
+            "{summary}"
+        );
+    }
+    assert!(
+        strings(&deadlocks[0]["frames"]).contains(&"UnmountedDeadlock.transfer"),
+        "{}",
+        deadlocks[0]
+    );
+    // Both waits are still under way on their locks' rows.
+    let waiting: u64 = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "vthread")
+        .map(|l| l["waiting_at_end"].as_u64().unwrap())
+        .sum();
+    assert_eq!(waiting, 2, "{}", report["locks"]);
+    assert_eq!(report["vthread_waits"]["waiting_at_end"], 2);
+}
+
+#[test]
+fn jdk21_unmounted_deadlock_is_found() {
+    unmounted_deadlock_is_found(21);
+}
+
+#[test]
+fn jdk25_unmounted_deadlock_is_found() {
+    unmounted_deadlock_is_found(25);
+}

@@ -29,7 +29,8 @@ use super::{
 };
 
 /// Unmounted virtual threads by id: the least recently unmounted go first when it is full (a
-/// wait whose entry went is counted as unmatched at its mount).
+/// wait whose entry went is counted as unmatched at its mount). User space reads what is
+/// left as the recording ends: the waits still under way.
 #[map]
 static UNMOUNTED: LruHashMap<u64, Unmount> = LruHashMap::with_max_entries(64 * 1024, 0);
 /// Per CPU: where a wait's copy is made before its used part is sent.
@@ -165,6 +166,7 @@ fn unmounting(ctx: &ProbeContext, how: u32) {
         blocker,
         owner_id,
         monitor,
+        oop,
         tid: current_ids().1,
         how,
     };

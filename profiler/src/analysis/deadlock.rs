@@ -17,7 +17,10 @@ const END_SLACK_NS: u64 = 5_000_000;
 /// One thread of a deadlock: what it waits for, and who holds that.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stuck {
+    /// The OS thread; for a virtual thread waiting unmounted, the carrier it left.
     pub tid: u32,
+    /// A virtual thread waiting unmounted (`record --vthread-waits`), by its id.
+    pub vthread: Option<u64>,
     /// What it waits for: "a pkg.Class monitor", "a pkg.Sync".
     pub waits_for: String,
     pub owner: BlockerOwner,
@@ -104,6 +107,7 @@ pub fn deadlocks(model: &Model) -> Vec<Deadlock> {
             tid,
             Stuck {
                 tid,
+                vthread: None,
                 waits_for,
                 owner,
                 since_ns: since,
@@ -133,6 +137,73 @@ pub fn deadlocks(model: &Model) -> Vec<Deadlock> {
             }
             if path.contains(&next) || path.len() > stuck.len() {
                 break; // a cycle that does not include `start`: found from its own
+            }
+            path.push(next);
+            at = next;
+        }
+    }
+    out.extend(unmounted_deadlocks(model));
+    out
+}
+
+/// The deadlocks among virtual threads waiting unmounted to the end (for a lock or, on JDK
+/// 24+, a monitor whose owner, read as the wait began, is the next virtual thread of a
+/// cycle). They block no OS thread: only `record --vthread-waits` sees them.
+fn unmounted_deadlocks(model: &Model) -> Vec<Deadlock> {
+    let end = model.end_mono_ns;
+    let mut stuck: BTreeMap<u64, Stuck> = BTreeMap::new();
+    for w in model.vthread_waits.iter().filter(|w| w.unfinished) {
+        let Some(owner) = w.owner_id.filter(|&o| o != w.vthread_id) else {
+            continue;
+        };
+        if end.saturating_sub(w.start_ns) < STUCK_NS {
+            continue;
+        }
+        let waits_for = match (&w.blocker, w.monitor) {
+            (Some(b), _) => format!("a {}", b.class),
+            (None, Some(m)) => format!(
+                "a {} monitor",
+                model.monitor_class(m, w.start_ns).unwrap_or("an object's")
+            ),
+            (None, None) => continue,
+        };
+        stuck.insert(
+            w.vthread_id,
+            Stuck {
+                tid: w.unmount_tid,
+                vthread: Some(w.vthread_id),
+                waits_for,
+                owner: BlockerOwner {
+                    java_id: owner,
+                    name: None,
+                    virtual_thread: true,
+                    tid: None,
+                },
+                since_ns: w.start_ns,
+                java_stack: w.stack,
+            },
+        );
+    }
+    let mut out = Vec::new();
+    let mut seen: BTreeSet<u64> = BTreeSet::new();
+    for &start in stuck.keys() {
+        if seen.contains(&start) {
+            continue;
+        }
+        let mut path = vec![start];
+        let mut at = start;
+        while let Some(next) = stuck.get(&at).map(|s| s.owner.java_id) {
+            if next == start {
+                if path.iter().all(|v| *v >= start) {
+                    seen.extend(path.iter().copied());
+                    out.push(Deadlock {
+                        threads: path.iter().map(|v| stuck[v].clone()).collect(),
+                    });
+                }
+                break;
+            }
+            if path.contains(&next) || path.len() > stuck.len() {
+                break;
             }
             path.push(next);
             at = next;

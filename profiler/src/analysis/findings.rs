@@ -228,11 +228,17 @@ fn deadlocks(e: &Evidence) -> Vec<Finding> {
                 .threads
                 .iter()
                 .map(|s| {
-                    let holder = s
-                        .owner
-                        .tid
-                        .map_or_else(|| super::locks::owner_label(&s.owner), name);
-                    format!("{} waits for {} held by {holder}", name(s.tid), s.waits_for)
+                    let holder = match (s.vthread, s.owner.tid) {
+                        // Unmounted, both: the cycle says the rest.
+                        (Some(_), None) => format!("virtual thread #{}", s.owner.java_id),
+                        (_, Some(tid)) => name(tid),
+                        (None, None) => super::locks::owner_label(&s.owner),
+                    };
+                    let who = match s.vthread {
+                        Some(id) => format!("virtual thread #{id} (unmounted)"),
+                        None => name(s.tid),
+                    };
+                    format!("{who} waits for {} held by {holder}", s.waits_for)
                 })
                 .collect();
             let since = d

@@ -130,6 +130,8 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
     #[derive(Default)]
     struct Acc<'a> {
         waits: Vec<&'a VthreadWait>,
+        /// Waits still under way at the end (not in `waits`: nothing let them go).
+        open: Vec<&'a VthreadWait>,
         /// Wait time by owner id while it held the object.
         owners: HashMap<u64, u64>,
     }
@@ -141,6 +143,10 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
             _ => continue,
         };
         let acc = by_key.entry(key).or_default();
+        if w.unfinished {
+            acc.open.push(w);
+            continue;
+        }
         acc.waits.push(w);
         if let Some(owner) = w.owner_id.filter(|&o| o != w.vthread_id) {
             add(acc.owners.entry(owner).or_default(), w.duration_ns());
@@ -152,19 +158,22 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
         .into_iter()
         .map(|(key, acc)| {
             let longest = acc.waits.iter().max_by_key(|w| w.duration_ns()).copied();
+            let any = longest.or_else(|| acc.open.first().copied());
             let owner = acc
                 .owners
                 .iter()
                 .max_by_key(|(id, ns)| (**ns, std::cmp::Reverse(**id)))
-                .map(|(&id, _)| id);
+                .map(|(&id, _)| id)
+                // A row of waits all still under way names the owner they found.
+                .or_else(|| acc.open.iter().find_map(|w| w.owner_id));
             // Where the owner was while the waits it caused went on: its own wait off its
             // carrier then (it held the lock across it), from the longest wait down.
+            let all: Vec<&VthreadWait> = acc.waits.iter().chain(&acc.open).copied().collect();
             let holder_frames = owner
-                .and_then(|id| owner_stack(model, id, &acc.waits))
+                .and_then(|id| owner_stack(model, id, &all))
                 .map(|o| labels(wait_frames(model, o)))
                 .unwrap_or_default();
-            let waiter_frames = acc
-                .waits
+            let waiter_frames = all
                 .iter()
                 .filter(|w| w.stack.is_some())
                 .max_by_key(|w| w.duration_ns())
@@ -178,7 +187,7 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
             };
             let (address, java) = match key {
                 Key::Blocker(object) => {
-                    let b = longest.and_then(|w| w.blocker.as_ref());
+                    let b = any.and_then(|w| w.blocker.as_ref());
                     (
                         object,
                         b.map(|b| JavaLock {
@@ -196,7 +205,7 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
                     monitor,
                     Some(JavaLock {
                         class: model
-                            .monitor_class(monitor, longest.map_or(0, |w| w.start_ns))
+                            .monitor_class(monitor, any.map_or(0, |w| w.start_ns))
                             .unwrap_or("an object")
                             .to_string(),
                         kind: JavaLockKind::Monitor,
@@ -211,6 +220,7 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
             let waiters: BTreeSet<String> = acc
                 .waits
                 .iter()
+                .chain(&acc.open)
                 .map(|w| vthread_label(w.vthread_id))
                 .collect();
             LockRow {
@@ -220,7 +230,7 @@ pub fn lock_rows(model: &Model) -> Vec<LockRow> {
                 waits: acc.waits.len() as u64,
                 wait_ns,
                 max_wait_ns: longest.map_or(0, |w| w.duration_ns()),
-                waiting_at_end: 0,
+                waiting_at_end: acc.open.len() as u64,
                 waiters,
                 holders: Vec::new(),
                 holder_frames,
@@ -268,7 +278,7 @@ fn owner_stack<'a>(model: &'a Model, id: u64, waits: &[&VthreadWait]) -> Option<
 pub fn other_waits(model: &Model) -> Vec<Site> {
     let mut by_site: HashMap<(Operation, Vec<String>), (u64, u64, u64)> = HashMap::new();
     for w in &model.vthread_waits {
-        if w.blocker.is_some() || w.monitor.is_some() {
+        if w.blocker.is_some() || w.monitor.is_some() || w.unfinished {
             continue;
         }
         let mut frames: Vec<String> = wait_frames(model, w)

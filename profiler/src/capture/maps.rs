@@ -203,6 +203,18 @@ impl Capture {
         }
     }
 
+    /// Virtual threads unmounted now (their waits under way), by id, those that unmounted
+    /// within the capture's span.
+    pub fn open_vthread_waits(&self) -> Vec<(u64, profiler_ebpf::Unmount)> {
+        entries(self.unmounted.as_ref())
+            .into_iter()
+            .filter_map(|(id, mut u)| {
+                u.start_ns = self.seen_from(u.start_ns)?;
+                Some((id, u))
+            })
+            .collect()
+    }
+
     /// What the kernel counted of virtual threads' waits without sending them.
     pub fn vthread_wait_sums(
         &self,

@@ -214,6 +214,8 @@ pub struct Capture {
     kernel_locks: Option<PerCpuHashMap<MapData, u64, WaitSum>>,
     kernel_lock_threads: Option<HashMap<MapData, u32, WaitSum>>,
     sched_stats: HashMap<MapData, u32, profiler_ebpf::SchedStats>,
+    /// Virtual threads unmounted now, by id (`UNMOUNTED`), when their waits are traced.
+    unmounted: Option<HashMap<MapData, u64, profiler_ebpf::Unmount>>,
     /// What could not be traced on this kernel, said to the user.
     pub warnings: Vec<String>,
     in_syscall: Option<HashMap<MapData, u32, profiler_ebpf::SyscallStart>>,
@@ -447,7 +449,12 @@ impl Capture {
         } else {
             (None, None, None)
         };
+        let unmounted = match &options.vthread_waits {
+            Some(_) => Some(HashMap::try_from(take(&mut ebpf, "UNMOUNTED")?)?),
+            None => None,
+        };
         let mut capture = Self {
+            unmounted,
             ring_buffer_bytes: options.ring_buffer_bytes as usize,
             registry,
             spare_registry: Some(spare_registry),

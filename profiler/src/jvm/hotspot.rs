@@ -626,6 +626,39 @@ impl Hotspot {
         frames
     }
 
+    /// The frames of virtual thread `id`, unmounted now, from its stack chunks on the heap
+    /// (`oop`: its address as it unmounted; empty if a collection moved it since).
+    pub fn walk_parked(&mut self, oop: u64, id: u64) -> Vec<JavaFrame> {
+        let (Some(w), Some(layout)) = (&mut self.walker, &self.chunks) else {
+            return Vec::new();
+        };
+        let field = |at: u64| layout.oops.field(&self.mem, at);
+        let Some(chunk) = field(oop.wrapping_add(layout.vthread_cont))
+            .and_then(|cont| field(cont.wrapping_add(layout.cont_tail)))
+        else {
+            return Vec::new();
+        };
+        let Ok(sp) = self.mem.u32(chunk.wrapping_add(layout.chunk_sp)) else {
+            return Vec::new();
+        };
+        let frozen = Frozen {
+            vthread: oop,
+            vthread_id: id,
+            chunk,
+            sp,
+        };
+        let Ok(chunks) = layout.read(&self.mem, &frozen) else {
+            return Vec::new();
+        };
+        if self.continuation_return.is_none() {
+            self.continuation_return = self
+                .continuation_return_pc
+                .and_then(|a| self.mem.u64(a).ok())
+                .filter(|&pc| pc != 0);
+        }
+        w.walk_chunks(&self.mem, &chunks, self.continuation_return)
+    }
+
     /// The frame-pointer view of the same copied stack (see `walk::frame_pointer_chain`).
     pub fn frame_pointer_chain(&mut self, base: u64, data: &[u8], anchor: [u64; 3]) -> Vec<u64> {
         match &mut self.walker {

@@ -720,6 +720,7 @@ impl Session {
         raws.clear();
         self.close_open_intervals(end_ns, &closed)?;
         self.close_open_syscalls(end_ns)?;
+        self.close_open_vthread_waits(end_ns)?;
         // The counts as the capture stopped, so the file says what the closing line says.
         self.writer.write_event(&Event::Counters {
             time_ns: end_ns,

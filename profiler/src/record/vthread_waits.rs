@@ -51,9 +51,76 @@ impl Session {
             owner_id,
             monitor,
             stack,
+            unfinished: false,
         }))?;
         self.events += 1;
         Ok(())
+    }
+
+    /// Writes the virtual threads' waits still under way at `end_ns` (at least the
+    /// threshold long): their frames read from the heap, where an unmounted thread's chunks
+    /// stay as they are until it mounts again.
+    pub(super) fn close_open_vthread_waits(&mut self, end_ns: u64) -> Result<()> {
+        let Some(min) = self.vthread_min_ns else {
+            return Ok(());
+        };
+        for (id, u) in self.capture.open_vthread_waits() {
+            if end_ns.saturating_sub(u.start_ns) < min {
+                continue;
+            }
+            let how = match u.how {
+                profiler_ebpf::unmount::MONITOR => Unmounted::Monitor,
+                profiler_ebpf::unmount::OBJECT_WAIT => Unmounted::ObjectWait,
+                _ => Unmounted::Park,
+            };
+            let blocker = match u.blocker {
+                0 => None,
+                object => self
+                    .blocker_class(object)
+                    .map(|(class, ownable)| ParkBlocker {
+                        object,
+                        class,
+                        ownable,
+                        owner: None,
+                    }),
+            };
+            let monitor = (u.monitor != 0).then_some(u.monitor);
+            if let Some(monitor) = monitor {
+                self.name_monitor(monitor, u.start_ns)?;
+            }
+            let owner_id = (u.owner_id != 0
+                && (monitor.is_some() || blocker.as_ref().is_some_and(|b| b.ownable)))
+            .then_some(u.owner_id);
+            let stack = self.parked_stack(u.oop, id)?;
+            self.thread(u.tid)?;
+            self.writer.write_event(&Event::VthreadWait(VthreadWait {
+                vthread_id: id,
+                start_ns: u.start_ns,
+                end_ns,
+                unmount_tid: u.tid,
+                mount_tid: u.tid,
+                how,
+                blocker,
+                owner_id,
+                monitor,
+                stack,
+                unfinished: true,
+            }))?;
+            self.events += 1;
+        }
+        Ok(())
+    }
+
+    /// The frames of a virtual thread unmounted now, read from its chunks on the heap.
+    fn parked_stack(&mut self, oop: u64, id: u64) -> Result<Option<u32>> {
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(None);
+        };
+        let frames = to_frames(jvm.hotspot.walk_parked(oop, id));
+        if frames.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.own_stack(frames)?))
     }
 
     /// What the kernel counted of virtual threads' waits without sending them, when they are
@@ -75,22 +142,25 @@ impl Session {
         if raw.chunk_head.count == 0 {
             return Ok(None);
         }
-        let frames: Vec<Frame> = jvm
-            .hotspot
-            .walk_unmounted(&raw.chunk_head, &raw.chunk)
-            .into_iter()
-            .map(|f| Frame {
-                kind: FrameKind::Java,
-                addr: f.pc,
-                name: Some(f.name),
-                module: Some(f.tier.as_str().to_string()),
-                holds_monitor: f.holds_monitor,
-                line: f.line,
-            })
-            .collect();
+        let frames = to_frames(jvm.hotspot.walk_unmounted(&raw.chunk_head, &raw.chunk));
         if frames.is_empty() {
             return Ok(None);
         }
         Ok(Some(self.own_stack(frames)?))
     }
+}
+
+/// Walked Java frames as the recording's frames.
+fn to_frames(walked: Vec<crate::jvm::walk::JavaFrame>) -> Vec<Frame> {
+    walked
+        .into_iter()
+        .map(|f| Frame {
+            kind: FrameKind::Java,
+            addr: f.pc,
+            name: Some(f.name),
+            module: Some(f.tier.as_str().to_string()),
+            holds_monitor: f.holds_monitor,
+            line: f.line,
+        })
+        .collect()
 }

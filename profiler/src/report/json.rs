@@ -389,7 +389,7 @@ fn vthread_waits_json(model: &crate::model::Model) -> Value {
     let Some(sums) = &model.vthread_wait_sums else {
         return Value::Null;
     };
-    let waits = &model.vthread_waits;
+    let (open, waits): (Vec<_>, Vec<_>) = model.vthread_waits.iter().partition(|w| w.unfinished);
     let sites: Vec<Value> = crate::analysis::unmounted::other_waits(model)
         .into_iter()
         .take(20)
@@ -407,6 +407,7 @@ fn vthread_waits_json(model: &crate::model::Model) -> Value {
         "min_wait_ns": sums.min_wait_ns,
         "waits": waits.len(),
         "wait_ns": waits.iter().map(|w| w.duration_ns()).fold(0u64, u64::saturating_add),
+        "waiting_at_end": open.len(),
         "unmounts": sums.unmounts,
         "short_waits": sums.short_waits,
         "short_wait_ns": sums.short_wait_ns,

@@ -703,17 +703,18 @@ fn write_unmounted(out: &mut String, analysis: &Analysis, options: &Options) -> 
     let Some(sums) = &model.vthread_wait_sums else {
         return Ok(());
     };
-    let total = model
-        .vthread_waits
+    let (open, ended): (Vec<_>, Vec<_>) = model.vthread_waits.iter().partition(|w| w.unfinished);
+    let total = ended
         .iter()
         .map(|w| w.duration_ns())
         .fold(0u64, u64::saturating_add);
     writeln!(
         out,
-        "\nVirtual threads waiting unmounted (off their carriers, no OS thread blocked): {} waits of {} or more, {} in all; {} shorter ones counted ({}); {} unmounts{}{}",
-        model.vthread_waits.len(),
+        "\nVirtual threads waiting unmounted (off their carriers, no OS thread blocked): {} waits of {} or more, {} in all; {} still waiting at the end; {} shorter ones counted ({}); {} unmounts{}{}",
+        ended.len(),
         secs(sums.min_wait_ns),
         secs(total),
+        open.len(),
         sums.short_waits,
         secs(sums.short_wait_ns),
         sums.unmounts,
