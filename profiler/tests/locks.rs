@@ -472,16 +472,71 @@ fn jdk25_a_reentrant_lock_with_8_waiters_is_one_row_with_its_owner() {
     a_reentrant_lock_is_one_row(25);
 }
 
+/// The virtual threads the JVM's own thread dump (`jcmd Thread.dump_to_file -format=json`)
+/// shows parked in `UnmountedLock$Inventory.take`, by id, with the dump's time (Unix ns, as
+/// the JVM stamped it).
+fn parked_in_thread_dump(major: u32, pid: u32, name: &str) -> (u64, BTreeSet<u64>) {
+    let file = scratch(&format!("{name}.threads.json"));
+    let _ = std::fs::remove_file(&file);
+    let out = Command::new(jdk_tool(major, "jcmd"))
+        .arg(pid.to_string())
+        .args(["Thread.dump_to_file", "-format=json"])
+        .arg(&file)
+        .output()
+        .expect("run jcmd");
+    assert_ok(&out, "jcmd Thread.dump_to_file");
+    let dump: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let at = common::jfr::iso_ns(dump["threadDump"]["time"].as_str().unwrap());
+    let parked = dump["threadDump"]["threadContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["threads"].as_array().unwrap())
+        .filter(|t| {
+            let stack: Vec<&str> = t["stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|f| f.as_str())
+                .collect();
+            stack
+                .first()
+                .is_some_and(|f| f.starts_with("java.base/java.lang.VirtualThread.park"))
+                && stack
+                    .iter()
+                    .any(|f| f.starts_with("UnmountedLock$Inventory.take("))
+        })
+        .map(|t| t["tid"].as_str().unwrap().parse().unwrap())
+        .collect();
+    (at, parked)
+}
+
 /// Virtual threads waiting unmounted on a ReentrantLock (`record --vthread-waits`): a
-/// restocker holds it 300 ms once a second while 20 virtual threads take it in turn; no OS
+/// restocker holds it 600 ms once a second while 20 virtual threads take it in turn; no OS
 /// thread blocks. The lock's row names its class, its owner (the restocker) and where the
 /// owner held it; its waits agree with the workload's own clock.
 fn unmounted_lock_waits_match_the_workload(major: u32) {
     const SYNC: &str = "java.util.concurrent.locks.ReentrantLock$NonfairSync";
-    let mut jvm = start_vt(major, 2, "UnmountedLock", &["20", "300"]);
+    let mut jvm = start_vt(major, 2, "UnmountedLock", &["20", "600"]);
     let name = format!("unmounted-lock{major}.pinrec");
     let (recorder, recording) = spawn_record_with(jvm.pid, &name, &["--vthread-waits"]);
-    std::thread::sleep(Duration::from_secs(6));
+    // The JVM's own thread dumps, meanwhile, taken as the restocker holds the lock: which
+    // virtual threads each shows parked in Inventory.take, and when it was taken. Two that
+    // catch the waiters parked are enough (jcmd starts a JVM of its own: one may come late).
+    let started = std::time::Instant::now();
+    let mut dumps = Vec::new();
+    for i in 0..12 {
+        if dumps.len() == 2 {
+            break;
+        }
+        jvm.wait_for("holding ", Duration::from_secs(10))
+            .expect("the restocker holds the lock");
+        let dump = parked_in_thread_dump(major, jvm.pid, &format!("{name}-{i}"));
+        if dump.1.len() >= 5 {
+            dumps.push(dump);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(started.elapsed()));
     interrupt(recorder);
     say(&mut jvm, "report");
     let lines = jvm
@@ -578,6 +633,47 @@ fn unmounted_lock_waits_match_the_workload(major: u32) {
         0.05,
     );
     assert_eq!(report["lost_events"], 0);
+    // Against the JVM's thread dumps: each virtual thread a dump shows parked at
+    // Inventory.take is in a recorded wait on the lock across the dump, and each recorded
+    // wait that spans a whole dump is a thread the dump shows parked there.
+    let opened = profiler::recording::Recording::open(&recording).unwrap();
+    let model = profiler::model::Model::from_recording(&opened);
+    let on_lock: Vec<&profiler::events::VthreadWait> = model
+        .vthread_waits
+        .iter()
+        .filter(|w| w.blocker.as_ref().is_some_and(|b| b.class == SYNC))
+        .collect();
+    // A dump's time (the wall clock as it began) on the recording's monotonic clock; its
+    // walk of a few dozen threads takes a few milliseconds.
+    let unix0 = report["window"]["start_unix_ns"].as_u64().unwrap();
+    let (mut shown, mut missed, mut spanning, mut unshown) = (0, 0, 0, 0);
+    for (at_unix, parked) in &dumps {
+        let before = start + at_unix.saturating_sub(unix0);
+        let after = before + 25_000_000;
+        let (before, after) = (&before, &after);
+        for id in parked {
+            shown += 1;
+            // (A park shorter than the threshold, caught by the dump, is not recorded.)
+            let found = on_lock
+                .iter()
+                .any(|w| w.vthread_id == *id && w.start_ns < *after && w.end_ns > *before);
+            missed += usize::from(!found);
+        }
+        for w in on_lock
+            .iter()
+            .filter(|w| w.start_ns < *before && w.end_ns > *after)
+        {
+            spanning += 1;
+            unshown += usize::from(!parked.contains(&w.vthread_id));
+        }
+    }
+    eprintln!(
+        "JDK {major} thread dumps: {shown} parked at Inventory.take, {missed} without a recorded \
+         wait; {spanning} recorded waits spanning a dump, {unshown} not shown parked"
+    );
+    assert_eq!(dumps.len(), 2, "two dumps caught the waiters parked");
+    assert!(missed * 10 <= shown, "{missed} of {shown}");
+    assert_eq!(unshown, 0, "recorded waits the JVM did not show parked");
     // No OS thread blocked on it: no pinning, and no futex row for it.
     assert_eq!(report["pinned"]["events"], 0, "{}", report["pinned"]);
     // The flamegraph of waits off the carriers weighs every recorded wait by its stack.

@@ -9,7 +9,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * it holds it), while {@code waiters} virtual threads take it in turn for a moment
  * ({@code UnmountedLock$Inventory.take}). No OS thread blocks: each waiter parks unmounted.
  *
- * <p>Each waiter times every {@code lock()} (System.nanoTime). On "report" on standard input
+ * <p>The restocker prints {@code holding <nanoTime>} as it takes the lock. Each waiter times
+ * every {@code lock()} (System.nanoTime). On "report" on standard input
  * it prints {@code wait <start> <end>} for each timed acquisition, {@code hold <start> <end>}
  * for each restock, {@code restocker <threadId>}, then {@code done}. Arguments: waiters (default 20), hold ms (300).
  */
@@ -26,6 +27,7 @@ public final class UnmountedLock {
             lock.lock();
             long start = System.nanoTime();
             try {
+                System.out.println("holding " + start);
                 Thread.sleep(holdMs);
                 stock += 100;
             } finally {
