@@ -597,6 +597,7 @@ impl Hotspot {
     /// its stack chunks made as it mounted again (the heap is not read: by now the frames
     /// were thawed). A copy cut short ends with the `FROZEN_CALLERS` marker.
     pub fn walk_unmounted(&mut self, head: &ChunkHead, data: &[u8]) -> Vec<JavaFrame> {
+        let entry = self.continuation_return();
         let (Some(w), Some(layout)) = (&mut self.walker, &self.chunks) else {
             return Vec::new();
         };
@@ -612,13 +613,7 @@ impl Hotspot {
         let Some(copied) = layout.from_copy(&frozen, head, data) else {
             return Vec::new();
         };
-        if self.continuation_return.is_none() {
-            self.continuation_return = self
-                .continuation_return_pc
-                .and_then(|a| self.mem.u64(a).ok())
-                .filter(|&pc| pc != 0);
-        }
-        let entry = self.continuation_return.filter(|_| copied.complete);
+        let entry = entry.filter(|_| copied.complete);
         let mut frames = w.walk_chunks(&self.mem, &copied.chunks, entry);
         if !copied.complete && frames.last().is_some_and(|f| f.tier != Tier::Unknown) {
             frames.push(JavaFrame::marker(FROZEN_CALLERS));
@@ -629,6 +624,7 @@ impl Hotspot {
     /// The frames of virtual thread `id`, unmounted now, from its stack chunks on the heap
     /// (`oop`: its address as it unmounted; empty if a collection moved it since).
     pub fn walk_parked(&mut self, oop: u64, id: u64) -> Vec<JavaFrame> {
+        let entry = self.continuation_return();
         let (Some(w), Some(layout)) = (&mut self.walker, &self.chunks) else {
             return Vec::new();
         };
@@ -650,13 +646,19 @@ impl Hotspot {
         let Ok(chunks) = layout.read(&self.mem, &frozen) else {
             return Vec::new();
         };
+        w.walk_chunks(&self.mem, &chunks, entry)
+    }
+
+    /// Where a continuation's entry frame returns to: set once, as the JVM makes its
+    /// continuation stubs, so read until it is.
+    fn continuation_return(&mut self) -> Option<u64> {
         if self.continuation_return.is_none() {
             self.continuation_return = self
                 .continuation_return_pc
                 .and_then(|a| self.mem.u64(a).ok())
                 .filter(|&pc| pc != 0);
         }
-        w.walk_chunks(&self.mem, &chunks, self.continuation_return)
+        self.continuation_return
     }
 
     /// The frame-pointer view of the same copied stack (see `walk::frame_pointer_chain`).

@@ -7,35 +7,25 @@ use super::Session;
 use crate::capture::VthreadWaitRecord;
 use crate::events::{Event, Frame, FrameKind, ParkBlocker, Unmounted, VthreadWait};
 
+/// What the kernel kept of an unmount, as the recording says it.
+struct Unmount {
+    how: Unmounted,
+    blocker: Option<ParkBlocker>,
+    owner_id: Option<u64>,
+    monitor: Option<u64>,
+}
+
 impl Session {
     /// Records one virtual thread's wait.
     pub(super) fn vthread_wait(&mut self, raw: &VthreadWaitRecord) -> Result<()> {
         let head = &raw.head;
-        let how = match head.how {
-            profiler_ebpf::unmount::MONITOR => Unmounted::Monitor,
-            profiler_ebpf::unmount::OBJECT_WAIT => Unmounted::ObjectWait,
-            _ => Unmounted::Park,
-        };
-        let blocker = match head.blocker {
-            0 => None,
-            object => self
-                .blocker_class(object)
-                .map(|(class, ownable)| ParkBlocker {
-                    object,
-                    class,
-                    ownable,
-                    owner: None,
-                }),
-        };
-        let monitor = (head.monitor != 0).then_some(head.monitor);
-        // An owner only means something for an ownable synchronizer (the kernel read the
-        // field whatever the class) or a monitor.
-        let owner_id = (head.owner_id != 0
-            && (monitor.is_some() || blocker.as_ref().is_some_and(|b| b.ownable)))
-        .then_some(head.owner_id);
-        if let Some(monitor) = monitor {
-            self.name_monitor(monitor, head.start_ns)?;
-        }
+        let u = self.unmount(
+            head.how,
+            head.blocker,
+            head.owner_id,
+            head.monitor,
+            head.start_ns,
+        )?;
         let stack = self.unmounted_stack(raw)?;
         for tid in [head.tid, head.unmount_tid] {
             self.thread(tid)?;
@@ -46,10 +36,10 @@ impl Session {
             end_ns: head.end_ns,
             unmount_tid: head.unmount_tid,
             mount_tid: head.tid,
-            how,
-            blocker,
-            owner_id,
-            monitor,
+            how: u.how,
+            blocker: u.blocker,
+            owner_id: u.owner_id,
+            monitor: u.monitor,
             stack,
             unfinished: false,
         }))?;
@@ -64,45 +54,29 @@ impl Session {
         let Some(min) = self.vthread_min_ns else {
             return Ok(());
         };
-        for (id, u) in self.capture.open_vthread_waits() {
-            if end_ns.saturating_sub(u.start_ns) < min {
+        for (id, open) in self.capture.open_vthread_waits() {
+            if end_ns.saturating_sub(open.start_ns) < min {
                 continue;
             }
-            let how = match u.how {
-                profiler_ebpf::unmount::MONITOR => Unmounted::Monitor,
-                profiler_ebpf::unmount::OBJECT_WAIT => Unmounted::ObjectWait,
-                _ => Unmounted::Park,
-            };
-            let blocker = match u.blocker {
-                0 => None,
-                object => self
-                    .blocker_class(object)
-                    .map(|(class, ownable)| ParkBlocker {
-                        object,
-                        class,
-                        ownable,
-                        owner: None,
-                    }),
-            };
-            let monitor = (u.monitor != 0).then_some(u.monitor);
-            if let Some(monitor) = monitor {
-                self.name_monitor(monitor, u.start_ns)?;
-            }
-            let owner_id = (u.owner_id != 0
-                && (monitor.is_some() || blocker.as_ref().is_some_and(|b| b.ownable)))
-            .then_some(u.owner_id);
-            let stack = self.parked_stack(u.oop, id)?;
-            self.thread(u.tid)?;
+            let u = self.unmount(
+                open.how,
+                open.blocker,
+                open.owner_id,
+                open.monitor,
+                open.start_ns,
+            )?;
+            let stack = self.parked_stack(open.oop, id)?;
+            self.thread(open.tid)?;
             self.writer.write_event(&Event::VthreadWait(VthreadWait {
                 vthread_id: id,
-                start_ns: u.start_ns,
+                start_ns: open.start_ns,
                 end_ns,
-                unmount_tid: u.tid,
-                mount_tid: u.tid,
-                how,
-                blocker,
-                owner_id,
-                monitor,
+                unmount_tid: open.tid,
+                mount_tid: open.tid,
+                how: u.how,
+                blocker: u.blocker,
+                owner_id: u.owner_id,
+                monitor: u.monitor,
                 stack,
                 unfinished: true,
             }))?;
@@ -111,16 +85,47 @@ impl Session {
         Ok(())
     }
 
-    /// The frames of a virtual thread unmounted now, read from its chunks on the heap.
-    fn parked_stack(&mut self, oop: u64, id: u64) -> Result<Option<u32>> {
-        let Some(jvm) = &mut self.jvm else {
-            return Ok(None);
+    /// Names what the kernel read at an unmount: the blocker by its class, the monitor by
+    /// its object's (a `MonitorClass` record), the owner kept only where it means something.
+    fn unmount(
+        &mut self,
+        how: u32,
+        blocker: u64,
+        owner_id: u64,
+        monitor: u64,
+        start_ns: u64,
+    ) -> Result<Unmount> {
+        let how = match how {
+            profiler_ebpf::unmount::MONITOR => Unmounted::Monitor,
+            profiler_ebpf::unmount::OBJECT_WAIT => Unmounted::ObjectWait,
+            _ => Unmounted::Park,
         };
-        let frames = to_frames(jvm.hotspot.walk_parked(oop, id));
-        if frames.is_empty() {
-            return Ok(None);
+        let blocker = match blocker {
+            0 => None,
+            object => self
+                .blocker_class(object)
+                .map(|(class, ownable)| ParkBlocker {
+                    object,
+                    class,
+                    ownable,
+                    owner: None,
+                }),
+        };
+        let monitor = (monitor != 0).then_some(monitor);
+        if let Some(monitor) = monitor {
+            self.name_monitor(monitor, start_ns)?;
         }
-        Ok(Some(self.own_stack(frames)?))
+        // An owner only means something for an ownable synchronizer (the kernel read the
+        // field whatever the class) or a monitor.
+        let owner_id = (owner_id != 0
+            && (monitor.is_some() || blocker.as_ref().is_some_and(|b| b.ownable)))
+        .then_some(owner_id);
+        Ok(Unmount {
+            how,
+            blocker,
+            owner_id,
+            monitor,
+        })
     }
 
     /// What the kernel counted of virtual threads' waits without sending them, when they are
@@ -143,6 +148,18 @@ impl Session {
             return Ok(None);
         }
         let frames = to_frames(jvm.hotspot.walk_unmounted(&raw.chunk_head, &raw.chunk));
+        if frames.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.own_stack(frames)?))
+    }
+
+    /// The frames of a virtual thread unmounted now, read from its chunks on the heap.
+    fn parked_stack(&mut self, oop: u64, id: u64) -> Result<Option<u32>> {
+        let Some(jvm) = &mut self.jvm else {
+            return Ok(None);
+        };
+        let frames = to_frames(jvm.hotspot.walk_parked(oop, id));
         if frames.is_empty() {
             return Ok(None);
         }
