@@ -54,6 +54,8 @@ public final class UnmountedLock {
         long holdMs = args.length > 1 ? Long.parseLong(args[1]) : 300;
         Inventory inventory = new Inventory();
         var executor = Vt.executor();
+        // First: the restocker's lines follow it.
+        Vt.ready();
         executor.submit(() -> {
             restocker = Thread.currentThread().getId();
             while (true) {
@@ -70,7 +72,6 @@ public final class UnmountedLock {
                 }
             });
         }
-        Vt.ready();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         String line;
         while ((line = in.readLine()) != null) {
