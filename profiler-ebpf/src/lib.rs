@@ -147,6 +147,9 @@ pub mod task_state {
     pub const RUNNING: u64 = 0;
     pub const INTERRUPTIBLE: u64 = 0x1;
     pub const UNINTERRUPTIBLE: u64 = 0x2;
+    /// `__TASK_STOPPED` (a SIGSTOP, SIGTSTP...) and `__TASK_TRACED` (a debugger's stop).
+    pub const STOPPED: u64 = 0x4;
+    pub const TRACED: u64 = 0x8;
     /// `EXIT_DEAD` and `EXIT_ZOMBIE`: a task switched out for the last time (`do_task_dead`).
     pub const DEAD: u64 = 0x10 | 0x20;
 }

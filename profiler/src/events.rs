@@ -107,6 +107,9 @@ pub enum OffCpuState {
     /// Uninterruptible (disk I/O, some kernel locks).
     Uninterruptible,
     Other,
+    /// Stopped by a signal (SIGSTOP, SIGTSTP) or a debugger: the process was not let run,
+    /// whatever it was doing. (Recordings of format 9 and before say `Other`.)
+    Stopped,
 }
 
 impl OffCpuState {
@@ -116,6 +119,7 @@ impl OffCpuState {
             RUNNING => Self::Preempted,
             INTERRUPTIBLE => Self::Sleeping,
             UNINTERRUPTIBLE => Self::Uninterruptible,
+            s if s & (STOPPED | TRACED) != 0 => Self::Stopped,
             _ => Self::Other,
         }
     }

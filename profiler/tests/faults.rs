@@ -903,3 +903,58 @@ fn a_jvm_still_starting_up_is_recorded_once_it_has_started() {
     );
     assert!(named * 10 >= parks * 9, "{named} of {parks} named");
 }
+
+/// The JVM stopped with SIGSTOP for 10 s mid-recording, then continued: the stop is no
+/// pinning (the workload's sleeps pin 10 ms each; no pinned wait lasts through the stop, and
+/// the pinned parks are the sleeps it counted), its carriers are accounted as blocked across
+/// the stop by the test's own clock of it, nothing is lost, and the JVM goes on counting.
+#[test]
+fn a_jvm_stopped_10s_mid_recording_is_no_pinning() {
+    let mut jvm = pinning_jvm(&[], &["sleep"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (recorder, out) = spawn_record(jvm.pid, "stopped.pinrec");
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(jvm.pid as i32, libc::SIGSTOP) };
+    let stopped_at = profiler::capture::monotonic_ns();
+    std::thread::sleep(Duration::from_secs(10));
+    let continued_at = profiler::capture::monotonic_ns();
+    // SAFETY: as above.
+    unsafe { libc::kill(jvm.pid as i32, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_secs(2));
+    interrupt(recorder);
+    let report = report_json(&out);
+    let (from, to) = counts::window(&report);
+    let points = counts::points(&mut jvm, "sleeps", Some(to));
+    assert!(
+        points.last().is_some_and(|p| p.0 > continued_at),
+        "the JVM counts on after the stop: {points:?}"
+    );
+    assert_eq!(report["lost_events"], 0);
+    let stop_ns = (continued_at - stopped_at) as f64;
+    let longest = report["pinned"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["max_ns"].as_u64().unwrap())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        (longest as f64) < stop_ns / 10.0,
+        "a pinned wait of {longest} ns: the {stop_ns} ns stop counted as pinning"
+    );
+    let (parks, _) = pinned_sleeps(&report);
+    let slept = counts::at(&points, to) - counts::at(&points, from);
+    assert_within(
+        "stopped 10 s: pinned parks vs the workload's sleeps",
+        parks as f64,
+        slept,
+        COUNT_TOLERANCE,
+    );
+    for carrier in carrier_threads(&report) {
+        assert!(
+            ns(&carrier["blocked_ns"]) >= stop_ns * 0.95,
+            "the stop is the carrier's blocked time: {carrier}"
+        );
+    }
+}

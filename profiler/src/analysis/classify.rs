@@ -115,7 +115,9 @@ pub fn interpret(o: &Wait, carrier: bool, major: Option<u32>, hints: StackHints)
     let Some(java) = o.java() else {
         return Some(Use::Blocked);
     };
-    if hints.suspended_by_jvm {
+    // Stopped by a signal or a debugger: what the thread was doing before is not what held
+    // it (a 10 s SIGSTOP is no 10 s pin), as when the JVM suspends it.
+    if hints.suspended_by_jvm || o.state == crate::events::OffCpuState::Stopped {
         return Some(if java.vthread.is_some() {
             Use::BlockedMounted
         } else {
