@@ -958,3 +958,65 @@ fn a_jvm_stopped_10s_mid_recording_is_no_pinning() {
         );
     }
 }
+
+/// The file system of the output fills up mid-recording (a 1 MiB tmpfs): the recording ends
+/// at once with an error that says why, and what the file holds reads back, its window and
+/// events as far as the file got, with the cut said.
+#[test]
+fn a_full_file_system_ends_the_recording_and_what_it_holds_reads() {
+    require_root();
+    let jvm = start(25, "Handoff", &["2"]);
+    let dir = scratch("full-fs");
+    let _ = std::fs::create_dir_all(&dir);
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .expect("run mount");
+    assert!(status.success(), "mount a 1 MiB tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let out = dir.join("full.pinrec");
+    let started = Instant::now();
+    let result = pinprof()
+        .args(["record", "--quiet", "--pid", &jvm.pid.to_string()])
+        .args(["--duration", "60", "--output"])
+        .arg(&out)
+        .output()
+        .expect("run pinprof record");
+    let said = String::from_utf8_lossy(&result.stderr);
+    eprintln!("pinprof: {}", said.trim());
+    assert!(!result.status.success(), "a full disk is an error: {said}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?} to stop on a full disk",
+        started.elapsed()
+    );
+    assert!(said.contains("No space left on device"), "{said}");
+    assert!(said.contains("what it holds reads"), "{said}");
+    let size = std::fs::metadata(&out).unwrap().len();
+    assert!(size > 512 << 10, "the file holds what fit: {size} bytes");
+    let report = pinprof()
+        .arg("report")
+        .arg(&out)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_ok(&report, "pinprof report of the cut file");
+    let warned = String::from_utf8_lossy(&report.stderr);
+    assert!(warned.contains("recording is cut"), "{warned}");
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    schema_errors(&report).unwrap();
+    assert!(report["window"]["duration_ns"].as_u64().unwrap() > 0);
+    // A 1 MiB file of a target switching ~100,000 times a second holds thousands of waits.
+    assert!(
+        report["off_cpu"]["events"].as_u64().unwrap() > 1000,
+        "{}",
+        report["off_cpu"]["events"]
+    );
+}
