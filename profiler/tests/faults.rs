@@ -1020,3 +1020,34 @@ fn a_full_file_system_ends_the_recording_and_what_it_holds_reads() {
         report["off_cpu"]["events"]
     );
 }
+
+/// A target that forks and execs children all the time (a shell loop running `sleep`): the
+/// children are other processes, and none of their threads is recorded as the target's.
+#[test]
+fn a_target_that_forks_and_execs_records_none_of_its_children() {
+    require_root();
+    let mut shell = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.01; done"])
+        .spawn()
+        .expect("start sh");
+    let pid = shell.id();
+    let report = report_json(&record(pid, 2.0, "forks.pinrec"));
+    let _ = shell.kill();
+    let _ = shell.wait();
+    let tids: Vec<u64> = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tid"].as_u64().unwrap())
+        .collect();
+    // The shell is one thread: its children (each `sleep` a process of its own) are not it.
+    assert_eq!(tids, [u64::from(pid)], "{}", report["threads"]);
+    // It waited for its children about all the time: the window is its own, whole.
+    let shell_row = &report["threads"][0];
+    let window = ns(&report["window"]["duration_ns"]);
+    let accounted = ns(&shell_row["running_ns"])
+        + ns(&shell_row["blocked_ns"])
+        + ns(&shell_row["preempted_ns"]);
+    assert_within("the shell's time vs the window", accounted, window, 0.05);
+    assert_eq!(report["lost_events"], 0);
+}

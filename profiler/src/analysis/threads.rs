@@ -94,9 +94,8 @@ pub fn threads_of(model: &Model, classes: &[Option<Use>]) -> Vec<ThreadRow> {
         add(&mut r.preempted_ns, s.preempted_ns);
         add(&mut r.blocked_ns, s.total_ns.saturating_sub(s.preempted_ns));
     }
-    for &tid in model.names.keys() {
-        row(model, &mut rows, tid);
-    }
+    // The target's threads have waits, a scheduler account or an exit; a name alone is no
+    // thread of the target's (a waker of another process, a forked child, is named too).
     for &tid in model.cpu_first.keys().chain(model.exits.keys()) {
         row(model, &mut rows, tid);
     }
