@@ -1051,3 +1051,39 @@ fn a_target_that_forks_and_execs_records_none_of_its_children() {
     assert_within("the shell's time vs the window", accounted, window, 0.05);
     assert_eq!(report["lost_events"], 0);
 }
+
+/// A JVM with 5,000 platform threads (asleep, with one more born and ended in a loop): every
+/// thread the kernel lists for the process through the recording has its row, the JVM's
+/// thread list is read whole (nothing left out for the memory budget), nothing is lost.
+#[test]
+fn a_jvm_with_5000_threads_is_recorded_whole() {
+    let jvm = start(21, "ThreadFlood", &["5000", "24"]);
+    let tasks = || -> BTreeSet<u64> {
+        std::fs::read_dir(format!("/proc/{}/task", jvm.pid))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    let before = tasks();
+    assert!(before.len() > 5000, "{} threads", before.len());
+    let report = report_json(&record(jvm.pid, 4.0, "5000-threads.pinrec"));
+    let after = tasks();
+    let rows: BTreeSet<u64> = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tid"].as_u64().unwrap())
+        .collect();
+    let throughout: Vec<&u64> = before.intersection(&after).collect();
+    let missing: Vec<&&u64> = throughout.iter().filter(|t| !rows.contains(t)).collect();
+    eprintln!(
+        "{} threads throughout, {} rows, {} missing",
+        throughout.len(),
+        rows.len(),
+        missing.len()
+    );
+    assert!(missing.is_empty(), "threads without a row: {missing:?}");
+    assert_eq!(report["lost_events"], 0);
+    let budget = &report["capture"]["memory_budget"];
+    assert_eq!(budget["threads_not_listed"], 0, "{budget}");
+}
