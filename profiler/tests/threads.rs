@@ -214,9 +214,17 @@ fn thread_times_stay_within_lives(major: u32) {
     let mut worst: (f64, u64) = (0.0, 0);
     let mut lowest: (f64, u64) = (f64::MAX, 0);
     for life in &inside {
-        let row = by_tid
-            .get(&life.tid)
-            .unwrap_or_else(|| panic!("JDK {major}: thread {} is not in the report", life.tid));
+        let row = by_tid.get(&life.tid).unwrap_or_else(|| {
+            // When in the window it lived says what could have missed it.
+            let ms = |t: u64| (t as f64 - from as f64) / 1e6;
+            panic!(
+                "JDK {major}: thread {} is not in the report (it lived from {:.1} ms to \
+                 {:.1} ms into the window)",
+                life.tid,
+                ms(life.before_start),
+                ms(sampled.gone[&life.tid])
+            )
+        });
         let ran = (life.run_end - life.run_start) as f64;
         let lived = (sampled.gone[&life.tid] - life.before_start) as f64;
         let (counted, off_run_queue) = (counted_ns(row), counted_off_run_queue_ns(row));

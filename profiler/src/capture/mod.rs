@@ -504,9 +504,6 @@ impl Capture {
         capture.switch_tail = Some(capture.load_switch_tail()?);
         let waits = waits_at_start();
         capture.seed_waits(&waits);
-        // The capture's start: every time the programs take is later, so only the seeded
-        // waits (which start at 0) begin before it.
-        capture.started_ns = monotonic_ns();
         for (program, hook) in programs {
             let prog = capture
                 .ebpf
@@ -527,6 +524,11 @@ impl Capture {
             }
         }
         capture.drop_stale_seeds(&waits);
+        // The capture's start, once every program is attached: attaching can take tens of
+        // milliseconds on a busy machine, and a thread born and gone meanwhile, before the
+        // programs that see births and ends were both in, would lie in the window and in no
+        // event. What the programs made before it is cut at it (`Raw::within`).
+        capture.started_ns = monotonic_ns();
         Ok(capture)
     }
 
@@ -626,8 +628,8 @@ impl Capture {
         self.java_stacks_missed += 1;
     }
 
-    /// When the programs began to attach: the start of what this capture sees. Waits under
-    /// way then (the seeded ones) are given as starting there.
+    /// When the programs were all attached: the start of what this capture sees. Waits under
+    /// way then (the seeded ones among them) are given as starting there.
     pub fn started_ns(&self) -> u64 {
         self.started_ns
     }

@@ -72,9 +72,10 @@ impl Raw {
 
     /// The record as seen within the capture's span: its start no earlier than `start_ns`
     /// (a wait under way then, such as a seeded one, which starts at 0, is seen from there),
-    /// its end no later than `end_ns`, and nothing that began after that. Everything that
-    /// pairs records by start time (a Java stack with its interval, a native stack with its
-    /// call) sees the same time.
+    /// its end no later than `end_ns`, and nothing that ended before the span or began after
+    /// it (the programs run a little either side of it, while they attach and detach).
+    /// Everything that pairs records by start time (a Java stack with its interval, a native
+    /// stack with its call) sees the same time.
     fn within(mut self, start_ns: u64, end_ns: Option<u64>) -> Option<Self> {
         let end_ns = end_ns.unwrap_or(u64::MAX);
         let (start, end) = match &mut self {
@@ -85,7 +86,12 @@ impl Raw {
             Raw::VthreadWait(w) => (&mut w.head.start_ns, Some(&mut w.head.end_ns)),
             // Keyed by its call's start, or by a wake-up.
             Raw::NativeStack(copy) => (&mut copy.key_ns, None),
-            Raw::Exit(_) | Raw::Rename(_) => return Some(self),
+            Raw::Rename(_) => return Some(self),
+            // (A target gone while the programs attached was gone as the window opened.)
+            Raw::Exit(e) => {
+                e.time_ns = e.time_ns.max(start_ns);
+                return Some(self);
+            }
             // Samples and wake-ups are instants: in the span or not.
             Raw::OnCpu(sample) => {
                 let t = sample.time_ns;
@@ -95,12 +101,13 @@ impl Raw {
                 let t = late.run_ns;
                 return (late.wake_ns >= start_ns && t < end_ns).then_some(self);
             }
-            // A thread born or ended after the capture stopped is none of its business.
+            // A thread born or ended outside the span is none of its business (one born
+            // before it and alive at its start is in the first accounts).
             Raw::ThreadStart(life) | Raw::ThreadExit(life) => {
-                return (life.time_ns < end_ns).then_some(self);
+                return (start_ns..end_ns).contains(&life.time_ns).then_some(self);
             }
         };
-        if *start >= end_ns {
+        if *start >= end_ns || end.as_ref().is_some_and(|end| **end < start_ns) {
             return None;
         }
         *start = (*start).max(start_ns);
@@ -369,6 +376,64 @@ mod tests {
         bytes.extend((0..64).map(|i| i as u8));
         bytes.extend((0..100).map(|i| 200 - i as u8));
         bytes
+    }
+
+    #[test]
+    fn what_the_programs_made_while_attaching_is_cut_at_the_start() {
+        let life = |kind, time_ns| ThreadLife {
+            kind,
+            tid: 7,
+            time_ns,
+            ..ThreadLife::default()
+        };
+        let off_cpu = |start_ns, end_ns| {
+            Raw::OffCpu(OffCpuEvent {
+                kind: kind::OFF_CPU,
+                tid: 7,
+                start_ns,
+                end_ns,
+                ..OffCpuEvent::default()
+            })
+        };
+        let (start, end) = (1_000, Some(5_000));
+        // Born or gone before the window opened: not the window's (the first accounts have
+        // a thread there as it opened).
+        assert!(
+            Raw::ThreadStart(life(kind::THREAD_START, 999))
+                .within(start, end)
+                .is_none()
+        );
+        assert!(
+            Raw::ThreadExit(life(kind::THREAD_EXIT, 999))
+                .within(start, end)
+                .is_none()
+        );
+        assert!(
+            Raw::ThreadStart(life(kind::THREAD_START, 1_000))
+                .within(start, end)
+                .is_some()
+        );
+        assert!(
+            Raw::ThreadExit(life(kind::THREAD_EXIT, 5_000))
+                .within(start, end)
+                .is_none()
+        );
+        // A wait over before the start is left out; one under way then is seen from it.
+        assert!(off_cpu(200, 900).within(start, end).is_none());
+        let Some(Raw::OffCpu(seen)) = off_cpu(200, 1_500).within(start, end) else {
+            panic!("a wait under way at the start is kept");
+        };
+        assert_eq!((seen.start_ns, seen.end_ns), (1_000, 1_500));
+        // A target gone meanwhile was gone as the window opened.
+        let exit = ExitEvent {
+            kind: kind::EXIT,
+            tid: 7,
+            time_ns: 900,
+        };
+        let Some(Raw::Exit(gone)) = Raw::Exit(exit).within(start, end) else {
+            panic!("the target's exit is kept");
+        };
+        assert_eq!(gone.time_ns, 1_000);
     }
 
     #[test]

@@ -289,10 +289,8 @@ pub fn run_with(
     let blocked_stacks_on =
         !(syscalls && options.trace_syscalls || options.min_java_stack.is_zero());
     let mut seed_stacks = Vec::new();
-    let mut first_accounts = Vec::new();
     let (mut cgroup, cgroup_warning) = cgroup_watch::CgroupWatch::find(&process);
     warnings.extend(cgroup_warning);
-    let mut first_cgroup = None;
     // A reader of its own follows the JVM's thread list from the moment the programs attach
     // (opened first: that takes a while, and threads born meanwhile would go unknown).
     let list_reader = jvm.as_ref().map(|j| j.hotspot.reopen());
@@ -340,14 +338,15 @@ pub fn run_with(
         || {
             let seeds = waits_at_start(&target, jvm.as_ref(), syscalls, blocked_stacks_on);
             seed_stacks = seeds.java_stacks;
-            // Threads' times are counted from their first account: read just before the
-            // window opens, so that a thread born after it is not in it.
-            first_accounts = target.cpu_accounts();
-            // And the throttling counters (stamped with the window's start below).
-            first_cgroup = cgroup.read(0);
             seeds.waits
         },
     )?;
+    // Threads' times are counted from their first account: read just after the window
+    // opens, so that every thread alive then is in it (one born since is seen born, which
+    // tells it apart).
+    let first_accounts = target.cpu_accounts();
+    // And the throttling counters (stamped with the window's start below).
+    let mut first_cgroup = cgroup.read(0);
     // pinprof is now about as large as it is before the target grows anything (the programs
     // loaded, the ring buffer mapped, the JVM's symbols read): the shares are of what the
     // budget leaves. (The ring buffer is counted whole: it fills as the target makes events.)
