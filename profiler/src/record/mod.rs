@@ -319,6 +319,8 @@ pub fn run_with(
             }
         },
     };
+    // Said as traced only where the probes are in (a JVM without them says why instead).
+    let vthread_traced = vthread_probes.is_some().then_some(vthread_min_ns);
     let mut capture = Capture::start(
         &capture::Options {
             process: process.clone(),
@@ -415,7 +417,7 @@ pub fn run_with(
         writer.write_event(&Event::Sampling { hz })?;
     }
     let mut session = Session {
-        vthread_min_ns: options.vthread_waits.is_some().then_some(vthread_min_ns),
+        vthread_min_ns: vthread_traced,
         quiet,
         target_mem: process
             .open("mem", libc::O_RDONLY)
