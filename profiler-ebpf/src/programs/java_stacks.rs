@@ -422,6 +422,13 @@ fn frozen_frames(layout: &JvmLayout, thread: u64, entry: u64) -> Frozen {
     if own == vthread || vthread == 0 {
         return none;
     }
+    frozen_of(layout, vthread)
+}
+
+/// Where the frozen frames of virtual thread `vthread` (an oop) begin: its continuation's
+/// tail `StackChunk` and that chunk's `sp` (zero where a field is not there).
+#[inline(always)]
+pub(crate) fn frozen_of(layout: &JvmLayout, vthread: u64) -> Frozen {
     let id = read_user::<u64>(vthread + layout.java_tid as u64).unwrap_or(0);
     let cont = oop_field(layout, vthread, layout.vthread_cont);
     let chunk = if cont == 0 {

@@ -22,7 +22,7 @@ use profiler_ebpf::{
 
 use super::{
     ids::current_ids,
-    java_stacks::{Frozen, copy_chunks, oop_field},
+    java_stacks::{copy_chunks, frozen_of, oop_field},
     maps::{COUNTERS, EVENTS, count},
     memory::read_user,
     settings::{JVM_LAYOUT, MIN_VTHREAD_WAIT_NS, setting},
@@ -112,14 +112,22 @@ fn current_vthread(layout: &JvmLayout, thread: u64) -> Option<(u64, u64)> {
     Some((oop, id))
 }
 
+/// The layout, and of a probe's `JavaThread*` (its first argument) the carrier's address and
+/// the virtual thread current on it (oop, id).
 #[inline(always)]
-fn unmounting(ctx: &ProbeContext, how: u32) {
+fn probed_vthread(ctx: &ProbeContext) -> Option<(JvmLayout, u64, u64, u64)> {
     let layout: JvmLayout = setting(&JVM_LAYOUT);
     let thread: u64 = ctx.arg(0).unwrap_or(0);
     if layout.vthread == 0 || thread == 0 {
-        return;
+        return None;
     }
-    let Some((oop, id)) = current_vthread(&layout, thread) else {
+    let (oop, id) = current_vthread(&layout, thread)?;
+    Some((layout, thread, oop, id))
+}
+
+#[inline(always)]
+fn unmounting(ctx: &ProbeContext, how: u32) {
+    let Some((layout, thread, oop, id)) = probed_vthread(ctx) else {
         return;
     };
     count(counter::VTHREAD_UNMOUNTS);
@@ -176,12 +184,7 @@ fn unmounting(ctx: &ProbeContext, how: u32) {
 
 #[inline(always)]
 fn mounting(ctx: &ProbeContext) {
-    let layout: JvmLayout = setting(&JVM_LAYOUT);
-    let thread: u64 = ctx.arg(0).unwrap_or(0);
-    if layout.vthread == 0 || thread == 0 {
-        return;
-    }
-    let Some((oop, id)) = current_vthread(&layout, thread) else {
+    let Some((layout, _, oop, id)) = probed_vthread(ctx) else {
         return;
     };
     let Some(entry) = (unsafe { UNMOUNTED.get(&id) }).copied() else {
@@ -278,30 +281,6 @@ fn send_head_alone(head: &VthreadWaitHead) {
         .is_err()
     {
         count(counter::LOST_EVENTS);
-    }
-}
-
-/// Where the frozen frames of `vthread` (an unmounted virtual thread's oop, about to be
-/// thawed) begin: its continuation's tail chunk and that chunk's `sp`.
-#[inline(always)]
-fn frozen_of(layout: &JvmLayout, vthread: u64) -> Frozen {
-    let id = read_user::<u64>(vthread + layout.java_tid as u64).unwrap_or(0);
-    let cont = oop_field(layout, vthread, layout.vthread_cont);
-    let chunk = if cont == 0 {
-        0
-    } else {
-        oop_field(layout, cont, layout.cont_tail)
-    };
-    let sp = if chunk == 0 {
-        0
-    } else {
-        read_user::<u32>(chunk + layout.chunk_sp as u64).unwrap_or(0)
-    };
-    Frozen {
-        vthread,
-        vthread_id: id,
-        chunk,
-        sp,
     }
 }
 

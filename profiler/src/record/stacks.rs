@@ -455,17 +455,7 @@ impl Session {
                 }
             }
         }
-        let frames: Vec<Frame> = walked
-            .into_iter()
-            .map(|f| Frame {
-                kind: FrameKind::Java,
-                addr: f.pc,
-                name: Some(f.name),
-                module: Some(f.tier.as_str().to_string()),
-                holds_monitor: f.holds_monitor,
-                line: f.line,
-            })
-            .collect();
+        let frames = java_frames(walked);
         if frames.is_empty() {
             return Ok(());
         }
@@ -668,6 +658,21 @@ pub(super) fn blocked_java_stack(
         },
         data,
     })
+}
+
+/// Walked Java frames as the recording's frames.
+pub(super) fn java_frames(walked: Vec<crate::jvm::walk::JavaFrame>) -> Vec<Frame> {
+    walked
+        .into_iter()
+        .map(|f| Frame {
+            kind: FrameKind::Java,
+            addr: f.pc,
+            name: Some(f.name),
+            module: Some(f.tier.as_str().to_string()),
+            holds_monitor: f.holds_monitor,
+            line: f.line,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 
 use anyhow::Result;
 
-use super::Session;
+use super::{Session, stacks::java_frames};
 use crate::capture::VthreadWaitRecord;
-use crate::events::{Event, Frame, FrameKind, ParkBlocker, Unmounted, VthreadWait};
+use crate::events::{Event, ParkBlocker, Unmounted, VthreadWait};
 
 /// What the kernel kept of an unmount, as the recording says it.
 struct Unmount {
@@ -147,7 +147,7 @@ impl Session {
         if raw.chunk_head.count == 0 {
             return Ok(None);
         }
-        let frames = to_frames(jvm.hotspot.walk_unmounted(&raw.chunk_head, &raw.chunk));
+        let frames = java_frames(jvm.hotspot.walk_unmounted(&raw.chunk_head, &raw.chunk));
         if frames.is_empty() {
             return Ok(None);
         }
@@ -159,25 +159,10 @@ impl Session {
         let Some(jvm) = &mut self.jvm else {
             return Ok(None);
         };
-        let frames = to_frames(jvm.hotspot.walk_parked(oop, id));
+        let frames = java_frames(jvm.hotspot.walk_parked(oop, id));
         if frames.is_empty() {
             return Ok(None);
         }
         Ok(Some(self.own_stack(frames)?))
     }
-}
-
-/// Walked Java frames as the recording's frames.
-fn to_frames(walked: Vec<crate::jvm::walk::JavaFrame>) -> Vec<Frame> {
-    walked
-        .into_iter()
-        .map(|f| Frame {
-            kind: FrameKind::Java,
-            addr: f.pc,
-            name: Some(f.name),
-            module: Some(f.tier.as_str().to_string()),
-            holds_monitor: f.holds_monitor,
-            line: f.line,
-        })
-        .collect()
 }
