@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 
 use crate::jvm::memory::Libjvm;
 use crate::jvm::vmstructs::Target;
@@ -37,7 +37,8 @@ impl ContinuationProbes {
             if at < lib.exec.0 || at >= lib.exec.1 {
                 bail!("{symbol} points at {at:#x}, outside libjvm's code");
             }
-            Ok(at - lib.bias)
+            at.checked_sub(lib.bias)
+                .with_context(|| format!("{symbol} points below libjvm's load address"))
         };
         let freeze = offset(SYMBOLS[0])?;
         let thaw = offset(SYMBOLS[1])?;
